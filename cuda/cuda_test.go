@@ -1,0 +1,197 @@
+package cuda
+
+import (
+	"debug/elf"
+	"os"
+	"path/filepath"
+	"sort"
+	"testing"
+
+	"github.com/retrivium/forensic/internal/e2eenv"
+)
+
+// The families issue 3 names: every one must have at least one row.
+var wantFamilies = []string{
+	"cuMemAlloc", "cuMemAllocPitch", "cuMemAllocManaged", "cuMemAllocAsync", "cuMemAllocFromPoolAsync",
+	"cuMemCreate", "cuMemPoolCreate", "cuArrayCreate", "cuArray3DCreate", "cuMipmappedArrayCreate",
+	"cuMemAllocHost", "cuMemHostAlloc",
+	"cuMemHostRegister", "cuMemHostGetDevicePointer", "cuMemAddressReserve", "cuMemMap", "cuMemMapArrayAsync",
+	"cuMemSetAccess", "cuMemExportToShareableHandle", "cuMemImportFromShareableHandle", "cuMemPoolImportPointer",
+	"cuIpcOpenMemHandle", "cuCtxEnablePeerAccess", "cuImportExternalMemory", "cuExternalMemoryGetMappedBuffer",
+	"cuGraphicsMapResources",
+	"cuMemFree", "cuMemFreeHost", "cuMemFreeAsync", "cuMemHostUnregister", "cuMemRelease", "cuMemUnmap",
+	"cuMemAddressFree", "cuIpcCloseMemHandle", "cuCtxDisablePeerAccess", "cuArrayDestroy", "cuMemPoolDestroy",
+	"cuDestroyExternalMemory", "cuGraphicsUnmapResources",
+	"cuInit", "cuCtxCreate", "cuCtxDestroy", "cuDevicePrimaryCtxRetain", "cuDevicePrimaryCtxRelease",
+	"cuCtxSetCurrent", "cuCtxPushCurrent", "cuCtxPopCurrent", "cuDeviceGet", "cuDeviceGetUuid", "cuDeviceGetPCIBusId",
+}
+
+func TestTableCoversFamilies(t *testing.T) {
+	have := map[string]bool{}
+	for _, f := range Families() {
+		have[f] = true
+	}
+	for _, f := range wantFamilies {
+		if !have[f] {
+			t.Errorf("family %s has no row", f)
+		}
+	}
+}
+
+func TestTableRows(t *testing.T) {
+	seen := map[string]bool{}
+	for i, s := range Symbols {
+		if seen[s.Name] {
+			t.Errorf("%s listed twice", s.Name)
+		}
+		seen[s.Name] = true
+		if _, id, ok := Lookup(s.Name); !ok || id != i {
+			t.Errorf("Lookup(%s) = %d, %v", s.Name, id, ok)
+		}
+		if fam, ok := FamilyOf(s.Name); !ok || fam != s.Family {
+			t.Errorf("FamilyOf(%s) = %q, want %q", s.Name, fam, s.Family)
+		}
+		if s.Op == OpFree && len(s.Releases) == 0 && s.Family != "cuGraphicsUnmapResources" {
+			t.Errorf("%s releases nothing", s.Name)
+		}
+		if s.Creates != ResNone && s.Ptr.Src == SrcNone {
+			t.Errorf("%s creates a %s but has no pointer to key it by", s.Name, s.Creates)
+		}
+		for _, c := range []Capture{s.In, s.OutA} {
+			if c.Len > 32 {
+				t.Errorf("%s captures %d bytes, the record holds 32", s.Name, c.Len)
+			}
+		}
+		if s.OutB.Len > 8 {
+			t.Errorf("%s second out pointer of %d bytes", s.Name, s.OutB.Len)
+		}
+	}
+}
+
+// NVIDIA's real libcuda (driver 535) is the reference for what exists:
+// every exported symbol of a hooked family must have a row.
+func TestRealLibCUDAFamiliesCovered(t *testing.T) {
+	path := filepath.Join("..", "build", "nvidia", "libcuda.so.1")
+	_, err := os.Stat(path)
+	e2eenv.Need(t, err == nil, "NVIDIA's libcuda.so.1 is not in build/nvidia (run make nvidia-libs)")
+	f, err := elf.Open(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	syms, err := f.DynamicSymbols()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var missing, covered []string
+	for _, s := range syms {
+		if elf.ST_TYPE(s.Info) != elf.STT_FUNC || s.Section == elf.SHN_UNDEF {
+			continue
+		}
+		fam, ok := FamilyOf(s.Name)
+		if !ok {
+			continue
+		}
+		if _, _, ok := Lookup(s.Name); ok {
+			covered = append(covered, s.Name)
+		} else {
+			missing = append(missing, s.Name+" ("+fam+")")
+		}
+	}
+	sort.Strings(missing)
+	for _, m := range missing {
+		t.Errorf("driver 535 exports %s, which has no row in the symbol table", m)
+	}
+	if len(covered) < 60 {
+		t.Errorf("only %d hooked-family exports found: is this libcuda?", len(covered))
+	}
+	t.Logf("%d exports of hooked families, all with rows", len(covered))
+}
+
+func TestLookupResult(t *testing.T) {
+	tests := []struct {
+		code    int32
+		name    string
+		meaning Meaning
+	}{
+		{2, "CUDA_ERROR_OUT_OF_MEMORY", MeaningResource},
+		{205, "CUDA_ERROR_MAP_FAILED", MeaningMapping},
+		{100, "CUDA_ERROR_NO_DEVICE", MeaningNotMemory},
+		{700, "CUDA_ERROR_ILLEGAL_ADDRESS", MeaningSticky},
+		{1, "CUDA_ERROR_INVALID_VALUE", MeaningArgument},
+		{12345, "CUDA_ERROR_12345", MeaningUnknown},
+	}
+	for _, tt := range tests {
+		r := LookupResult(tt.code)
+		if r.Name != tt.name || r.Meaning != tt.meaning {
+			t.Errorf("LookupResult(%d) = %s %s, want %s %s", tt.code, r.Name, r.Meaning, tt.name, tt.meaning)
+		}
+	}
+	seen := map[int32]bool{}
+	for _, r := range Results {
+		if seen[r.Code] {
+			t.Errorf("code %d listed twice", r.Code)
+		}
+		seen[r.Code] = true
+	}
+}
+
+func TestDecodeDerivedSizes(t *testing.T) {
+	le := func(b []byte, off int, v uint64, w int) {
+		for i := 0; i < w; i++ {
+			b[off+i] = byte(v >> (8 * i))
+		}
+	}
+	tests := []struct {
+		sym  string
+		raw  func() Raw
+		want uint64
+	}{
+		{"cuMemAlloc_v2", func() Raw { return Raw{Args: [6]uint64{0, 4096}, OutAOK: true} }, 4096},
+		{"cuMemAlloc", func() Raw { return Raw{Args: [6]uint64{0, 0xdead00000100}, OutAOK: true} }, 0x100},
+		{"cuMemAllocPitch_v2", func() Raw {
+			r := Raw{Args: [6]uint64{0, 0, 1000, 10}, OutAOK: true, OutBOK: true}
+			le(r.OutB[:], 0, 1024, 8)
+			return r
+		}, 10240},
+		{"cuArrayCreate_v2", func() Raw {
+			r := Raw{InOK: true}
+			le(r.In[:], 0, 100, 8)
+			le(r.In[:], 8, 10, 8)
+			le(r.In[:], 16, 0x20, 4) // FLOAT
+			le(r.In[:], 20, 2, 4)
+			return r
+		}, 100 * 10 * 4 * 2},
+		{"cuArray3DCreate", func() Raw {
+			r := Raw{InOK: true}
+			le(r.In[:], 0, 8, 4)
+			le(r.In[:], 4, 0, 4) // a 1D array has height 0
+			le(r.In[:], 8, 2, 4)
+			le(r.In[:], 12, 0x01, 4)
+			le(r.In[:], 16, 4, 4)
+			return r
+		}, 8 * 1 * 2 * 4},
+		{"cuMipmappedArrayCreate", func() Raw {
+			r := Raw{Args: [6]uint64{0, 0, 3}, InOK: true}
+			le(r.In[:], 0, 8, 8)
+			le(r.In[:], 8, 8, 8)
+			le(r.In[:], 24, 0x01, 4)
+			le(r.In[:], 28, 1, 4)
+			return r
+		}, 64 + 16 + 4},
+	}
+	for _, tt := range tests {
+		s, _, _ := Lookup(tt.sym)
+		raw := tt.raw()
+		f := s.Decode(&raw)
+		if f.Has&FieldSize == 0 || f.Size != tt.want {
+			t.Errorf("%s size = %d (has %v), want %d", tt.sym, f.Size, f.Has&FieldSize != 0, tt.want)
+		}
+	}
+	// A failed call wrote no out parameter: its pointer is not invented.
+	s, _, _ := Lookup("cuMemAlloc_v2")
+	raw := Raw{Args: [6]uint64{0, 4096}}
+	if f := s.Decode(&raw); f.Has&FieldPtr != 0 {
+		t.Error("pointer decoded from a failed call")
+	}
+}

@@ -1,0 +1,530 @@
+package cuda
+
+import (
+	"fmt"
+	"regexp"
+)
+
+// Op is the operation class of a hooked symbol.
+type Op uint8
+
+const (
+	// OpOther: initialization and device identity (cuInit, cuDeviceGet*).
+	OpOther Op = iota
+	// OpAllocation: device memory allocation (framebuffer).
+	OpAllocation
+	// OpHostAllocation: page-locked host memory allocation.
+	OpHostAllocation
+	// OpMapping: mapping, registration, import/export, peer and IPC access.
+	OpMapping
+	// OpContext: context creation, retention and selection.
+	OpContext
+	// OpFree: release of something an earlier call created.
+	OpFree
+)
+
+var opNames = [...]string{
+	OpOther:          "other",
+	OpAllocation:     "allocation",
+	OpHostAllocation: "host-allocation",
+	OpMapping:        "mapping",
+	OpContext:        "context",
+	OpFree:           "free",
+}
+
+func (o Op) String() string {
+	if int(o) < len(opNames) {
+		return opNames[o]
+	}
+	return fmt.Sprintf("Op(%d)", o)
+}
+
+// Primary reports whether a failure of this class can be the first failed
+// operation of a run: allocations, mappings and context calls are; frees,
+// initialization and identity queries only when nothing else failed.
+func (o Op) Primary() bool {
+	return o == OpAllocation || o == OpHostAllocation || o == OpMapping || o == OpContext
+}
+
+// BAR1 says whether a call's path can use the BAR1 aperture (rule 7 of
+// DESIGN.md: peer access over PCIe, IPC of another device's memory, CPU or
+// third-party-device mapping of device memory).
+type BAR1 uint8
+
+const (
+	// BAR1Never: the path does not use the aperture (device allocation,
+	// host registration, virtual address reservation, handle export).
+	BAR1Never BAR1 = iota
+	// BAR1May: the path can map device memory through the aperture.
+	BAR1May
+	// BAR1Peer: only when the call grants a device other than the one that
+	// owns the memory (cuMemSetAccess).
+	BAR1Peer
+)
+
+func (b BAR1) String() string {
+	switch b {
+	case BAR1Never:
+		return "never"
+	case BAR1May:
+		return "may"
+	case BAR1Peer:
+		return "peer"
+	}
+	return fmt.Sprintf("BAR1(%d)", b)
+}
+
+// View is the memory view a resource occupies. Views are never added to
+// each other.
+type View uint8
+
+const (
+	ViewNone View = iota
+	// ViewFramebuffer: device memory.
+	ViewFramebuffer
+	// ViewHost: page-locked host memory.
+	ViewHost
+	// ViewBAR1: device memory mapped through the aperture for another
+	// device or the CPU.
+	ViewBAR1
+)
+
+func (v View) String() string {
+	switch v {
+	case ViewFramebuffer:
+		return "framebuffer"
+	case ViewHost:
+		return "host-pinned"
+	case ViewBAR1:
+		return "bar1"
+	}
+	return "none"
+}
+
+// Resource is the kind of thing a call creates or releases, so that a free
+// can be matched to the allocation it returns.
+type Resource uint8
+
+const (
+	ResNone       Resource = iota
+	ResDevPtr              // cuMemAlloc*, released by cuMemFree*
+	ResHostPtr             // cuMemAllocHost*, cuMemHostAlloc
+	ResHostReg             // cuMemHostRegister*
+	ResArray               // cuArrayCreate*, cuArray3DCreate*
+	ResMipmap              // cuMipmappedArrayCreate
+	ResMemHandle           // cuMemCreate, cuMemImportFromShareableHandle
+	ResVAddr               // cuMemAddressReserve
+	ResVMap                // cuMemMap
+	ResAccess              // cuMemSetAccess to another device
+	ResIPC                 // cuIpcOpenMemHandle*
+	ResPoolImport          // cuMemPoolImportPointer
+	ResPool                // cuMemPoolCreate
+	ResPeer                // cuCtxEnablePeerAccess
+	ResExtMem              // cuImportExternalMemory
+	ResExtBuf              // cuExternalMemoryGetMappedBuffer
+	ResContext             // cuCtxCreate*
+)
+
+var resNames = [...]string{
+	ResNone: "none", ResDevPtr: "device-pointer", ResHostPtr: "host-pointer",
+	ResHostReg: "host-registration", ResArray: "array", ResMipmap: "mipmapped-array",
+	ResMemHandle: "memory-handle", ResVAddr: "address-range", ResVMap: "mapped-range",
+	ResAccess: "peer-access-range", ResIPC: "ipc-mapping", ResPoolImport: "pool-import",
+	ResPool: "memory-pool", ResPeer: "peer-access", ResExtMem: "external-memory",
+	ResExtBuf: "external-buffer", ResContext: "context",
+}
+
+func (r Resource) String() string {
+	if int(r) < len(resNames) {
+		return resNames[r]
+	}
+	return fmt.Sprintf("Resource(%d)", r)
+}
+
+// View says which memory view a live resource of this kind occupies.
+func (r Resource) View() View {
+	switch r {
+	case ResDevPtr, ResArray, ResMipmap, ResMemHandle:
+		return ViewFramebuffer
+	case ResHostPtr, ResHostReg:
+		return ViewHost
+	case ResIPC, ResPoolImport, ResPeer, ResAccess:
+		return ViewBAR1
+	}
+	return ViewNone
+}
+
+// CtxEffect is what a context call does to the calling thread's context
+// stack, so that every call can be attributed to a device.
+type CtxEffect uint8
+
+const (
+	CtxNone CtxEffect = iota
+	// CtxCreate: Ptr is a new context on Device, pushed as current.
+	CtxCreate
+	// CtxRetain: Ptr is the primary context of Device (not made current).
+	CtxRetain
+	// CtxSet: Target replaces the top of the stack (NULL pops it).
+	CtxSet
+	// CtxPush: Target is pushed.
+	CtxPush
+	// CtxPop: the top is popped (its handle is written to Ptr).
+	CtxPop
+	// CtxDestroy: Target is destroyed and leaves every stack.
+	CtxDestroy
+)
+
+// Identity is device identity a call reveals about a CUDA device ordinal.
+type Identity uint8
+
+const (
+	IdentityNone Identity = iota
+	// IdentityOrdinal: Ptr is the CUdevice for ordinal Device.
+	IdentityOrdinal
+	// IdentityUUID: Key holds the 16 UUID bytes of Device.
+	IdentityUUID
+	// IdentityPCI: Key holds the PCI bus id string of Device.
+	IdentityPCI
+)
+
+// Src is where a captured value lies.
+type Src uint8
+
+const (
+	SrcNone Src = iota
+	SrcArg      // an integer argument register
+	SrcIn       // bytes read at entry through a pointer argument (or the stack)
+	SrcOutA     // bytes read at return through the first out pointer
+	SrcOutB     // bytes read at return through the second out pointer
+)
+
+// Loc locates a field: argument Index (SrcArg) or byte offset Index into a
+// captured buffer, Width bytes wide (values are little-endian, zero-extended).
+type Loc struct {
+	Src   Src
+	Index uint8
+	Width uint8
+}
+
+// Capture is what a probe reads through a pointer: Len bytes at the address
+// in argument Arg (or, for FromStack, just above the return address where
+// a struct passed by value lies).
+type Capture struct {
+	Arg       int8
+	Len       uint8
+	FromStack bool
+}
+
+// Symbol is one row of the symbol table.
+type Symbol struct {
+	Name string
+	// Family is the unversioned name (cuMemAlloc for cuMemAlloc_v2).
+	Family string
+	Op     Op
+	BAR1   BAR1
+	// Creates and Releases say which resources the call creates (keyed by
+	// Ptr) or releases (keyed by Target).
+	Creates  Resource
+	Releases []Resource
+	Ctx      CtxEffect
+	Identity Identity
+
+	// What the probes read.
+	In, OutA, OutB Capture
+
+	// Where the decoder finds each field.
+	Size, Flags, Ptr, Target, Device, Peer, Count, Key Loc
+	// SizeFrom computes the size from several captured fields (pitch ×
+	// height, array descriptors); it overrides Size.
+	SizeFrom func(r *Raw) (uint64, bool)
+	// Stack: capture the user stack of every call, not only failures
+	// (device allocations, under --stacks).
+	Stack bool
+}
+
+// UsesBAR1 reports whether the call's path can use the aperture, given the
+// device that owns the memory and the device it is granted to (-1 when
+// unknown).
+func (s *Symbol) UsesBAR1(owner, peer int32) bool {
+	switch s.BAR1 {
+	case BAR1May:
+		return true
+	case BAR1Peer:
+		return owner < 0 || peer < 0 || owner != peer
+	}
+	return false
+}
+
+func arg(i, w uint8) Loc  { return Loc{SrcArg, i, w} }
+func in(o, w uint8) Loc   { return Loc{SrcIn, o, w} }
+func outA(o, w uint8) Loc { return Loc{SrcOutA, o, w} }
+func outB(o, w uint8) Loc { return Loc{SrcOutB, o, w} }
+func ptrTo(a int8, n uint8) Capture {
+	return Capture{Arg: a, Len: n}
+}
+
+var none = Capture{Arg: -1}
+
+// Symbols is the symbol table. The row index is the symbol's id: the BPF
+// attach cookie and the number stored with each event (run.db keeps its own
+// copy of the names, so reordering rows never breaks an old file).
+var Symbols = buildSymbols()
+
+// The x86-64 SysV ABI passes integer arguments in registers 0..5; a struct
+// larger than 16 bytes passed by value (CUipcMemHandle) goes on the stack
+// and takes no register, so the argument after it is register 1.
+func buildSymbols() []Symbol {
+	var t []Symbol
+	add := func(s Symbol) {
+		if s.Family == "" {
+			s.Family = s.Name
+		}
+		for _, c := range []*Capture{&s.In, &s.OutA, &s.OutB} {
+			if c.Len == 0 && !c.FromStack {
+				c.Arg = -1
+			}
+		}
+		t = append(t, s)
+	}
+	variants := func(base Symbol, names ...string) {
+		for _, n := range names {
+			s := base
+			s.Name = n
+			s.Family = base.Name
+			add(s)
+		}
+	}
+
+	// Device allocation.
+	alloc := Symbol{Op: OpAllocation, Creates: ResDevPtr, Stack: true}
+	{
+		s := alloc
+		s.Name, s.OutA, s.Ptr, s.Size = "cuMemAlloc", ptrTo(0, 4), outA(0, 4), arg(1, 4)
+		add(s)
+		s.Name, s.Family, s.OutA, s.Ptr, s.Size = "cuMemAlloc_v2", "cuMemAlloc", ptrTo(0, 8), outA(0, 8), arg(1, 8)
+		add(s)
+	}
+	{
+		s := alloc
+		s.Name, s.OutA, s.OutB, s.Ptr = "cuMemAllocPitch", ptrTo(0, 4), ptrTo(1, 4), outA(0, 4)
+		s.SizeFrom = func(r *Raw) (uint64, bool) { return pitchSize(r, 4) }
+		add(s)
+		s.Name, s.Family, s.OutA, s.OutB, s.Ptr = "cuMemAllocPitch_v2", "cuMemAllocPitch", ptrTo(0, 8), ptrTo(1, 8), outA(0, 8)
+		s.SizeFrom = func(r *Raw) (uint64, bool) { return pitchSize(r, 8) }
+		add(s)
+	}
+	{
+		s := alloc
+		s.Name, s.OutA, s.Ptr, s.Size, s.Flags = "cuMemAllocManaged", ptrTo(0, 8), outA(0, 8), arg(1, 8), arg(2, 4)
+		add(s)
+	}
+	{
+		s := alloc
+		s.Name, s.OutA, s.Ptr, s.Size = "cuMemAllocAsync", ptrTo(0, 8), outA(0, 8), arg(1, 8)
+		variants(s, "cuMemAllocAsync", "cuMemAllocAsync_ptsz")
+		s.Name, s.Target = "cuMemAllocFromPoolAsync", arg(2, 8)
+		variants(s, "cuMemAllocFromPoolAsync", "cuMemAllocFromPoolAsync_ptsz")
+	}
+	// CUmemAllocationProp: type@0, requestedHandleTypes@4, location{type@8, id@12}.
+	add(Symbol{Name: "cuMemCreate", Op: OpAllocation, Creates: ResMemHandle, Stack: true,
+		OutA: ptrTo(0, 8), Ptr: outA(0, 8), Size: arg(1, 8), In: ptrTo(2, 16),
+		Device: in(12, 4), Flags: arg(3, 8)})
+	// CUmemPoolProps: location{type@8, id@12}, maxSize@24.
+	add(Symbol{Name: "cuMemPoolCreate", Op: OpAllocation, Creates: ResPool,
+		OutA: ptrTo(0, 8), Ptr: outA(0, 8), In: ptrTo(1, 32), Device: in(12, 4), Size: in(24, 8)})
+	{
+		s := Symbol{Name: "cuArrayCreate", Op: OpAllocation, Creates: ResArray, Stack: true,
+			OutA: ptrTo(0, 8), Ptr: outA(0, 8), In: ptrTo(1, 16)}
+		s.SizeFrom = func(r *Raw) (uint64, bool) { return arraySize(r, 4, false) }
+		add(s)
+		s.Name, s.Family, s.In = "cuArrayCreate_v2", "cuArrayCreate", ptrTo(1, 24)
+		s.SizeFrom = func(r *Raw) (uint64, bool) { return arraySize(r, 8, false) }
+		add(s)
+		s.Name, s.Family, s.In = "cuArray3DCreate", "cuArray3DCreate", ptrTo(1, 20)
+		s.SizeFrom = func(r *Raw) (uint64, bool) { return arraySize(r, 4, true) }
+		add(s)
+		s.Name, s.Family, s.In = "cuArray3DCreate_v2", "cuArray3DCreate", ptrTo(1, 32)
+		s.SizeFrom = func(r *Raw) (uint64, bool) { return arraySize(r, 8, true) }
+		add(s)
+		s.Name, s.Family, s.Creates, s.In, s.Count = "cuMipmappedArrayCreate", "", ResMipmap, ptrTo(1, 32), arg(2, 4)
+		s.SizeFrom = mipmapSize
+		add(s)
+	}
+
+	// Host allocation.
+	{
+		s := Symbol{Name: "cuMemAllocHost", Op: OpHostAllocation, Creates: ResHostPtr,
+			OutA: ptrTo(0, 8), Ptr: outA(0, 8), Size: arg(1, 4)}
+		add(s)
+		s.Name, s.Family, s.Size = "cuMemAllocHost_v2", "cuMemAllocHost", arg(1, 8)
+		add(s)
+		s.Name, s.Family, s.Flags = "cuMemHostAlloc", "", arg(2, 4)
+		add(s)
+	}
+
+	// Mapping.
+	{
+		s := Symbol{Name: "cuMemHostRegister", Op: OpMapping, Creates: ResHostReg,
+			Ptr: arg(0, 8), Size: arg(1, 8), Flags: arg(2, 4)}
+		variants(s, "cuMemHostRegister", "cuMemHostRegister_v2")
+	}
+	{
+		s := Symbol{Name: "cuMemHostGetDevicePointer", Op: OpMapping,
+			OutA: ptrTo(0, 4), Ptr: outA(0, 4), Target: arg(1, 8), Flags: arg(2, 4)}
+		add(s)
+		s.Name, s.Family, s.OutA, s.Ptr = "cuMemHostGetDevicePointer_v2", "cuMemHostGetDevicePointer", ptrTo(0, 8), outA(0, 8)
+		add(s)
+	}
+	add(Symbol{Name: "cuMemAddressReserve", Op: OpMapping, Creates: ResVAddr,
+		OutA: ptrTo(0, 8), Ptr: outA(0, 8), Size: arg(1, 8), Flags: arg(4, 8)})
+	add(Symbol{Name: "cuMemMap", Op: OpMapping, Creates: ResVMap,
+		Ptr: arg(0, 8), Size: arg(1, 8), Target: arg(3, 8), Flags: arg(4, 8)})
+	{
+		s := Symbol{Name: "cuMemMapArrayAsync", Op: OpMapping, Target: arg(0, 8), Count: arg(1, 4)}
+		variants(s, "cuMemMapArrayAsync", "cuMemMapArrayAsync_ptsz")
+	}
+	// CUmemAccessDesc: location{type@0, id@4}, flags@8. The granted device
+	// is the peer; it uses BAR1 when it is not the owner.
+	add(Symbol{Name: "cuMemSetAccess", Op: OpMapping, BAR1: BAR1Peer, Creates: ResAccess,
+		Ptr: arg(0, 8), Size: arg(1, 8), In: ptrTo(2, 12), Peer: in(4, 4), Flags: in(8, 4), Count: arg(3, 8)})
+	add(Symbol{Name: "cuMemExportToShareableHandle", Op: OpMapping,
+		OutA: ptrTo(0, 8), Ptr: outA(0, 8), Target: arg(1, 8), Flags: arg(2, 4)})
+	add(Symbol{Name: "cuMemImportFromShareableHandle", Op: OpMapping,
+		OutA: ptrTo(0, 8), Ptr: outA(0, 8), Target: arg(1, 8), Flags: arg(2, 4)})
+	add(Symbol{Name: "cuMemPoolExportPointer", Op: OpMapping,
+		OutA: ptrTo(0, 32), Key: outA(0, 32), Target: arg(1, 8)})
+	add(Symbol{Name: "cuMemPoolImportPointer", Op: OpMapping, BAR1: BAR1May, Creates: ResPoolImport,
+		OutA: ptrTo(0, 8), Ptr: outA(0, 8), Target: arg(1, 8), In: ptrTo(2, 32), Key: in(0, 32)})
+	add(Symbol{Name: "cuIpcGetMemHandle", Op: OpMapping,
+		OutA: ptrTo(0, 32), Key: outA(0, 32), Target: arg(1, 8)})
+	{
+		// CUipcMemHandle (64 bytes) is passed by value, on the stack.
+		s := Symbol{Name: "cuIpcOpenMemHandle", Op: OpMapping, BAR1: BAR1May, Creates: ResIPC,
+			OutA: ptrTo(0, 8), Ptr: outA(0, 8), In: Capture{Arg: -1, Len: 32, FromStack: true},
+			Key: in(0, 32), Flags: arg(1, 4)}
+		variants(s, "cuIpcOpenMemHandle", "cuIpcOpenMemHandle_v2")
+	}
+	add(Symbol{Name: "cuCtxEnablePeerAccess", Op: OpMapping, BAR1: BAR1May, Creates: ResPeer,
+		Ptr: arg(0, 8), Peer: arg(0, 8), Flags: arg(1, 4)})
+	// CUDA_EXTERNAL_MEMORY_HANDLE_DESC: type@0, size@24.
+	add(Symbol{Name: "cuImportExternalMemory", Op: OpMapping, Creates: ResExtMem,
+		OutA: ptrTo(0, 8), Ptr: outA(0, 8), In: ptrTo(1, 32), Size: in(24, 8), Flags: in(0, 4)})
+	// CUDA_EXTERNAL_MEMORY_BUFFER_DESC: offset@0, size@8, flags@16. The
+	// external memory may be another device's: a third-party mapping.
+	add(Symbol{Name: "cuExternalMemoryGetMappedBuffer", Op: OpMapping, BAR1: BAR1May, Creates: ResExtBuf,
+		OutA: ptrTo(0, 8), Ptr: outA(0, 8), Target: arg(1, 8), In: ptrTo(2, 24), Size: in(8, 8), Flags: in(16, 4)})
+	{
+		s := Symbol{Name: "cuGraphicsMapResources", Op: OpMapping, Count: arg(0, 4), Target: arg(1, 8)}
+		variants(s, "cuGraphicsMapResources", "cuGraphicsMapResources_ptsz")
+	}
+
+	// Release.
+	free := func(name string, target Loc, rel ...Resource) Symbol {
+		return Symbol{Name: name, Op: OpFree, Target: target, Releases: rel}
+	}
+	add(free("cuMemFree", arg(0, 4), ResDevPtr, ResExtBuf, ResPoolImport))
+	s := free("cuMemFree_v2", arg(0, 8), ResDevPtr, ResExtBuf, ResPoolImport)
+	s.Family = "cuMemFree"
+	add(s)
+	add(free("cuMemFreeHost", arg(0, 8), ResHostPtr))
+	variants(free("cuMemFreeAsync", arg(0, 8), ResDevPtr, ResPoolImport), "cuMemFreeAsync", "cuMemFreeAsync_ptsz")
+	add(free("cuMemHostUnregister", arg(0, 8), ResHostReg))
+	add(free("cuMemRelease", arg(0, 8), ResMemHandle))
+	s = free("cuMemUnmap", arg(0, 8), ResVMap, ResAccess)
+	s.Size = arg(1, 8)
+	add(s)
+	s = free("cuMemAddressFree", arg(0, 8), ResVAddr)
+	s.Size = arg(1, 8)
+	add(s)
+	add(free("cuIpcCloseMemHandle", arg(0, 8), ResIPC))
+	s = free("cuCtxDisablePeerAccess", arg(0, 8), ResPeer)
+	s.Peer = arg(0, 8)
+	add(s)
+	add(free("cuArrayDestroy", arg(0, 8), ResArray))
+	add(free("cuMipmappedArrayDestroy", arg(0, 8), ResMipmap))
+	add(free("cuMemPoolDestroy", arg(0, 8), ResPool))
+	add(free("cuDestroyExternalMemory", arg(0, 8), ResExtMem))
+	s = free("cuGraphicsUnmapResources", arg(1, 8))
+	s.Count = arg(0, 4)
+	variants(s, "cuGraphicsUnmapResources", "cuGraphicsUnmapResources_ptsz")
+
+	// Initialization, context and device identity.
+	add(Symbol{Name: "cuInit", Op: OpOther, Flags: arg(0, 4)})
+	{
+		c := Symbol{Name: "cuCtxCreate", Op: OpContext, Creates: ResContext, Ctx: CtxCreate,
+			OutA: ptrTo(0, 8), Ptr: outA(0, 8), Flags: arg(1, 4), Device: arg(2, 4)}
+		variants(c, "cuCtxCreate", "cuCtxCreate_v2")
+		c.Flags, c.Device = arg(3, 4), arg(4, 4) // (pctx, params, n, flags, dev)
+		variants(c, "cuCtxCreate_v3")
+		c.Flags, c.Device = arg(2, 4), arg(3, 4) // (pctx, params, flags, dev)
+		variants(c, "cuCtxCreate_v4")
+	}
+	{
+		c := Symbol{Name: "cuCtxDestroy", Op: OpContext, Ctx: CtxDestroy, Target: arg(0, 8), Releases: []Resource{ResContext}}
+		variants(c, "cuCtxDestroy", "cuCtxDestroy_v2")
+	}
+	add(Symbol{Name: "cuDevicePrimaryCtxRetain", Op: OpContext, Ctx: CtxRetain,
+		OutA: ptrTo(0, 8), Ptr: outA(0, 8), Device: arg(1, 4)})
+	variants(Symbol{Name: "cuDevicePrimaryCtxRelease", Op: OpContext, Device: arg(0, 4)},
+		"cuDevicePrimaryCtxRelease", "cuDevicePrimaryCtxRelease_v2")
+	add(Symbol{Name: "cuCtxSetCurrent", Op: OpContext, Ctx: CtxSet, Target: arg(0, 8)})
+	variants(Symbol{Name: "cuCtxPushCurrent", Op: OpContext, Ctx: CtxPush, Target: arg(0, 8)},
+		"cuCtxPushCurrent", "cuCtxPushCurrent_v2")
+	variants(Symbol{Name: "cuCtxPopCurrent", Op: OpContext, Ctx: CtxPop, OutA: ptrTo(0, 8), Ptr: outA(0, 8)},
+		"cuCtxPopCurrent", "cuCtxPopCurrent_v2")
+	add(Symbol{Name: "cuDeviceGet", Op: OpOther, Identity: IdentityOrdinal,
+		OutA: ptrTo(0, 4), Ptr: outA(0, 4), Device: arg(1, 4)})
+	variants(Symbol{Name: "cuDeviceGetUuid", Op: OpOther, Identity: IdentityUUID,
+		OutA: ptrTo(0, 16), Key: outA(0, 16), Device: arg(1, 4)}, "cuDeviceGetUuid", "cuDeviceGetUuid_v2")
+	add(Symbol{Name: "cuDeviceGetPCIBusId", Op: OpOther, Identity: IdentityPCI,
+		OutA: ptrTo(0, 32), Key: outA(0, 32), Device: arg(2, 4)})
+	return t
+}
+
+// byName indexes Symbols.
+var byName = func() map[string]int {
+	m := make(map[string]int, len(Symbols))
+	for i, s := range Symbols {
+		m[s.Name] = i
+	}
+	return m
+}()
+
+// Lookup returns the row of the named symbol and its id.
+func Lookup(name string) (*Symbol, int, bool) {
+	i, ok := byName[name]
+	if !ok {
+		return nil, -1, false
+	}
+	return &Symbols[i], i, true
+}
+
+// Families lists the unversioned names of every hooked family, in table
+// order.
+func Families() []string {
+	var out []string
+	seen := map[string]bool{}
+	for _, s := range Symbols {
+		if !seen[s.Family] {
+			seen[s.Family] = true
+			out = append(out, s.Family)
+		}
+	}
+	return out
+}
+
+var variantSuffix = regexp.MustCompile(`^(_v[0-9]+)?(_ptsz|_ptds)?$`)
+
+// FamilyOf returns the hooked family an exported libcuda name belongs to:
+// the family's name followed by an optional _vN and an optional _ptsz or
+// _ptds suffix. It is how forensic notices a variant that a newer driver
+// exports and the table lacks.
+func FamilyOf(export string) (string, bool) {
+	best := ""
+	for _, f := range Families() {
+		if len(export) >= len(f) && export[:len(f)] == f && variantSuffix.MatchString(export[len(f):]) && len(f) > len(best) {
+			best = f
+		}
+	}
+	return best, best != ""
+}
