@@ -1,0 +1,390 @@
+//go:build ignore
+
+// SPDX-License-Identifier: (GPL-2.0-only OR BSD-2-Clause)
+/* forensic: record every call of libcuda's memory API, with its arguments,
+ * result, process, thread and time.
+ *
+ * One generic program pair serves every hooked symbol: the attach cookie is
+ * the symbol's row in the Go symbol table, and the symcfg map (filled from
+ * that table) says which pointers to read. The entry probe stashes the
+ * argument registers per thread; the return probe emits one fx_call with the
+ * CUresult. The hot path costs a few map operations: successful calls are
+ * submitted without waking the reader (a wake-up costs more than the rest of
+ * the probe), failures wake it at once because the failure-triggered NVML
+ * sample depends on it.
+ *
+ * Process lifecycle tracepoints follow the workload's descendants, so a child
+ * is tracked from its fork, before it can make a call. */
+#include "vmlinux.h"
+#include <bpf/bpf_helpers.h>
+#include <bpf/bpf_tracing.h>
+#include <bpf/bpf_core_read.h>
+#include "forensic.h"
+
+/* libbpf before 1.2 stops at the fifth argument; x86-64 passes the sixth in r9. */
+#ifndef PT_REGS_PARM6
+#define PT_REGS_PARM6(x) ((x)->r9)
+#endif
+
+#define SIGSTOP 19
+
+/* Set by the loader before the program is loaded. */
+const volatile __u8 trace_all = 0;         /* record any process that calls in */
+const volatile __u8 freeze_on_failure = 0; /* SIGSTOP a process at a failed return */
+const volatile __u64 wakeup_bytes = 0;     /* pending bytes that force a wake-up */
+
+struct {
+	__uint(type, BPF_MAP_TYPE_RINGBUF);
+	__uint(max_entries, 16 << 20); /* resized by the loader */
+} events SEC(".maps");
+
+/* Thread group ids being recorded. */
+struct {
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__uint(max_entries, 65536);
+	__type(key, __u32);
+	__type(value, __u32);
+} tracked SEC(".maps");
+
+struct {
+	__uint(type, BPF_MAP_TYPE_ARRAY);
+	__uint(max_entries, FX_MAX_SYMBOLS);
+	__type(key, __u32);
+	__type(value, struct fx_symcfg);
+} symcfg SEC(".maps");
+
+struct frame {
+	__u64 ts;
+	__u64 args[6];
+	__u16 symbol;
+	__u16 flags;
+	__u32 pad;
+	__u8 in[FX_IN_LEN];
+};
+
+struct inflight {
+	__u32 depth;
+	__u32 pad;
+	struct frame f[FX_MAX_DEPTH];
+};
+
+/* Calls in progress, per thread. An entry lives until its thread exits, so
+ * the steady state is one lookup per probe rather than an insert and a
+ * delete per call. */
+struct {
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__uint(max_entries, 65536);
+	__type(key, __u32);
+	__type(value, struct inflight);
+} inflight SEC(".maps");
+
+struct {
+	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
+	__uint(max_entries, 1);
+	__type(key, __u32);
+	__type(value, struct inflight);
+} inflight_zero SEC(".maps");
+
+struct {
+	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
+	__uint(max_entries, 1);
+	__type(key, __u32);
+	__type(value, struct fx_stats);
+} stats SEC(".maps");
+
+/* User stacks of failed calls (and of allocations under --stacks), as
+ * build id + file offset per frame: a process that exits right after its
+ * failure can still be symbolized from the files it had mapped. */
+struct {
+	__uint(type, BPF_MAP_TYPE_STACK_TRACE);
+	__uint(max_entries, 4096);
+	__uint(map_flags, BPF_F_STACK_BUILD_ID);
+	__uint(key_size, sizeof(__u32));
+	__uint(value_size, FX_STACK_DEPTH * sizeof(struct bpf_stack_build_id));
+} stacks SEC(".maps");
+
+/* References that make clang emit BTF for the records, so bpf2go can
+ * generate their Go types. */
+const struct fx_call *unused_fx_call __attribute__((unused));
+const struct fx_proc *unused_fx_proc __attribute__((unused));
+
+static __always_inline struct fx_stats *stats_get(void)
+{
+	__u32 zero = 0;
+	return bpf_map_lookup_elem(&stats, &zero);
+}
+
+static __always_inline void emit_proc(__u8 what, struct task_struct *task, __s32 exit_code)
+{
+	struct fx_proc *p = bpf_ringbuf_reserve(&events, sizeof(*p), 0);
+	if (!p) {
+		struct fx_stats *s = stats_get();
+		if (s) {
+			if (!s->lost_proc_first_ns)
+				s->lost_proc_first_ns = bpf_ktime_get_ns();
+			s->lost_proc++;
+		}
+		return;
+	}
+	p->kind = FX_KIND_PROC;
+	p->what = what;
+	p->pad = 0;
+	p->pad2 = 0;
+	p->pid = BPF_CORE_READ(task, tgid);
+	p->tid = BPF_CORE_READ(task, pid);
+	p->ppid = BPF_CORE_READ(task, real_parent, tgid);
+	p->exit_code = exit_code;
+	p->ts = bpf_ktime_get_ns();
+	p->cgroup_id = bpf_get_current_cgroup_id();
+	BPF_CORE_READ_STR_INTO(&p->comm, task, comm);
+	p->filename[0] = 0;
+	p->args[0] = 0;
+	if (what == FX_PROC_EXEC || what == FX_PROC_FIRST_CALL) {
+		/* Runs in the process itself: its argv is readable now, and a
+		 * short-lived process may be gone before user space looks. */
+		unsigned long start = BPF_CORE_READ(task, mm, arg_start);
+		unsigned long end = BPF_CORE_READ(task, mm, arg_end);
+		unsigned long len = end - start;
+		/* Never read past argv: the environment follows it. */
+		if (len > FX_ARGS_LEN - 1)
+			len = FX_ARGS_LEN - 1;
+		if (start && len)
+			bpf_probe_read_user(&p->args, len & (FX_ARGS_LEN - 1), (void *)start);
+		p->args[FX_ARGS_LEN - 1] = 0;
+	}
+	bpf_ringbuf_submit(p, BPF_RB_FORCE_WAKEUP);
+}
+
+static __always_inline int admit(__u32 tgid)
+{
+	if (bpf_map_lookup_elem(&tracked, &tgid))
+		return 1;
+	if (!trace_all)
+		return 0;
+	__u32 one = 1;
+	if (bpf_map_update_elem(&tracked, &tgid, &one, BPF_NOEXIST) == 0)
+		emit_proc(FX_PROC_FIRST_CALL, (struct task_struct *)bpf_get_current_task(), 0);
+	return 1;
+}
+
+SEC("uprobe")
+int call_entry(struct pt_regs *ctx)
+{
+	__u64 id = bpf_get_current_pid_tgid();
+	__u32 tgid = id >> 32, tid = (__u32)id;
+
+	if (!admit(tgid))
+		return 0;
+
+	struct inflight *in = bpf_map_lookup_elem(&inflight, &tid);
+	if (!in) {
+		__u32 zero = 0;
+		struct inflight *z = bpf_map_lookup_elem(&inflight_zero, &zero);
+		if (!z)
+			return 0;
+		z->depth = 0;
+		bpf_map_update_elem(&inflight, &tid, z, BPF_NOEXIST);
+		in = bpf_map_lookup_elem(&inflight, &tid);
+		if (!in) {
+			struct fx_stats *s = stats_get();
+			if (s)
+				s->lost_inflight++;
+			return 0;
+		}
+	}
+
+	__u32 d = in->depth;
+	if (d >= FX_MAX_DEPTH) {
+		in->depth = d + 1; /* keep returns balanced */
+		struct fx_stats *s = stats_get();
+		if (s)
+			s->too_deep++;
+		return 0;
+	}
+	struct frame *f = &in->f[d & (FX_MAX_DEPTH - 1)];
+	__u16 sym = (__u16)bpf_get_attach_cookie(ctx);
+	f->symbol = sym;
+	f->flags = 0;
+	f->args[0] = PT_REGS_PARM1(ctx);
+	f->args[1] = PT_REGS_PARM2(ctx);
+	f->args[2] = PT_REGS_PARM3(ctx);
+	f->args[3] = PT_REGS_PARM4(ctx);
+	f->args[4] = PT_REGS_PARM5(ctx);
+	f->args[5] = PT_REGS_PARM6(ctx);
+
+	__u32 key = sym;
+	struct fx_symcfg *cfg = bpf_map_lookup_elem(&symcfg, &key);
+	if (cfg && cfg->in_len) {
+		__u64 src = 0;
+		__s8 a = cfg->in_arg;
+		if (a == FX_IN_STACK)
+			src = PT_REGS_SP(ctx) + 8;
+		else if (a >= 0 && a < 6)
+			src = f->args[a];
+		if (!src || bpf_probe_read_user(&f->in, FX_IN_LEN, (void *)src))
+			f->flags |= FX_CALL_IN_FAULT;
+	}
+	in->depth = d + 1;
+	/* Last, so the time excludes the probe's own work. */
+	f->ts = bpf_ktime_get_ns();
+	return 0;
+}
+
+static __always_inline __u32 read_out(void *dst, __u32 size, __u8 len, __s8 arg, struct frame *f)
+{
+	if (arg < 0 || arg >= 6 || !len)
+		return 0;
+	__u64 p = f->args[arg];
+	if (!p)
+		return 1;
+	if (len > size)
+		len = size;
+	return bpf_probe_read_user(dst, len, (void *)p) ? 1 : 0;
+}
+
+SEC("uretprobe")
+int call_return(struct pt_regs *ctx)
+{
+	__u64 now = bpf_ktime_get_ns();
+	__u64 id = bpf_get_current_pid_tgid();
+	__u32 tid = (__u32)id;
+
+	struct inflight *in = bpf_map_lookup_elem(&inflight, &tid);
+	if (!in)
+		return 0; /* not a tracked thread */
+	struct fx_stats *s = stats_get();
+	if (!s)
+		return 0;
+	__u32 depth = in->depth;
+	if (depth == 0) {
+		s->unmatched_returns++;
+		return 0;
+	}
+	depth--;
+	in->depth = depth;
+	if (depth >= FX_MAX_DEPTH)
+		return 0; /* counted as too_deep at entry */
+
+	__u16 sym = (__u16)bpf_get_attach_cookie(ctx);
+	__u32 flags = 0;
+	struct frame *f = &in->f[depth & (FX_MAX_DEPTH - 1)];
+	if (f->symbol != sym) {
+		/* An inner call left without returning (longjmp, exception):
+		 * find the frame this return belongs to. */
+		int found = 0;
+		for (int i = FX_MAX_DEPTH - 1; i >= 0; i--) {
+			if (i < (int)depth && in->f[i].symbol == sym) {
+				depth = i;
+				found = 1;
+				break;
+			}
+		}
+		if (!found) {
+			s->unmatched_returns++;
+			return 0;
+		}
+		in->depth = depth;
+		f = &in->f[depth & (FX_MAX_DEPTH - 1)];
+		flags |= FX_CALL_REORDERED;
+	}
+
+	s->calls++;
+	struct fx_call *e = bpf_ringbuf_reserve(&events, sizeof(*e), 0);
+	if (!e) {
+		if (!s->lost_first_ns)
+			s->lost_first_ns = now;
+		s->lost_last_ns = now;
+		s->lost_calls++;
+		return 0;
+	}
+
+	__s32 result = (__s32)PT_REGS_RC(ctx);
+	e->kind = FX_KIND_CALL;
+	e->depth = depth;
+	e->symbol = sym;
+	e->pid = id >> 32;
+	e->tid = tid;
+	e->result = result;
+	e->stack_id = -1;
+	e->ts_entry = f->ts;
+	e->ts_exit = now;
+	__builtin_memcpy(e->args, f->args, sizeof(e->args));
+	__builtin_memcpy(e->in, f->in, sizeof(e->in));
+	flags |= f->flags;
+
+	__u32 key = sym;
+	struct fx_symcfg *cfg = bpf_map_lookup_elem(&symcfg, &key);
+	if (cfg) {
+		/* Out parameters hold a value only on success. */
+		if (result == 0) {
+			if (read_out(e->outa, FX_OUTA_LEN, cfg->outa_len, cfg->outa_arg, f))
+				flags |= FX_CALL_OUTA_FAULT;
+			if (read_out(e->outb, FX_OUTB_LEN, cfg->outb_len, cfg->outb_arg, f))
+				flags |= FX_CALL_OUTB_FAULT;
+		}
+		if (result != 0 || cfg->stack) {
+			e->stack_id = bpf_get_stackid(ctx, &stacks, BPF_F_USER_STACK);
+			if (e->stack_id < 0)
+				s->stack_errors++;
+		}
+	}
+
+	__u64 wake = BPF_RB_NO_WAKEUP;
+	if (result != 0) {
+		wake = BPF_RB_FORCE_WAKEUP;
+		if (freeze_on_failure && depth == 0) {
+			/* Hold the process still so the failure sample shows the
+			 * state at the failure; user space continues it. */
+			if (bpf_send_signal(SIGSTOP) == 0) {
+				flags |= FX_CALL_FROZEN;
+				s->frozen++;
+			}
+		}
+	} else if (wakeup_bytes && bpf_ringbuf_query(&events, BPF_RB_AVAIL_DATA) >= wakeup_bytes) {
+		wake = BPF_RB_FORCE_WAKEUP;
+	}
+	e->flags = flags;
+	bpf_ringbuf_submit(e, wake);
+	return 0;
+}
+
+SEC("tp_btf/sched_process_fork")
+int BPF_PROG(proc_fork, struct task_struct *parent, struct task_struct *child)
+{
+	__u32 ptgid = parent->tgid;
+	if (child->pid != child->tgid)
+		return 0; /* a new thread, already covered by its group */
+	if (!bpf_map_lookup_elem(&tracked, &ptgid))
+		return 0;
+	__u32 ctgid = child->tgid, one = 1;
+	bpf_map_update_elem(&tracked, &ctgid, &one, BPF_ANY);
+	emit_proc(FX_PROC_FORK, child, 0);
+	return 0;
+}
+
+SEC("tp_btf/sched_process_exec")
+int BPF_PROG(proc_exec, struct task_struct *p)
+{
+	__u32 tgid = p->tgid;
+	if (!bpf_map_lookup_elem(&tracked, &tgid))
+		return 0;
+	emit_proc(FX_PROC_EXEC, p, 0);
+	return 0;
+}
+
+SEC("tp_btf/sched_process_exit")
+int BPF_PROG(proc_exit, struct task_struct *p)
+{
+	__u32 tid = p->pid, tgid = p->tgid;
+	bpf_map_delete_elem(&inflight, &tid);
+	if (!bpf_map_lookup_elem(&tracked, &tgid))
+		return 0;
+	/* Only the last thread's exit ends the process. */
+	if (BPF_CORE_READ(p, signal, live.counter) != 0)
+		return 0;
+	emit_proc(FX_PROC_EXIT, p, p->exit_code);
+	bpf_map_delete_elem(&tracked, &tgid);
+	return 0;
+}
+
+char LICENSE[] SEC("license") = "Dual BSD/GPL";

@@ -1,0 +1,417 @@
+// Package bpf loads forensic's eBPF program and decodes what it emits.
+//
+// The C program (forensic.bpf.c) and the record layouts (forensic.h) are
+// the single definition; bpf2go generates the Go types from them. One
+// generic entry/return program pair serves every hooked libcuda symbol: the
+// attach cookie is the symbol's id in [cuda.Symbols], and the capture
+// configuration for each id is derived from that table by [Load].
+package bpf
+
+import (
+	"errors"
+	"fmt"
+	"sync"
+	"unsafe"
+
+	"github.com/cilium/ebpf"
+	"github.com/cilium/ebpf/features"
+	"github.com/cilium/ebpf/link"
+	"github.com/cilium/ebpf/ringbuf"
+	"github.com/cilium/ebpf/rlimit"
+
+	"github.com/retrivium/forensic/cuda"
+)
+
+// Record kinds (enum fx_kind).
+const (
+	KindCall = 1
+	KindProc = 2
+)
+
+// Process lifecycle changes (enum fx_proc_what).
+const (
+	ProcFork      = 1
+	ProcExec      = 2
+	ProcExit      = 3
+	ProcFirstCall = 4
+)
+
+// Call flags (enum fx_call_flags).
+const (
+	CallFrozen    = 1 << 0
+	CallInFault   = 1 << 1
+	CallOutAFault = 1 << 2
+	CallOutBFault = 1 << 3
+	CallReordered = 1 << 4
+)
+
+// Call is one completed hooked call, as the probes emitted it.
+type Call = forensicFxCall
+
+// Proc is one lifecycle change of a tracked process.
+type Proc = forensicFxProc
+
+// Stats are the probes' loss and health counters, summed over CPUs.
+type Stats = forensicFxStats
+
+// Options are fixed when the program is loaded.
+type Options struct {
+	// TraceAll records every process that calls a hooked symbol, not only
+	// tracked ones.
+	TraceAll bool
+	// FreezeOnFailure stops a process with SIGSTOP when a hooked call fails.
+	FreezeOnFailure bool
+	// RingBytes is the ring buffer size, a power of two (default 16 MiB).
+	RingBytes int
+	// StackAll captures the user stack of successful calls of symbols whose
+	// row asks for it (device allocations), not only of failures.
+	StackAll bool
+}
+
+// Objects are the loaded program and its maps.
+type Objects struct {
+	objs forensicObjects
+	// multi: the call programs were loaded for uprobe_multi links (one
+	// link per program and library instead of one per symbol).
+	multi bool
+}
+
+// DefaultRingBytes is the default ring buffer size.
+const DefaultRingBytes = 16 << 20
+
+// Load loads the program into the kernel and fills the capture
+// configuration from the symbol table.
+func Load(opts Options) (*Objects, error) {
+	if len(cuda.Symbols) > maxSymbols {
+		return nil, fmt.Errorf("symbol table has %d rows, the probes take %d", len(cuda.Symbols), maxSymbols)
+	}
+	if opts.RingBytes == 0 {
+		opts.RingBytes = DefaultRingBytes
+	}
+	if opts.RingBytes&(opts.RingBytes-1) != 0 || opts.RingBytes < 4096 {
+		return nil, fmt.Errorf("ring buffer size %d is not a power of two of at least 4096", opts.RingBytes)
+	}
+	// Kernels before 5.11 charge BPF memory to RLIMIT_MEMLOCK.
+	if err := rlimit.RemoveMemlock(); err != nil {
+		return nil, fmt.Errorf("raise memlock limit: %w", err)
+	}
+	spec, err := loadForensic()
+	if err != nil {
+		return nil, fmt.Errorf("parse BPF object: %w", err)
+	}
+	spec.Maps[forensicMapEvents].MaxEntries = uint32(opts.RingBytes)
+	set := func(name string, v any) error {
+		vs, ok := spec.Variables[name]
+		if !ok {
+			return fmt.Errorf("BPF object has no variable %s", name)
+		}
+		return vs.Set(v)
+	}
+	if err := set(forensicVarTraceAll, boolByte(opts.TraceAll)); err != nil {
+		return nil, err
+	}
+	if err := set(forensicVarFreezeOnFailure, boolByte(opts.FreezeOnFailure)); err != nil {
+		return nil, err
+	}
+	// Wake the reader early when half the ring is pending, so a burst
+	// cannot overrun a reader that only polls.
+	if err := set(forensicVarWakeupBytes, uint64(opts.RingBytes/2)); err != nil {
+		return nil, err
+	}
+	o := &Objects{}
+	// Closing a per-symbol uprobe link waits for the kernel (about 100 ms
+	// each here): detaching ~150 of them took 15 s. A uprobe_multi link
+	// (Linux 6.6+) attaches every symbol of a file at once and detaches at
+	// once; the cookies still name each symbol.
+	if features.HaveBPFLinkUprobeMulti() == nil {
+		o.multi = true
+		spec.Programs[forensicProgCallEntry].AttachType = ebpf.AttachTraceUprobeMulti
+		spec.Programs[forensicProgCallReturn].AttachType = ebpf.AttachTraceUprobeMulti
+	}
+	if err := spec.LoadAndAssign(&o.objs, nil); err != nil {
+		var ve *ebpf.VerifierError
+		if errors.As(err, &ve) {
+			return nil, fmt.Errorf("load BPF program (verifier): %+v", ve)
+		}
+		return nil, fmt.Errorf("load BPF program: %w", err)
+	}
+	for id := range cuda.Symbols {
+		cfg := SymCfg(&cuda.Symbols[id], opts.StackAll)
+		if err := o.objs.Symcfg.Put(uint32(id), cfg); err != nil {
+			o.Close()
+			return nil, fmt.Errorf("configure symbol %s: %w", cuda.Symbols[id].Name, err)
+		}
+	}
+	return o, nil
+}
+
+const maxSymbols = 512 // FX_MAX_SYMBOLS
+
+func boolByte(b bool) uint8 {
+	if b {
+		return 1
+	}
+	return 0
+}
+
+// inStack is FX_IN_STACK: read the in-struct from the stack.
+const inStack = 6
+
+// SymCfg is the capture configuration the probes use for one row.
+func SymCfg(s *cuda.Symbol, stackAll bool) forensicFxSymcfg {
+	c := forensicFxSymcfg{InArg: -1, OutaArg: -1, OutbArg: -1}
+	if s.In.Len > 0 {
+		c.InArg, c.InLen = s.In.Arg, s.In.Len
+		if s.In.FromStack {
+			c.InArg = inStack
+		}
+	}
+	if s.OutA.Len > 0 {
+		c.OutaArg, c.OutaLen = s.OutA.Arg, s.OutA.Len
+	}
+	if s.OutB.Len > 0 {
+		c.OutbArg, c.OutbLen = s.OutB.Arg, s.OutB.Len
+	}
+	if stackAll && s.Stack {
+		c.Stack = 1
+	}
+	return c
+}
+
+// Close unloads the program and its maps (links must be closed first).
+func (o *Objects) Close() error { return o.objs.Close() }
+
+// Track starts recording a process (and, through the fork tracepoint, the
+// processes it forks from now on).
+func (o *Objects) Track(pid uint32) error {
+	return o.objs.Tracked.Put(pid, uint32(1))
+}
+
+// Tracked reports whether pid is tracked.
+func (o *Objects) Tracked(pid uint32) bool {
+	var v uint32
+	return o.objs.Tracked.Lookup(pid, &v) == nil
+}
+
+// NewReader opens a reader on the ring buffer.
+func (o *Objects) NewReader() (*ringbuf.Reader, error) {
+	return ringbuf.NewReader(o.objs.Events)
+}
+
+// Stats sums the per-CPU counters. The lost-call times are the earliest
+// first and latest last over all CPUs.
+func (o *Objects) Stats() (Stats, error) {
+	var per []forensicFxStats
+	if err := o.objs.Stats.Lookup(uint32(0), &per); err != nil {
+		return Stats{}, err
+	}
+	var s Stats
+	for _, c := range per {
+		s.Calls += c.Calls
+		s.LostCalls += c.LostCalls
+		s.LostFirstNs = minNonZero(s.LostFirstNs, c.LostFirstNs)
+		s.LostLastNs = max(s.LostLastNs, c.LostLastNs)
+		s.LostInflight += c.LostInflight
+		s.TooDeep += c.TooDeep
+		s.UnmatchedReturns += c.UnmatchedReturns
+		s.LostProc += c.LostProc
+		s.LostProcFirstNs = minNonZero(s.LostProcFirstNs, c.LostProcFirstNs)
+		s.StackErrors += c.StackErrors
+		s.Frozen += c.Frozen
+	}
+	return s, nil
+}
+
+func minNonZero(a, b uint64) uint64 {
+	if a == 0 {
+		return b
+	}
+	if b == 0 {
+		return a
+	}
+	return min(a, b)
+}
+
+// StackFrame is one user stack frame as the kernel stored it: a build id
+// and a file offset (Status 1), or only an address when the kernel could not
+// read the file's build id (Status 2).
+type StackFrame struct {
+	Status  int32
+	BuildID [20]byte
+	Value   uint64 // file offset (Status 1) or address (Status 2)
+}
+
+// Stack status values (enum bpf_stack_build_id_status).
+const (
+	StackEmpty   = 0
+	StackBuildID = 1
+	StackIP      = 2
+)
+
+// stackDepth is FX_STACK_DEPTH.
+const stackDepth = 64
+
+// Stack reads the user stack of a stack id, innermost frame first.
+func (o *Objects) Stack(id int32) ([]StackFrame, error) {
+	var raw [stackDepth]StackFrame
+	if err := o.objs.Stacks.Lookup(uint32(id), &raw); err != nil {
+		return nil, err
+	}
+	n := 0
+	for n < len(raw) && raw[n].Status != StackEmpty {
+		n++
+	}
+	return append([]StackFrame(nil), raw[:n]...), nil
+}
+
+// AttachLifecycle attaches the fork, exec and exit tracepoints that follow
+// tracked processes. Close the returned links to detach.
+func (o *Objects) AttachLifecycle() ([]link.Link, error) {
+	var links []link.Link
+	for _, p := range []*ebpf.Program{o.objs.ProcFork, o.objs.ProcExec, o.objs.ProcExit} {
+		l, err := link.AttachTracing(link.TracingOptions{Program: p})
+		if err != nil {
+			for _, l := range links {
+				l.Close()
+			}
+			return nil, fmt.Errorf("attach %s: %w", p, err)
+		}
+		links = append(links, l)
+	}
+	return links, nil
+}
+
+// Attach puts the return and entry probes on symbols ids of the ELF file
+// at path, at the given file offsets (one per id). Return probes go first:
+// a call entered between the two attachments is then counted as an
+// unmatched return instead of leaving a stale entry behind.
+func (o *Objects) Attach(path string, ids []int, offsets []uint64) ([]link.Link, error) {
+	ex, err := link.OpenExecutable(path)
+	if err != nil {
+		return nil, err
+	}
+	if o.multi {
+		cookies := make([]uint64, len(ids))
+		for i, id := range ids {
+			cookies[i] = uint64(id)
+		}
+		opts := &link.UprobeMultiOptions{Addresses: offsets, Cookies: cookies}
+		ret, err := ex.UretprobeMulti(nil, o.objs.CallReturn, opts)
+		if err != nil {
+			return nil, fmt.Errorf("uretprobe_multi on %s: %w", path, err)
+		}
+		ent, err := ex.UprobeMulti(nil, o.objs.CallEntry, opts)
+		if err != nil {
+			ret.Close()
+			return nil, fmt.Errorf("uprobe_multi on %s: %w", path, err)
+		}
+		return []link.Link{ret, ent}, nil
+	}
+	var links []link.Link
+	for i, id := range ids {
+		name := cuda.Symbols[id].Name
+		opts := &link.UprobeOptions{Address: offsets[i], Cookie: uint64(id)}
+		ret, err := ex.Uretprobe(name, o.objs.CallReturn, opts)
+		if err != nil {
+			CloseLinks(links)
+			return nil, fmt.Errorf("uretprobe %s: %w", name, err)
+		}
+		links = append(links, ret)
+		ent, err := ex.Uprobe(name, o.objs.CallEntry, opts)
+		if err != nil {
+			CloseLinks(links)
+			return nil, fmt.Errorf("uprobe %s: %w", name, err)
+		}
+		links = append(links, ent)
+	}
+	return links, nil
+}
+
+// CloseLinks detaches links concurrently: each close of a per-symbol uprobe
+// waits for the kernel, and those waits overlap.
+func CloseLinks(links []link.Link) {
+	var wg sync.WaitGroup
+	sem := make(chan struct{}, 64)
+	for _, l := range links {
+		wg.Add(1)
+		sem <- struct{}{}
+		go func() {
+			defer wg.Done()
+			l.Close()
+			<-sem
+		}()
+	}
+	wg.Wait()
+}
+
+// ProgramNames are the names the kernel knows the programs by; a test can
+// look for leftovers after a recorder is killed.
+var ProgramNames = []string{"call_entry", "call_return", "proc_fork", "proc_exec", "proc_exit"}
+
+var (
+	callSize = int(unsafe.Sizeof(Call{}))
+	procSize = int(unsafe.Sizeof(Proc{}))
+)
+
+// ErrShortRecord: a ring buffer record shorter than its kind's layout.
+var ErrShortRecord = errors.New("short ring buffer record")
+
+// Decode interprets one ring buffer record. It accepts any bytes: a record
+// of unknown kind or wrong size is an error, never a panic.
+func Decode(rec []byte, call *Call, proc *Proc) (kind int, err error) {
+	if len(rec) == 0 {
+		return 0, ErrShortRecord
+	}
+	switch rec[0] {
+	case KindCall:
+		if len(rec) < callSize {
+			return 0, fmt.Errorf("%w: call record of %d bytes", ErrShortRecord, len(rec))
+		}
+		*call = *(*Call)(unsafe.Pointer(&rec[0]))
+		return KindCall, nil
+	case KindProc:
+		if len(rec) < procSize {
+			return 0, fmt.Errorf("%w: process record of %d bytes", ErrShortRecord, len(rec))
+		}
+		*proc = *(*Proc)(unsafe.Pointer(&rec[0]))
+		return KindProc, nil
+	}
+	return 0, fmt.Errorf("unknown ring buffer record kind %d", rec[0])
+}
+
+// Raw converts a call's captured bytes into the decoder's input.
+func (c *Call) Raw() cuda.Raw {
+	r := cuda.Raw{Args: c.Args, In: c.In, OutA: c.Outa, OutB: c.Outb}
+	r.InOK = c.Flags&CallInFault == 0
+	r.OutAOK = c.Result == 0 && c.Flags&CallOutAFault == 0
+	r.OutBOK = c.Result == 0 && c.Flags&CallOutBFault == 0
+	return r
+}
+
+// CString converts a NUL-terminated C char array.
+func CString(b []int8) string {
+	n := 0
+	for n < len(b) && b[n] != 0 {
+		n++
+	}
+	out := make([]byte, n)
+	for i := 0; i < n; i++ {
+		out[i] = byte(b[i])
+	}
+	return string(out)
+}
+
+// Args splits a captured NUL-separated argv.
+func Args(b []int8) []string {
+	var out []string
+	start := 0
+	for i := 0; i <= len(b); i++ {
+		if i == len(b) || b[i] == 0 {
+			if i > start {
+				out = append(out, CString(b[start:i]))
+			}
+			start = i + 1
+		}
+	}
+	return out
+}
