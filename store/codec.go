@@ -1,0 +1,227 @@
+package store
+
+import (
+	"encoding/binary"
+	"fmt"
+
+	"github.com/retrivium/forensic/cuda"
+)
+
+// chunkFormat is the first byte of every event chunk.
+const chunkFormat = 1
+
+// maxKey bounds a decoded key so corrupt input cannot allocate much.
+const maxKey = 64
+
+// Presence bits beyond cuda.Field's, for the event's own optional fields.
+const (
+	presCtx   = 1 << 12
+	presStack = 1 << 13
+	presDev   = 1 << 14
+)
+
+// appendEvent appends e to buf; prevEnd is the previous event's End in the
+// chunk (0 for the first).
+func appendEvent(buf []byte, e *Event, prevEnd int64) []byte {
+	buf = binary.AppendUvarint(buf, uint64(e.Symbol))
+	buf = binary.AppendUvarint(buf, uint64(e.PID))
+	buf = binary.AppendVarint(buf, int64(e.TID)-int64(e.PID))
+	buf = binary.AppendVarint(buf, e.End-prevEnd)
+	buf = binary.AppendVarint(buf, e.End-e.Start)
+	buf = binary.AppendVarint(buf, int64(e.Result))
+	buf = binary.AppendUvarint(buf, uint64(e.Depth))
+	buf = binary.AppendUvarint(buf, uint64(e.Flags))
+	pres := uint64(e.Has)
+	if e.Ctx != 0 {
+		pres |= presCtx
+	}
+	if e.Stack >= 0 {
+		pres |= presStack
+	}
+	if e.Dev >= 0 {
+		pres |= presDev
+	}
+	buf = binary.AppendUvarint(buf, pres)
+	if e.Has&cuda.FieldSize != 0 {
+		buf = binary.AppendUvarint(buf, e.Size)
+	}
+	if e.Has&cuda.FieldFlags != 0 {
+		buf = binary.AppendUvarint(buf, e.Fields.Flags)
+	}
+	if e.Has&cuda.FieldPtr != 0 {
+		buf = binary.AppendUvarint(buf, e.Ptr)
+	}
+	if e.Has&cuda.FieldTarget != 0 {
+		buf = binary.AppendUvarint(buf, e.Target)
+	}
+	if e.Has&cuda.FieldDevice != 0 {
+		buf = binary.AppendVarint(buf, int64(e.Device))
+	}
+	if e.Has&cuda.FieldPeer != 0 {
+		buf = binary.AppendUvarint(buf, e.Peer)
+	}
+	if e.Has&cuda.FieldCount != 0 {
+		buf = binary.AppendUvarint(buf, e.Count)
+	}
+	if e.Has&cuda.FieldKey != 0 {
+		k := e.Key
+		if len(k) > maxKey {
+			k = k[:maxKey]
+		}
+		buf = binary.AppendUvarint(buf, uint64(len(k)))
+		buf = append(buf, k...)
+	}
+	if pres&presCtx != 0 {
+		buf = binary.AppendUvarint(buf, uint64(e.Ctx))
+	}
+	if pres&presStack != 0 {
+		buf = binary.AppendUvarint(buf, uint64(e.Stack))
+	}
+	if pres&presDev != 0 {
+		buf = binary.AppendUvarint(buf, uint64(e.Dev))
+	}
+	return buf
+}
+
+// EncodeChunk encodes events as one chunk.
+func EncodeChunk(events []Event) []byte {
+	buf := make([]byte, 0, 16+32*len(events))
+	buf = append(buf, chunkFormat)
+	buf = binary.AppendUvarint(buf, uint64(len(events)))
+	var prev int64
+	for i := range events {
+		buf = appendEvent(buf, &events[i], prev)
+		prev = events[i].End
+	}
+	return buf
+}
+
+// chunkDecoder reads a chunk without trusting it: every read is bounds
+// checked and every failure is an error, never a panic.
+type chunkDecoder struct {
+	b   []byte
+	err error
+}
+
+func (d *chunkDecoder) uvarint() uint64 {
+	if d.err != nil {
+		return 0
+	}
+	v, n := binary.Uvarint(d.b)
+	if n <= 0 {
+		d.err = fmt.Errorf("%w: truncated event chunk", ErrCorrupt)
+		return 0
+	}
+	d.b = d.b[n:]
+	return v
+}
+
+func (d *chunkDecoder) varint() int64 {
+	if d.err != nil {
+		return 0
+	}
+	v, n := binary.Varint(d.b)
+	if n <= 0 {
+		d.err = fmt.Errorf("%w: truncated event chunk", ErrCorrupt)
+		return 0
+	}
+	d.b = d.b[n:]
+	return v
+}
+
+func (d *chunkDecoder) u32(what string) uint32 {
+	v := d.uvarint()
+	if v > 0xffffffff && d.err == nil {
+		d.err = fmt.Errorf("%w: %s out of range", ErrCorrupt, what)
+	}
+	return uint32(v)
+}
+
+// DecodeChunk calls fn for each event of a chunk. The Event passed to fn is
+// reused; fn must copy what it keeps (Key included).
+func DecodeChunk(chunk []byte, fn func(*Event) error) error {
+	if len(chunk) == 0 || chunk[0] != chunkFormat {
+		return fmt.Errorf("%w: unknown event chunk format", ErrCorrupt)
+	}
+	d := &chunkDecoder{b: chunk[1:]}
+	n := d.uvarint()
+	if d.err != nil {
+		return d.err
+	}
+	// Each event takes at least 9 bytes; a count beyond that is corrupt.
+	if n > uint64(len(d.b)) {
+		return fmt.Errorf("%w: event count %d exceeds chunk size", ErrCorrupt, n)
+	}
+	var e Event
+	var prev int64
+	keyBuf := make([]byte, 0, maxKey)
+	for i := uint64(0); i < n; i++ {
+		e = Event{Dev: -1, Stack: -1}
+		sym := d.uvarint()
+		if sym > 0xffff && d.err == nil {
+			d.err = fmt.Errorf("%w: symbol id out of range", ErrCorrupt)
+		}
+		e.Symbol = uint16(sym)
+		e.PID = d.u32("pid")
+		e.TID = uint32(int64(e.PID) + d.varint())
+		e.End = prev + d.varint()
+		e.Start = e.End - d.varint()
+		e.Result = int32(d.varint())
+		e.Depth = uint8(d.uvarint())
+		e.Flags = d.u32("flags")
+		pres := d.uvarint()
+		e.Has = cuda.Field(pres & 0xfff)
+		if e.Has&cuda.FieldSize != 0 {
+			e.Size = d.uvarint()
+		}
+		if e.Has&cuda.FieldFlags != 0 {
+			e.Fields.Flags = d.uvarint()
+		}
+		if e.Has&cuda.FieldPtr != 0 {
+			e.Ptr = d.uvarint()
+		}
+		if e.Has&cuda.FieldTarget != 0 {
+			e.Target = d.uvarint()
+		}
+		if e.Has&cuda.FieldDevice != 0 {
+			e.Device = int32(d.varint())
+		}
+		if e.Has&cuda.FieldPeer != 0 {
+			e.Peer = d.uvarint()
+		}
+		if e.Has&cuda.FieldCount != 0 {
+			e.Count = d.uvarint()
+		}
+		if e.Has&cuda.FieldKey != 0 {
+			l := d.uvarint()
+			if d.err == nil && (l > maxKey || l > uint64(len(d.b))) {
+				d.err = fmt.Errorf("%w: key length %d", ErrCorrupt, l)
+			}
+			if d.err == nil {
+				keyBuf = append(keyBuf[:0], d.b[:l]...)
+				e.Key = keyBuf
+				d.b = d.b[l:]
+			}
+		}
+		if pres&presCtx != 0 {
+			e.Ctx = d.u32("ctx")
+		}
+		if pres&presStack != 0 {
+			e.Stack = int32(d.u32("stack"))
+		}
+		if pres&presDev != 0 {
+			e.Dev = int32(d.u32("dev"))
+		}
+		if d.err != nil {
+			return d.err
+		}
+		prev = e.End
+		if err := fn(&e); err != nil {
+			return err
+		}
+	}
+	if len(d.b) != 0 {
+		return fmt.Errorf("%w: %d trailing bytes in event chunk", ErrCorrupt, len(d.b))
+	}
+	return nil
+}

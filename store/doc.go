@@ -1,0 +1,55 @@
+// Package store reads and writes run.db, the one file a recording produces.
+//
+// # Data model
+//
+// run.db is a bbolt database. Everything in it is on one clock: the run
+// clock, CLOCK_MONOTONIC in nanoseconds, the clock of bpf_ktime_get_ns. The
+// run record keeps one (clock, wall time) pair taken together at the start,
+// so reports can show wall time. All sizes are bytes.
+//
+// Top-level buckets, their keys and value encodings:
+//
+//	meta        "format"   the string "forensic-run" (anything else: a foreign file)
+//	            "schema"   uint32 big-endian schema version (this package writes SchemaVersion)
+//	            "run"      JSON RunInfo: command, mode, options, clock pair, host
+//	            "inventory" JSON Inventory: the platform, taken once per run
+//	            "stop"     JSON StopInfo; absent when the recorder did not stop
+//	                       cleanly (killed, crashed, disk full before it could write)
+//	symbols     uint16 BE symbol id -> symbol name. Events carry ids; this
+//	            bucket makes the file self-describing, so a newer forensic
+//	            with a reordered symbol table still reads an old file.
+//	libraries   uint32 BE sequence -> JSON Library: each libcuda file attached,
+//	            its build id, and which hooked symbols it exported or lacked
+//	events      uint64 BE chunk sequence -> event chunk (binary, below)
+//	samples     uint64 BE sequence -> JSON Sample: one NVML query on one GPU
+//	processes   uint32 BE pid + uint64 BE first-seen time -> JSON Process,
+//	            rewritten as the process forks, execs and exits
+//	stacks      uint32 BE stack id -> user stack, uint64 little-endian addresses
+//	kmsg        uint64 BE sequence -> JSON KernelLog (NVRM and Xid lines)
+//	markers     uint64 BE sequence -> JSON Marker (forensic mark)
+//	drops       uint64 BE sequence -> JSON Drops: the loss counters as read
+//
+// # Event chunks
+//
+// Call events dominate the file, so they are stored in chunks, one chunk per
+// writer commit, each a varint stream: a format byte, the event count, then
+// per event the symbol id, pid, tid-pid, the exit time as a delta from the
+// previous event's, the duration, the result, depth, flags, a presence mask
+// and the present fields. A typical allocation event costs about 30 bytes.
+// Events are stored in the order the ring buffer delivered them: exact per
+// thread, and across CPUs nearly in time order; readers that need time order
+// compare times rather than positions.
+//
+// # Durability
+//
+// The writer commits one bbolt transaction per flush (by default every
+// 100 ms): data committed survives the recorder being killed. A full disk
+// stops writing while there is still room for the stop record (see
+// Writer.Reserve), so the file stays valid and says how it ended.
+//
+// # Errors
+//
+// Open returns one of the sentinel errors in errors.go for files that are
+// not a readable run: missing, empty, not bbolt, another program's bbolt
+// file, a newer schema, or locked by a live recorder.
+package store

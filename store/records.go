@@ -1,0 +1,390 @@
+package store
+
+import (
+	"time"
+
+	"github.com/retrivium/forensic/cuda"
+)
+
+// Format is the value of meta/format in every run.db.
+const Format = "forensic-run"
+
+// SchemaVersion is the schema this package writes. Readers refuse files
+// with a larger version.
+const SchemaVersion = 1
+
+// ClockName names the run clock.
+const ClockName = "CLOCK_MONOTONIC"
+
+// RunInfo describes the recording: what was recorded and how.
+type RunInfo struct {
+	ID      string `json:"id"`
+	Version string `json:"forensic_version"`
+	// Clock, ClockStart and WallStart: the run clock and one reading of it
+	// paired with wall time, taken together at the start.
+	Clock      string    `json:"clock"`
+	ClockStart int64     `json:"clock_start_ns"`
+	WallStart  time.Time `json:"wall_start"`
+	Hostname   string    `json:"hostname"`
+	Kernel     string    `json:"kernel"`
+	// Mode is "spawn" (forensic record -- CMD), "pid" or "all".
+	Mode        string   `json:"mode"`
+	Command     []string `json:"command,omitempty"`
+	TargetPID   uint32   `json:"target_pid,omitempty"`
+	RecorderPID int      `json:"recorder_pid"`
+	// Interval is the NVML sampling period; FlushInterval the longest an
+	// event waits before it is committed.
+	Interval        time.Duration `json:"interval_ns"`
+	FlushInterval   time.Duration `json:"flush_interval_ns"`
+	RingBytes       int           `json:"ring_bytes"`
+	Stacks          bool          `json:"stacks"`
+	FreezeOnFailure bool          `json:"freeze_on_failure"`
+	FreezeLimit     time.Duration `json:"freeze_limit_ns,omitempty"`
+	NVMLLibrary     string        `json:"nvml_library,omitempty"`
+	// Env holds the GPU-relevant environment of the recorder's target
+	// (an allowlist, see README); nothing else is stored.
+	Env map[string]string `json:"env,omitempty"`
+}
+
+// Stats are the recorder's counters: what was delivered and what was lost.
+type Stats struct {
+	// Calls is the number of completed tracked calls the probes saw;
+	// Events + LostCalls == Calls when nothing else went wrong.
+	Calls          uint64 `json:"calls"`
+	Events         uint64 `json:"events"`
+	LostCalls      uint64 `json:"lost_calls"`
+	LostFirst      int64  `json:"lost_first_ns,omitempty"` // exit time of the earliest lost call
+	LostLast       int64  `json:"lost_last_ns,omitempty"`
+	LostInflight   uint64 `json:"lost_inflight"`
+	TooDeep        uint64 `json:"too_deep"`
+	Unmatched      uint64 `json:"unmatched_returns"`
+	LostProc       uint64 `json:"lost_proc"`
+	LostProcFirst  int64  `json:"lost_proc_first_ns,omitempty"`
+	StackErrors    uint64 `json:"stack_errors"`
+	Frozen         uint64 `json:"frozen"`
+	DecodeErrors   uint64 `json:"decode_errors"`
+	Samples        uint64 `json:"samples"`
+	SamplesDropped uint64 `json:"samples_thinned"`
+	KernelLines    uint64 `json:"kernel_lines"`
+}
+
+// Lost reports whether any evidence was lost.
+func (s Stats) Lost() bool {
+	return s.LostCalls+s.LostInflight+s.TooDeep+s.LostProc > 0
+}
+
+// Exit is how a process ended.
+type Exit struct {
+	Time   int64 `json:"time_ns"`
+	Code   *int  `json:"code,omitempty"`   // exit status when it exited
+	Signal *int  `json:"signal,omitempty"` // signal when a signal killed it
+	Core   bool  `json:"core_dumped,omitempty"`
+}
+
+// Abnormal reports whether the process was killed by a signal.
+func (e *Exit) Abnormal() bool { return e != nil && e.Signal != nil }
+
+// ExitFromWaitStatus decodes a task exit code (wait status layout).
+func ExitFromWaitStatus(t int64, status int32) *Exit {
+	e := &Exit{Time: t}
+	if sig := int(status & 0x7f); sig != 0 {
+		e.Signal = &sig
+		e.Core = status&0x80 != 0
+	} else {
+		code := int((status >> 8) & 0xff)
+		e.Code = &code
+	}
+	return e
+}
+
+// DelayStats summarizes the delay from failed calls to their samples.
+type DelayStats struct {
+	Count  int   `json:"count"`
+	Median int64 `json:"median_ns"`
+	Max    int64 `json:"max_ns"`
+}
+
+// StopInfo is written once, when the recorder stops cleanly. Its absence
+// means the run ended abruptly.
+type StopInfo struct {
+	Time   int64     `json:"time_ns"`
+	Wall   time.Time `json:"wall"`
+	Reason string    `json:"reason"` // workload-exited, target-exited, signal, disk-full, error
+	Error  string    `json:"error,omitempty"`
+	// Workload is the spawned command's exit.
+	Workload     *Exit      `json:"workload,omitempty"`
+	Stats        Stats      `json:"stats"`
+	TriggerDelay DelayStats `json:"trigger_delay"`
+}
+
+// Library is one libcuda file the recorder attached to.
+type Library struct {
+	Path     string `json:"path"`      // as the process sees it
+	HostPath string `json:"host_path"` // as the recorder opened it (through /proc/PID/root)
+	BuildID  string `json:"build_id,omitempty"`
+	Device   uint64 `json:"dev"`
+	Inode    uint64 `json:"inode"`
+	// Attached lists the hooked symbols the file exports; Absent those of
+	// the symbol table it does not. Unknown lists exported names of hooked
+	// families that the symbol table has no row for.
+	Attached []string `json:"attached"`
+	Absent   []string `json:"absent"`
+	Unknown  []string `json:"unknown,omitempty"`
+	Error    string   `json:"error,omitempty"`
+	Time     int64    `json:"time_ns"`
+}
+
+// Event is one completed call of a hooked symbol.
+type Event struct {
+	Symbol uint16 `json:"-"` // id in the file's symbols bucket
+	Name   string `json:"symbol"`
+	PID    uint32 `json:"pid"`
+	TID    uint32 `json:"tid"`
+	Start  int64  `json:"start_ns"`
+	End    int64  `json:"time_ns"`
+	Result int32  `json:"result"`
+	Depth  uint8  `json:"depth,omitempty"`
+	Flags  uint32 `json:"flags,omitempty"` // EventFrozen, ...
+	cuda.Fields
+	// Ctx is the per-process index of the context current on the thread
+	// (Process.Contexts), 0 when none.
+	Ctx uint32 `json:"ctx,omitempty"`
+	// Dev is the CUDA device ordinal the call ran against, -1 if unknown.
+	Dev   int32 `json:"dev"`
+	Stack int32 `json:"stack,omitempty"` // stack id, -1 when none
+}
+
+// Event flags.
+const (
+	EventFrozen     = 1 << 0 // the process was stopped at this failed call
+	EventInFault    = 1 << 1
+	EventOutFault   = 1 << 2
+	EventReordered  = 1 << 4
+	EventLateAttach = 1 << 8 // the process was running before the recorder attached
+)
+
+// Status is the outcome of one NVML query.
+type Status struct {
+	Code int    `json:"code"`
+	Name string `json:"name"`
+}
+
+// OK reports NVML_SUCCESS.
+func (s Status) OK() bool { return s.Code == 0 }
+
+// Obs is one observed inventory value with its source. Value is nil when
+// the query failed or is unsupported: never zero in its place.
+type Obs[T any] struct {
+	Value  *T     `json:"value"`
+	API    string `json:"api"`
+	Status Status `json:"status"`
+}
+
+// GPURef names a GPU (and MIG instance) as NVML identifies it.
+type GPURef struct {
+	Index    int    `json:"index"`
+	UUID     string `json:"uuid,omitempty"`
+	PCIBusID string `json:"pci_bus_id,omitempty"`
+	// MIG instance, for samples of MIG scope.
+	MIGIndex *int   `json:"mig_index,omitempty"`
+	MIGUUID  string `json:"mig_uuid,omitempty"`
+}
+
+// Trigger names the failed call that a sample was taken for.
+type Trigger struct {
+	PID    uint32 `json:"pid"`
+	TID    uint32 `json:"tid"`
+	Symbol string `json:"symbol"`
+	End    int64  `json:"call_time_ns"`
+	Frozen bool   `json:"frozen"` // the process was stopped while sampling
+	// Freeze is how long the process stayed stopped (0 when not frozen).
+	Freeze int64 `json:"freeze_ns,omitempty"`
+}
+
+// ProcUsage is one row of a per-process query.
+type ProcUsage struct {
+	PID             uint32  `json:"pid"`
+	Used            *uint64 `json:"used_bytes"` // nil: NVML reported it not available
+	GPUInstance     *uint32 `json:"gpu_instance_id,omitempty"`
+	ComputeInstance *uint32 `json:"compute_instance_id,omitempty"`
+}
+
+// Sample kinds.
+const (
+	KindFramebuffer = "framebuffer"
+	KindBAR1        = "bar1"
+	KindProcesses   = "processes"
+)
+
+// Sample scopes.
+const (
+	ScopeDevice   = "device"
+	ScopeMIG      = "mig-instance"
+	ScopeAperture = "aperture"
+	ScopeProcess  = "process"
+)
+
+// Sample is one NVML query on one GPU: the values and where they came from.
+type Sample struct {
+	Seq   uint64 `json:"seq"`
+	Round uint64 `json:"round"` // queries taken together share a round
+	GPU   GPURef `json:"gpu"`
+	Kind  string `json:"kind"`
+	Scope string `json:"scope"`
+	// API and Struct name the function and structure version used.
+	API    string `json:"api"`
+	Struct string `json:"struct,omitempty"`
+	Status Status `json:"status"`
+	// Fallback says why an older API version was used.
+	Fallback string `json:"fallback,omitempty"`
+	// Start and End bound the query on the run clock.
+	Start int64 `json:"start_ns"`
+	End   int64 `json:"end_ns"`
+	// Values in bytes; nil when the query failed or the struct version has
+	// no such field (v1 memory info has no reserved).
+	Total     *uint64     `json:"total_bytes,omitempty"`
+	Reserved  *uint64     `json:"reserved_bytes,omitempty"`
+	Used      *uint64     `json:"used_bytes,omitempty"`
+	Free      *uint64     `json:"free_bytes,omitempty"`
+	Processes []ProcUsage `json:"processes,omitempty"`
+	Triggers  []Trigger   `json:"triggers,omitempty"`
+	// Kept says why a thinned-out period kept this sample.
+	Kept string `json:"kept,omitempty"`
+}
+
+// Usable reports whether the sample carries values.
+func (s *Sample) Usable() bool { return s.Status.OK() }
+
+// PCIBar is one BAR region of the GPU's PCI function (sysfs).
+type PCIBar struct {
+	Index int    `json:"index"`
+	Size  uint64 `json:"size_bytes"`
+	Flags string `json:"flags"`
+}
+
+// MIGInventory is one MIG instance.
+type MIGInventory struct {
+	Index   int         `json:"index"`
+	UUID    Obs[string] `json:"uuid"`
+	FBTotal Obs[uint64] `json:"framebuffer_total_bytes"`
+}
+
+// GPUInventory is the configuration of one GPU.
+type GPUInventory struct {
+	Index        int            `json:"index"`
+	UUID         Obs[string]    `json:"uuid"`
+	Name         Obs[string]    `json:"name"`
+	PCIBusID     Obs[string]    `json:"pci_bus_id"`
+	FBTotal      Obs[uint64]    `json:"framebuffer_total_bytes"`
+	FBReserved   Obs[uint64]    `json:"framebuffer_reserved_bytes"`
+	BAR1Total    Obs[uint64]    `json:"bar1_total_bytes"`
+	MIGMode      Obs[int]       `json:"mig_mode"`
+	Persistence  Obs[int]       `json:"persistence_mode"`
+	ComputeMode  Obs[int]       `json:"compute_mode"`
+	PCIeGen      Obs[int]       `json:"pcie_generation"`
+	PCIeWidth    Obs[int]       `json:"pcie_width"`
+	PCIeMaxGen   Obs[int]       `json:"pcie_max_generation"`
+	PCIeMaxWidth Obs[int]       `json:"pcie_max_width"`
+	BARs         []PCIBar       `json:"pci_bars,omitempty"`
+	BARsSource   string         `json:"pci_bars_source,omitempty"`
+	MIG          []MIGInventory `json:"mig_devices,omitempty"`
+}
+
+// Inventory is the platform, taken once per run.
+type Inventory struct {
+	Time        int64          `json:"time_ns"`
+	Library     string         `json:"nvml_library"`
+	Init        Status         `json:"nvml_init"`
+	InitAPI     string         `json:"nvml_init_api"`
+	InitError   string         `json:"nvml_init_error,omitempty"`
+	Driver      Obs[string]    `json:"driver_version"`
+	NVMLVersion Obs[string]    `json:"nvml_version"`
+	CUDADriver  Obs[int]       `json:"cuda_driver_version"`
+	DeviceCount Obs[int]       `json:"device_count"`
+	GPUs        []GPUInventory `json:"gpus"`
+	// IOMMU: whether the kernel has an active IOMMU (sysfs).
+	IOMMU       *bool  `json:"iommu_active,omitempty"`
+	IOMMUSource string `json:"iommu_source,omitempty"`
+}
+
+// DeviceMap records how a process's CUDA device ordinal was matched to an
+// NVML GPU, so that the match is never a silent guess.
+type DeviceMap struct {
+	Ordinal  int32  `json:"ordinal"`
+	UUID     string `json:"uuid,omitempty"`
+	PCIBusID string `json:"pci_bus_id,omitempty"`
+	GPU      int    `json:"gpu"` // NVML index, -1 when unknown
+	MIG      *int   `json:"mig_index,omitempty"`
+	// Method: uuid, pci-bus-id, visible-devices-uuid, visible-devices-index,
+	// single-gpu, order, or unknown (with Why).
+	Method string `json:"method"`
+	Why    string `json:"why,omitempty"`
+}
+
+// Context is a CUDA context seen in a process.
+type Context struct {
+	Index  uint32 `json:"index"`
+	Handle uint64 `json:"handle"`
+	Device int32  `json:"device"` // CUDA ordinal, -1 unknown
+}
+
+// Mapping is one file-backed executable mapping, for symbolizing stacks.
+type Mapping struct {
+	Start   uint64 `json:"start"`
+	End     uint64 `json:"end"`
+	Offset  uint64 `json:"offset"`
+	Path    string `json:"path"`
+	Host    string `json:"host_path,omitempty"` // through /proc/PID/root
+	BuildID string `json:"build_id,omitempty"`
+}
+
+// Process is one recorded process.
+type Process struct {
+	PID      uint32   `json:"pid"`
+	PPID     uint32   `json:"ppid"`
+	Start    int64    `json:"start_ns"` // first seen on the run clock
+	Comm     string   `json:"comm,omitempty"`
+	Exe      string   `json:"exe,omitempty"`
+	Args     []string `json:"args,omitempty"`
+	Cgroup   string   `json:"cgroup,omitempty"`
+	CgroupID uint64   `json:"cgroup_id,omitempty"`
+	// Root: the spawned command or --pid target (not a descendant).
+	Root bool `json:"root,omitempty"`
+	// AttachedLate: the process had libcuda mapped before the recorder
+	// attached, so calls it made earlier are not in the record.
+	AttachedLate bool              `json:"attached_late,omitempty"`
+	Env          map[string]string `json:"env,omitempty"`
+	Exit         *Exit             `json:"exit,omitempty"`
+	Devices      []DeviceMap       `json:"devices,omitempty"`
+	Contexts     []Context         `json:"contexts,omitempty"`
+	Maps         []Mapping         `json:"maps,omitempty"`
+}
+
+// KernelLog is one NVRM or Xid line of the kernel log.
+type KernelLog struct {
+	Time     int64  `json:"time_ns"`
+	Seq      uint64 `json:"kmsg_seq"`
+	Priority int    `json:"priority"`
+	Text     string `json:"text"`
+	Xid      *int   `json:"xid,omitempty"`
+}
+
+// Marker is a labelled point in the run (forensic mark).
+type Marker struct {
+	Time  int64  `json:"time_ns"`
+	Label string `json:"label"`
+}
+
+// Frame is one user stack frame: a build id and a file offset, or only an
+// address when the kernel could not read the file's build id.
+type Frame struct {
+	BuildID string `json:"build_id,omitempty"`
+	Offset  uint64 `json:"offset,omitempty"`
+	IP      uint64 `json:"ip,omitempty"`
+}
+
+// Drops is a reading of the loss counters.
+type Drops struct {
+	Time  int64 `json:"time_ns"`
+	Stats Stats `json:"stats"`
+}

@@ -1,0 +1,298 @@
+package store
+
+import (
+	"encoding/binary"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"syscall"
+	"time"
+
+	bolt "go.etcd.io/bbolt"
+)
+
+// Bucket names.
+var (
+	bucketMeta      = []byte("meta")
+	bucketSymbols   = []byte("symbols")
+	bucketLibraries = []byte("libraries")
+	bucketEvents    = []byte("events")
+	bucketSamples   = []byte("samples")
+	bucketProcesses = []byte("processes")
+	bucketStacks    = []byte("stacks")
+	bucketKmsg      = []byte("kmsg")
+	bucketMarkers   = []byte("markers")
+	bucketDrops     = []byte("drops")
+
+	allBuckets = [][]byte{bucketMeta, bucketSymbols, bucketLibraries, bucketEvents, bucketSamples,
+		bucketProcesses, bucketStacks, bucketKmsg, bucketMarkers, bucketDrops}
+
+	keyFormat    = []byte("format")
+	keySchema    = []byte("schema")
+	keyRun       = []byte("run")
+	keyInventory = []byte("inventory")
+	keyStop      = []byte("stop")
+)
+
+// DefaultReserve is the free space below which the writer stops committing
+// records, keeping room for the stop record.
+const DefaultReserve = 8 << 20
+
+// Writer appends a recording to a new run.db. It is not safe for
+// concurrent use: one goroutine owns it.
+type Writer struct {
+	db   *bolt.DB
+	path string
+	// Reserve is the free space (bytes) on the file's filesystem below which
+	// Commit refuses with ErrDiskFull, so that Stop still finds room.
+	Reserve uint64
+	// freeSpace reports the filesystem's free bytes; replaced in tests.
+	freeSpace func() (uint64, error)
+	full      bool
+	seq       map[string]uint64
+}
+
+// CreateOptions adjust Create.
+type CreateOptions struct {
+	// Force replaces an existing file instead of refusing.
+	Force bool
+}
+
+// Create makes a new run.db at path, mode 0600 (it names processes and
+// their arguments), and writes the run record and the symbol names.
+func Create(path string, opts CreateOptions, run RunInfo, symbols []string) (*Writer, error) {
+	if opts.Force {
+		if err := os.Remove(path); err != nil && !errors.Is(err, os.ErrNotExist) {
+			return nil, fmt.Errorf("remove %s: %w", path, err)
+		}
+	}
+	f, err := os.OpenFile(path, os.O_RDWR|os.O_CREATE|os.O_EXCL, 0o600)
+	if err != nil {
+		if errors.Is(err, os.ErrExist) {
+			return nil, fmt.Errorf("%s: %w", path, ErrExists)
+		}
+		return nil, err
+	}
+	f.Close()
+	db, err := bolt.Open(path, 0o600, &bolt.Options{
+		Timeout:        time.Second,
+		NoFreelistSync: true,
+		FreelistType:   bolt.FreelistMapType,
+	})
+	if err != nil {
+		os.Remove(path)
+		return nil, fmt.Errorf("open %s: %w", path, err)
+	}
+	dir := filepath.Dir(path)
+	w := &Writer{db: db, path: path, Reserve: DefaultReserve, seq: map[string]uint64{},
+		freeSpace: func() (uint64, error) { return fsFree(dir) }}
+	err = db.Update(func(tx *bolt.Tx) error {
+		for _, b := range allBuckets {
+			if _, err := tx.CreateBucketIfNotExists(b); err != nil {
+				return err
+			}
+		}
+		m := tx.Bucket(bucketMeta)
+		if err := m.Put(keyFormat, []byte(Format)); err != nil {
+			return err
+		}
+		if err := m.Put(keySchema, binary.BigEndian.AppendUint32(nil, SchemaVersion)); err != nil {
+			return err
+		}
+		if err := putJSON(m, keyRun, run); err != nil {
+			return err
+		}
+		s := tx.Bucket(bucketSymbols)
+		for i, name := range symbols {
+			if err := s.Put(binary.BigEndian.AppendUint16(nil, uint16(i)), []byte(name)); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		db.Close()
+		os.Remove(path)
+		return nil, fmt.Errorf("initialize %s: %w", path, diskErr(err))
+	}
+	return w, nil
+}
+
+// Path returns the file's path.
+func (w *Writer) Path() string { return w.path }
+
+func fsFree(dir string) (uint64, error) {
+	var st syscall.Statfs_t
+	if err := syscall.Statfs(dir, &st); err != nil {
+		return 0, err
+	}
+	return st.Bavail * uint64(st.Bsize), nil
+}
+
+// diskErr maps a write failure for lack of space to ErrDiskFull.
+func diskErr(err error) error {
+	if errors.Is(err, syscall.ENOSPC) || errors.Is(err, syscall.EDQUOT) || errors.Is(err, syscall.EFBIG) {
+		return fmt.Errorf("%w: %v", ErrDiskFull, err)
+	}
+	return err
+}
+
+func putJSON(b *bolt.Bucket, key []byte, v any) error {
+	data, err := json.Marshal(v)
+	if err != nil {
+		return err
+	}
+	return b.Put(key, data)
+}
+
+func u64key(v uint64) []byte { return binary.BigEndian.AppendUint64(nil, v) }
+
+// ProcessKey is the processes bucket key of a process.
+func ProcessKey(pid uint32, start int64) []byte {
+	k := binary.BigEndian.AppendUint32(nil, pid)
+	return binary.BigEndian.AppendUint64(k, uint64(start))
+}
+
+// Batch is what one commit writes. The recorder fills it between flushes.
+type Batch struct {
+	Events    []Event
+	Samples   []Sample
+	Processes []Process // inserted or replaced by (PID, Start)
+	Stacks    map[int32][]Frame
+	Kmsg      []KernelLog
+	Markers   []Marker
+	Drops     []Drops
+	Libraries []Library
+	Inventory *Inventory
+}
+
+// Len is the number of records in the batch.
+func (b *Batch) Len() int {
+	n := len(b.Events) + len(b.Samples) + len(b.Processes) + len(b.Stacks) + len(b.Kmsg) +
+		len(b.Markers) + len(b.Drops) + len(b.Libraries)
+	if b.Inventory != nil {
+		n++
+	}
+	return n
+}
+
+// Reset empties the batch, keeping its storage.
+func (b *Batch) Reset() {
+	b.Events = b.Events[:0]
+	b.Samples = b.Samples[:0]
+	b.Processes = b.Processes[:0]
+	clear(b.Stacks)
+	b.Kmsg = b.Kmsg[:0]
+	b.Markers = b.Markers[:0]
+	b.Drops = b.Drops[:0]
+	b.Libraries = b.Libraries[:0]
+	b.Inventory = nil
+}
+
+func (w *Writer) next(bucket []byte) uint64 {
+	w.seq[string(bucket)]++
+	return w.seq[string(bucket)]
+}
+
+// Commit writes the batch in one transaction. Sample sequence numbers are
+// assigned here. After ErrDiskFull the writer accepts only Stop.
+func (w *Writer) Commit(b *Batch) error {
+	if w.full {
+		return ErrDiskFull
+	}
+	if b.Len() == 0 {
+		return nil
+	}
+	if w.Reserve > 0 && w.freeSpace != nil {
+		if free, err := w.freeSpace(); err == nil && free < w.Reserve {
+			w.full = true
+			return fmt.Errorf("%w: %d bytes left on the filesystem of %s", ErrDiskFull, free, w.path)
+		}
+	}
+	saved := make(map[string]uint64, len(w.seq))
+	for k, v := range w.seq {
+		saved[k] = v
+	}
+	err := w.db.Update(func(tx *bolt.Tx) error {
+		if len(b.Events) > 0 {
+			eb := tx.Bucket(bucketEvents)
+			eb.FillPercent = 1 // append-only keys
+			if err := eb.Put(u64key(w.next(bucketEvents)), EncodeChunk(b.Events)); err != nil {
+				return err
+			}
+		}
+		sb := tx.Bucket(bucketSamples)
+		sb.FillPercent = 1
+		for i := range b.Samples {
+			s := &b.Samples[i]
+			s.Seq = w.next(bucketSamples)
+			if err := putJSON(sb, u64key(s.Seq), s); err != nil {
+				return err
+			}
+		}
+		pb := tx.Bucket(bucketProcesses)
+		for i := range b.Processes {
+			p := &b.Processes[i]
+			if err := putJSON(pb, ProcessKey(p.PID, p.Start), p); err != nil {
+				return err
+			}
+		}
+		stb := tx.Bucket(bucketStacks)
+		for id, frames := range b.Stacks {
+			if err := putJSON(stb, binary.BigEndian.AppendUint32(nil, uint32(id)), frames); err != nil {
+				return err
+			}
+		}
+		for _, l := range b.Kmsg {
+			if err := putJSON(tx.Bucket(bucketKmsg), u64key(w.next(bucketKmsg)), l); err != nil {
+				return err
+			}
+		}
+		for _, m := range b.Markers {
+			if err := putJSON(tx.Bucket(bucketMarkers), u64key(w.next(bucketMarkers)), m); err != nil {
+				return err
+			}
+		}
+		for _, d := range b.Drops {
+			if err := putJSON(tx.Bucket(bucketDrops), u64key(w.next(bucketDrops)), d); err != nil {
+				return err
+			}
+		}
+		for _, l := range b.Libraries {
+			k := binary.BigEndian.AppendUint32(nil, uint32(w.next(bucketLibraries)))
+			if err := putJSON(tx.Bucket(bucketLibraries), k, l); err != nil {
+				return err
+			}
+		}
+		if b.Inventory != nil {
+			if err := putJSON(tx.Bucket(bucketMeta), keyInventory, b.Inventory); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		w.seq = saved
+		err = diskErr(err)
+		if errors.Is(err, ErrDiskFull) {
+			w.full = true
+		}
+		return err
+	}
+	return nil
+}
+
+// Stop writes the stop record: the run ended cleanly and this is how.
+func (w *Writer) Stop(s StopInfo) error {
+	err := w.db.Update(func(tx *bolt.Tx) error {
+		return putJSON(tx.Bucket(bucketMeta), keyStop, s)
+	})
+	return diskErr(err)
+}
+
+// Close closes the file. Records not committed are not written.
+func (w *Writer) Close() error {
+	return w.db.Close()
+}
