@@ -1,0 +1,190 @@
+package recorder
+
+import (
+	"bytes"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+
+	"github.com/retrivium/forensic/internal/elfnote"
+	"github.com/retrivium/forensic/store"
+)
+
+// EnvAllowlist is the only environment forensic stores: variables that
+// decide which GPUs a process sees and how its allocators behave. Anything
+// else (tokens, paths, credentials) never reaches run.db.
+var EnvAllowlist = []string{
+	"CUDA_VISIBLE_DEVICES", "CUDA_DEVICE_ORDER", "NVIDIA_VISIBLE_DEVICES",
+	"NVIDIA_DRIVER_CAPABILITIES", "CUDA_MPS_PIPE_DIRECTORY", "CUDA_MPS_ACTIVE_THREAD_PERCENTAGE",
+	"CUDA_LAUNCH_BLOCKING", "CUDA_MODULE_LOADING", "CUDA_DEVICE_MAX_CONNECTIONS",
+	"PYTORCH_CUDA_ALLOC_CONF", "PYTORCH_NO_CUDA_MEMORY_CACHING",
+	"TF_FORCE_GPU_ALLOW_GROWTH", "XLA_PYTHON_CLIENT_PREALLOCATE", "XLA_PYTHON_CLIENT_MEM_FRACTION",
+	"NCCL_P2P_DISABLE", "NCCL_P2P_LEVEL", "NCCL_SHM_DISABLE", "NCCL_CUMEM_ENABLE",
+}
+
+// FilterEnv keeps the allowlisted variables of a KEY=VALUE list.
+func FilterEnv(env []string) map[string]string {
+	out := map[string]string{}
+	for _, kv := range env {
+		k, v, ok := strings.Cut(kv, "=")
+		if !ok {
+			continue
+		}
+		for _, a := range EnvAllowlist {
+			if k == a {
+				out[k] = v
+			}
+		}
+	}
+	if len(out) == 0 {
+		return nil
+	}
+	return out
+}
+
+// procInfo reads what /proc tells about a live process. Any part may be
+// missing (the process may already be gone); callers keep what BPF said.
+type procInfo struct {
+	PPID     uint32
+	Start    uint64 // starttime, clock ticks since boot
+	Exe      string
+	Args     []string
+	Cgroup   string
+	Env      map[string]string
+	HasCUDA  bool // a libcuda is mapped
+	Readable bool
+}
+
+func readProc(procRoot string, pid uint32) procInfo {
+	dir := filepath.Join(procRoot, strconv.FormatUint(uint64(pid), 10))
+	var pi procInfo
+	if stat, err := os.ReadFile(filepath.Join(dir, "stat")); err == nil {
+		pi.Readable = true
+		// The command name may contain spaces and parentheses: parse after
+		// the last ')'.
+		if i := bytes.LastIndexByte(stat, ')'); i >= 0 {
+			f := strings.Fields(string(stat[i+1:]))
+			if len(f) > 19 {
+				ppid, _ := strconv.ParseUint(f[1], 10, 32)
+				pi.PPID = uint32(ppid)
+				pi.Start, _ = strconv.ParseUint(f[19], 10, 64)
+			}
+		}
+	}
+	pi.Exe, _ = os.Readlink(filepath.Join(dir, "exe"))
+	if b, err := os.ReadFile(filepath.Join(dir, "cmdline")); err == nil {
+		for _, a := range bytes.Split(bytes.TrimRight(b, "\x00"), []byte{0}) {
+			if len(a) > 0 {
+				pi.Args = append(pi.Args, string(a))
+			}
+		}
+	}
+	if b, err := os.ReadFile(filepath.Join(dir, "cgroup")); err == nil {
+		// cgroup v2: "0::/path"; keep the unified path when present.
+		for _, line := range strings.Split(strings.TrimSpace(string(b)), "\n") {
+			if p, ok := strings.CutPrefix(line, "0::"); ok {
+				pi.Cgroup = p
+			}
+		}
+		if pi.Cgroup == "" {
+			pi.Cgroup = strings.TrimSpace(string(b))
+		}
+	}
+	if b, err := os.ReadFile(filepath.Join(dir, "environ")); err == nil {
+		pi.Env = FilterEnv(strings.Split(string(b), "\x00"))
+	}
+	pi.HasCUDA = len(mappedPaths(filepath.Join(dir, "maps"), isLibCUDA)) > 0
+	return pi
+}
+
+// readMappings lists the executable file mappings of a process, for
+// symbolizing its stacks later (paths through /proc/PID/root, build ids).
+func readMappings(procRoot string, pid uint32) []store.Mapping {
+	dir := filepath.Join(procRoot, strconv.FormatUint(uint64(pid), 10))
+	data, err := os.ReadFile(filepath.Join(dir, "maps"))
+	if err != nil {
+		return nil
+	}
+	var out []store.Mapping
+	ids := map[string]string{}
+	for _, line := range strings.Split(string(data), "\n") {
+		f := strings.Fields(line)
+		if len(f) < 6 || !strings.Contains(f[1], "x") || !strings.HasPrefix(f[5], "/") {
+			continue
+		}
+		lo, hi, ok := strings.Cut(f[0], "-")
+		if !ok {
+			continue
+		}
+		start, _ := strconv.ParseUint(lo, 16, 64)
+		end, _ := strconv.ParseUint(hi, 16, 64)
+		off, _ := strconv.ParseUint(f[2], 16, 64)
+		path := strings.Join(f[5:], " ")
+		host := filepath.Join(dir, "root", path)
+		id, seen := ids[path]
+		if !seen {
+			id = elfnote.BuildID(host)
+			ids[path] = id
+		}
+		out = append(out, store.Mapping{Start: start, End: end, Offset: off, Path: path, Host: hostPathFor(path, host), BuildID: id})
+	}
+	return out
+}
+
+// hostPathFor keeps the /proc/PID/root path only when it differs from the
+// plain path (a container), since it stops resolving once the process
+// exits.
+func hostPathFor(path, host string) string {
+	a, errA := os.Stat(path)
+	b, errB := os.Stat(host)
+	if errA == nil && errB == nil && os.SameFile(a, b) {
+		return ""
+	}
+	return host
+}
+
+// clockTicks is USER_HZ, the unit of /proc/PID/stat starttime.
+const clockTicks = 100
+
+// descendants returns pid's descendants among live processes.
+func descendants(procRoot string, pid uint32) []uint32 {
+	children := map[uint32][]uint32{}
+	ents, _ := os.ReadDir(procRoot)
+	for _, ent := range ents {
+		p, err := strconv.ParseUint(ent.Name(), 10, 32)
+		if err != nil {
+			continue
+		}
+		pi := readProcStat(procRoot, uint32(p))
+		children[pi] = append(children[pi], uint32(p))
+	}
+	var out []uint32
+	queue := []uint32{pid}
+	for len(queue) > 0 {
+		p := queue[0]
+		queue = queue[1:]
+		for _, c := range children[p] {
+			out = append(out, c)
+			queue = append(queue, c)
+		}
+	}
+	return out
+}
+
+func readProcStat(procRoot string, pid uint32) uint32 {
+	stat, err := os.ReadFile(filepath.Join(procRoot, strconv.FormatUint(uint64(pid), 10), "stat"))
+	if err != nil {
+		return 0
+	}
+	i := bytes.LastIndexByte(stat, ')')
+	if i < 0 {
+		return 0
+	}
+	f := strings.Fields(string(stat[i+1:]))
+	if len(f) < 2 {
+		return 0
+	}
+	ppid, _ := strconv.ParseUint(f[1], 10, 32)
+	return uint32(ppid)
+}
