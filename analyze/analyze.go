@@ -1,0 +1,731 @@
+// Package analyze turns a recorded run into a report: which operation
+// failed first, whether that is an allocation problem, a mapping problem,
+// not a memory problem at all, or a question the record cannot answer, and
+// the memory evidence around it, view by view.
+//
+// Analysis is a pure function of what the recorder stored (no eBPF, no
+// NVML): [Analyze] reads a store.Reader and streams its events, so memory
+// does not grow with the number of calls. Every classification goes
+// through the tables of package cuda; no symbol or result code is special
+// cased here.
+package analyze
+
+import (
+	"fmt"
+	"sort"
+	"time"
+
+	"github.com/retrivium/forensic/cuda"
+	"github.com/retrivium/forensic/store"
+)
+
+// Options adjust an analysis.
+type Options struct {
+	// Symbolizer resolves stack frames; nil reads ELF files on this
+	// machine (ELFSymbolizer).
+	Symbolizer Symbolizer
+	// MaxFailures bounds the failures listed (default 10000).
+	MaxFailures int
+	// MaxStacks bounds how many failures get a symbolized stack (default 20).
+	MaxStacks int
+}
+
+// event is the part of a stored event the analysis keeps.
+type event struct {
+	sym   *cuda.Symbol
+	name  string
+	e     store.Event
+	key   []byte
+	order int // position among failures
+}
+
+type procKey struct {
+	pid   uint32
+	start int64
+}
+
+// state is one analysis in progress.
+type state struct {
+	r       *store.Reader
+	opts    Options
+	run     store.RunInfo
+	stop    *store.StopInfo
+	inv     *store.Inventory
+	procs   map[uint32]*store.Process // by pid; the latest record of a pid
+	gpuUUID map[int]string
+	rep     *Report
+
+	first      *event // first failure
+	firstAny   *event
+	failures   []*event
+	counts     map[string]*CallCount
+	procCalls  map[uint32][2]uint64
+	firstAlloc int64
+	lastTime   int64
+	abnormal   []uint32 // processes killed by a signal with no failed call
+	failedPIDs map[uint32]bool
+	exportKeys map[string]exportRef
+	exportSize map[string]uint64
+	window     int64
+	fileList   []File
+}
+
+type exportRef struct {
+	pid    uint32
+	target uint64
+	dev    int32
+}
+
+// Analyze reads a run and produces its report.
+func Analyze(r *store.Reader, opts Options) (*Report, error) {
+	if opts.MaxFailures == 0 {
+		opts.MaxFailures = 10000
+	}
+	if opts.MaxStacks == 0 {
+		opts.MaxStacks = 20
+	}
+	if opts.Symbolizer == nil {
+		opts.Symbolizer = NewELFSymbolizer()
+	}
+	s := &state{r: r, opts: opts, run: r.Run(), procs: map[uint32]*store.Process{}, gpuUUID: map[int]string{},
+		counts: map[string]*CallCount{}, procCalls: map[uint32][2]uint64{}, failedPIDs: map[uint32]bool{},
+		exportKeys: map[string]exportRef{}, exportSize: map[string]uint64{}}
+	s.rep = &Report{Schema: ReportSchema, Missing: []Missing{}, Evidence: []Evidence{}, MemoryViews: []ViewRow{},
+		Failures: []Failure{}, LiveAtFailure: []LiveBytes{}, Processes: []ProcessInfo{}, Coverage: []Library{},
+		KernelLog: []KernelLine{}, Markers: []Marker{}, Phases: []Phase{}, Calls: []CallCount{}}
+	// Sampling windows: a sample older than three intervals (at least
+	// 300 ms) no longer reflects the state at a failure.
+	s.window = max(3*int64(s.run.Interval), int64(300*time.Millisecond))
+	var err error
+	if s.stop, err = r.Stop(); err != nil {
+		return nil, err
+	}
+	if s.inv, err = r.Inventory(); err != nil {
+		return nil, err
+	}
+	if s.inv != nil {
+		for _, g := range s.inv.GPUs {
+			if g.UUID.Value != nil {
+				s.gpuUUID[g.Index] = *g.UUID.Value
+			}
+		}
+	}
+	procs, err := r.Processes()
+	if err != nil {
+		return nil, err
+	}
+	sort.Slice(procs, func(i, j int) bool { return procs[i].Start < procs[j].Start })
+	for i := range procs {
+		s.procs[procs[i].PID] = &procs[i]
+	}
+	if err := s.passFailures(); err != nil {
+		return nil, err
+	}
+	s.pickFirst()
+	tr, err := s.passLive()
+	if err != nil {
+		return nil, err
+	}
+	if err := s.runInfo(); err != nil {
+		return nil, err
+	}
+	if err := s.context(procs); err != nil {
+		return nil, err
+	}
+	s.phases()
+	sp, err := s.passSamples(tr)
+	if err != nil {
+		return nil, err
+	}
+	s.verdict(sp, tr)
+	s.failureList()
+	return s.rep, nil
+}
+
+// passFailures is the first streaming pass: call counts, every failure,
+// and the landmarks.
+func (s *state) passFailures() error {
+	s.firstAlloc = -1
+	return s.r.Events(func(e *store.Event) error {
+		sym, _, ok := cuda.Lookup(e.Name)
+		if !ok {
+			sym = &cuda.Symbol{Name: e.Name, Family: e.Name, Op: cuda.OpOther}
+		}
+		c := s.counts[e.Name]
+		if c == nil {
+			c = &CallCount{Symbol: e.Name}
+			s.counts[e.Name] = c
+		}
+		if e.Depth > 0 {
+			return nil // a library's call to itself, not the application's
+		}
+		c.Calls++
+		pc := s.procCalls[e.PID]
+		pc[0]++
+		if e.End > s.lastTime {
+			s.lastTime = e.End
+		}
+		if e.Result == 0 {
+			if sym.Op == cuda.OpAllocation && (s.firstAlloc < 0 || e.End < s.firstAlloc) {
+				s.firstAlloc = e.End
+			}
+			if len(e.Key) > 0 && sym.Creates == cuda.ResNone && sym.Op == cuda.OpMapping && e.Has&cuda.FieldTarget != 0 {
+				// An export (IPC handle, pool pointer): remember which
+				// allocation its bytes name, so an import can be sized.
+				s.exportKeys[string(e.Key)] = exportRef{pid: e.PID, target: e.Target, dev: e.Dev}
+			}
+			s.procCalls[e.PID] = pc
+			return nil
+		}
+		c.Failed++
+		pc[1]++
+		s.procCalls[e.PID] = pc
+		s.failedPIDs[e.PID] = true
+		ev := &event{sym: sym, name: e.Name, e: *e, key: append([]byte(nil), e.Key...)}
+		ev.e.Key = ev.key
+		if len(s.failures) < s.opts.MaxFailures {
+			s.failures = append(s.failures, ev)
+		} else {
+			s.rep.FailuresTruncated++
+		}
+		if sym.Op.Primary() && (s.first == nil || e.End < s.first.e.End) {
+			s.first = ev
+		}
+		if s.firstAny == nil || e.End < s.firstAny.e.End {
+			s.firstAny = ev
+		}
+		return nil
+	})
+}
+
+// pickFirst: the first failed operation is the earliest failed allocation,
+// mapping, host-allocation or context call; a run whose only failures are
+// of other calls (cuInit, a free) still names its earliest failure.
+func (s *state) pickFirst() {
+	if s.first == nil {
+		s.first = s.firstAny
+	}
+	sort.SliceStable(s.failures, func(i, j int) bool { return s.failures[i].e.End < s.failures[j].e.End })
+	for i, f := range s.failures {
+		f.order = i
+	}
+}
+
+// liveRes is one live resource created by a traced call.
+type liveRes struct {
+	size  uint64
+	sized bool
+	gpu   int
+	view  cuda.View
+}
+
+type resKey struct {
+	pid uint32
+	res cuda.Resource
+	key uint64
+}
+
+type viewKey struct {
+	gpu  int
+	view cuda.View
+}
+
+// traced holds what the traced calls say about live bytes.
+type traced struct {
+	perProc map[uint32]map[viewKey]*LiveBytes // at the first failure
+	// totals per GPU and view: values at the landmarks, and per phase.
+	acc map[viewKey]*fieldAcc
+	// changes are the traced totals' changes near the first failure, to
+	// reconcile a sample taken a little before or after it.
+	changes map[viewKey][]change
+}
+
+type change struct {
+	t int64
+	d int64
+}
+
+// reconcileHorizon bounds how far from the failure traced changes are kept
+// for reconciling samples (a failure-triggered sample under load can lag).
+const reconcileHorizon = int64(5 * time.Second)
+
+// delta is how much the traced total of vk changed from time from to time
+// to (negative when bytes were released).
+func (t *traced) delta(vk viewKey, from, to int64) int64 {
+	var d int64
+	for _, c := range t.changes[vk] {
+		switch {
+		case to >= from && c.t > from && c.t <= to:
+			d += c.d
+		case to < from && c.t > to && c.t <= from:
+			d -= c.d
+		}
+	}
+	return d
+}
+
+// gpuOfDev maps a process's CUDA ordinal to an NVML index (-1 unknown).
+func (s *state) gpuOfDev(pid uint32, dev int32) (int, *int, string) {
+	p := s.procs[pid]
+	if p == nil || dev < 0 {
+		return -1, nil, "unknown"
+	}
+	for _, d := range p.Devices {
+		if d.Ordinal == dev {
+			return d.GPU, d.MIG, d.Method
+		}
+	}
+	return -1, nil, "unknown"
+}
+
+// passLive is the second streaming pass: it replays allocations and
+// releases to know the bytes live per process, GPU and view, marks
+// recovered failures and sizes imports.
+func (s *state) passLive() (*traced, error) {
+	tr := &traced{perProc: map[uint32]map[viewKey]*LiveBytes{}, acc: map[viewKey]*fieldAcc{}, changes: map[viewKey][]change{}}
+	live := map[resKey]liveRes{}
+	totals := map[viewKey]uint64{}
+	var firstEnd int64 = -1
+	if s.first != nil {
+		firstEnd = s.first.e.End
+	}
+	logChange := func(vk viewKey, t, d int64) {
+		if firstEnd >= 0 && t >= firstEnd-reconcileHorizon && t <= firstEnd+reconcileHorizon && len(tr.changes[vk]) < 1<<20 {
+			tr.changes[vk] = append(tr.changes[vk], change{t, d})
+		}
+	}
+	atFailureTaken := false
+	snapshot := func() {
+		for k, l := range live {
+			vk := viewKey{l.gpu, l.view}
+			m := tr.perProc[k.pid]
+			if m == nil {
+				m = map[viewKey]*LiveBytes{}
+				tr.perProc[k.pid] = m
+			}
+			lb := m[vk]
+			if lb == nil {
+				lb = &LiveBytes{PID: k.pid, View: l.view.String()}
+				if l.gpu >= 0 {
+					g := l.gpu
+					lb.GPU = &g
+				}
+				m[vk] = lb
+			}
+			lb.Count++
+			if l.sized {
+				lb.Bytes += l.size
+			} else {
+				lb.Unsized++
+			}
+		}
+		for vk, v := range totals {
+			a := tr.accFor(vk)
+			a.at = ptr(v)
+			a.before = ptr(v)
+		}
+	}
+	// Failures waiting for a later success of the same operation.
+	pendingRecov := map[[2]uint64][]*event{}
+	for _, f := range s.failures {
+		k := [2]uint64{uint64(f.e.PID), uint64(f.sym.Op)}
+		pendingRecov[k] = append(pendingRecov[k], f)
+	}
+	err := s.r.Events(func(e *store.Event) error {
+		if e.Depth > 0 {
+			return nil
+		}
+		if firstEnd >= 0 && !atFailureTaken && e.End > firstEnd {
+			snapshot()
+			atFailureTaken = true
+		}
+		sym, _, ok := cuda.Lookup(e.Name)
+		if !ok || e.Result != 0 {
+			return nil
+		}
+		if rk := [2]uint64{uint64(e.PID), uint64(sym.Op)}; len(pendingRecov[rk]) > 0 {
+			// Recovered: the same process later succeeded at the same
+			// operation for at least the same size (the same family when
+			// the failed call has no size).
+			var kept []*event
+			for _, f := range pendingRecov[rk] {
+				sized := f.e.Has&cuda.FieldSize != 0
+				if f.e.End < e.End && ((sized && e.Has&cuda.FieldSize != 0 && e.Size >= f.e.Size) ||
+					(!sized && f.sym.Family == sym.Family)) {
+					f.e.Flags |= flagRecovered
+					continue
+				}
+				kept = append(kept, f)
+			}
+			pendingRecov[rk] = kept
+		}
+		gpu, _, _ := s.gpuOfDev(e.PID, e.Dev)
+		if sym.Creates != cuda.ResNone && e.Has&cuda.FieldPtr != 0 {
+			l := liveRes{gpu: gpu, view: sym.Creates.View()}
+			if e.Has&cuda.FieldSize != 0 {
+				l.size, l.sized = e.Size, true
+			}
+			if sym.Creates == cuda.ResIPC || sym.Creates == cuda.ResPoolImport {
+				if ref, ok := s.exportKeys[string(e.Key)]; ok {
+					if sz, ok := s.exportSize[string(e.Key)]; ok {
+						l.size, l.sized = sz, true
+					}
+					// The aperture used is the exporting GPU's.
+					if g, _, _ := s.gpuOfDev(ref.pid, ref.dev); g >= 0 {
+						l.gpu = g
+					}
+				}
+			}
+			if sym.Creates == cuda.ResAccess && !sym.UsesBAR1(e.Dev, int32(e.Peer)) {
+				return nil
+			}
+			k := resKey{e.PID, sym.Creates, e.Ptr}
+			if old, ok := live[k]; ok && old.sized {
+				totals[viewKey{old.gpu, old.view}] -= old.size
+				logChange(viewKey{old.gpu, old.view}, e.End, -int64(old.size))
+			}
+			live[k] = l
+			if l.sized && l.view != cuda.ViewNone {
+				vk := viewKey{l.gpu, l.view}
+				totals[vk] += l.size
+				logChange(vk, e.End, int64(l.size))
+				tr.accFor(vk).observe(totals[vk], e.End, s)
+			}
+		}
+		for _, res := range sym.Releases {
+			k := resKey{e.PID, res, e.Target}
+			if l, ok := live[k]; ok {
+				delete(live, k)
+				if l.sized && l.view != cuda.ViewNone {
+					vk := viewKey{l.gpu, l.view}
+					totals[vk] -= l.size
+					logChange(vk, e.End, -int64(l.size))
+					tr.accFor(vk).observe(totals[vk], e.End, s)
+				}
+			}
+		}
+		// An export names a live allocation: remember its size for the
+		// processes that import it.
+		if len(e.Key) > 0 && sym.Creates == cuda.ResNone && sym.Op == cuda.OpMapping && e.Has&cuda.FieldTarget != 0 {
+			for _, res := range []cuda.Resource{cuda.ResDevPtr, cuda.ResMemHandle} {
+				if l, ok := live[resKey{e.PID, res, e.Target}]; ok && l.sized {
+					s.exportSize[string(e.Key)] = l.size
+				}
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	if firstEnd >= 0 && !atFailureTaken {
+		snapshot()
+	}
+	for vk, v := range totals {
+		a := tr.accFor(vk)
+		a.end = ptr(v)
+		if a.start == nil {
+			a.start = ptr(0)
+		}
+	}
+	return tr, nil
+}
+
+// flagRecovered marks a failure as recovered in the analysis's copy.
+const flagRecovered = 1 << 30
+
+func (t *traced) accFor(vk viewKey) *fieldAcc {
+	a := t.acc[vk]
+	if a == nil {
+		a = &fieldAcc{start: ptr(0)}
+		t.acc[vk] = a
+	}
+	return a
+}
+
+func ptr(v uint64) *uint64 { return &v }
+
+// wall converts a run-clock time to wall time.
+func (s *state) wall(t int64) string {
+	if s.run.WallStart.IsZero() {
+		return ""
+	}
+	return s.run.WallStart.Add(time.Duration(t - s.run.ClockStart)).UTC().Format(time.RFC3339Nano)
+}
+
+func (s *state) runInfo() error {
+	ri := RunInfo{Path: s.r.Path(), ID: s.run.ID, Mode: s.run.Mode, Command: s.run.Command, TargetPID: s.run.TargetPID,
+		Host: s.run.Hostname, Kernel: s.run.Kernel, Clock: s.run.Clock, StartNS: s.run.ClockStart,
+		WallStart: s.run.WallStart.UTC().Format(time.RFC3339Nano), Interval: int64(s.run.Interval),
+		Freeze: s.run.FreezeOnFailure, Schema: s.r.Schema(), Version: s.run.Version}
+	ri.EndNS = s.lastTime
+	if s.stop != nil {
+		ri.EndNS = s.stop.Time
+		ri.Ended = "clean"
+		ri.StopReason = s.stop.Reason
+		ri.StopError = s.stop.Error
+		if s.stop.Workload != nil {
+			ri.WorkloadExit = exitOf(s.stop.Workload)
+		}
+		ri.Events = s.stop.Stats.Events
+	} else {
+		ri.Ended = "abrupt"
+		for _, c := range s.counts {
+			ri.Events += c.Calls
+		}
+	}
+	if ri.EndNS > ri.StartNS {
+		ri.DurationNS = ri.EndNS - ri.StartNS
+	}
+	s.rep.Run = ri
+	return nil
+}
+
+var signalNames = map[int]string{1: "SIGHUP", 2: "SIGINT", 3: "SIGQUIT", 4: "SIGILL", 5: "SIGTRAP", 6: "SIGABRT",
+	7: "SIGBUS", 8: "SIGFPE", 9: "SIGKILL", 11: "SIGSEGV", 13: "SIGPIPE", 14: "SIGALRM", 15: "SIGTERM"}
+
+func exitOf(e *store.Exit) *Exit {
+	if e == nil {
+		return nil
+	}
+	x := &Exit{Code: e.Code, Signal: e.Signal, TimeNS: e.Time}
+	if e.Signal != nil {
+		x.Name = signalNames[*e.Signal]
+		if x.Name == "" {
+			x.Name = fmt.Sprintf("signal %d", *e.Signal)
+		}
+	}
+	return x
+}
+
+// context fills processes, coverage, kernel log, markers, loss and call
+// counts.
+func (s *state) context(procs []store.Process) error {
+	for _, p := range procs {
+		pi := ProcessInfo{PID: p.PID, PPID: p.PPID, Exe: p.Exe, Args: p.Args, Root: p.Root, StartNS: p.Start,
+			Exit: exitOf(p.Exit), Cgroup: p.Cgroup, AttachedLate: p.AttachedLate, Env: p.Env, Devices: []DeviceMap{}}
+		if pi.Args == nil {
+			pi.Args = []string{}
+		}
+		pc := s.procCalls[p.PID]
+		pi.Calls, pi.Failed = pc[0], pc[1]
+		for _, d := range p.Devices {
+			dm := DeviceMap{Ordinal: d.Ordinal, UUID: d.UUID, Method: d.Method, Why: d.Why}
+			if d.GPU >= 0 {
+				g := d.GPU
+				dm.GPU = &g
+				if dm.UUID == "" {
+					dm.UUID = s.gpuUUID[g]
+				}
+			}
+			pi.Devices = append(pi.Devices, dm)
+		}
+		s.rep.Processes = append(s.rep.Processes, pi)
+		if p.Exit.Abnormal() && !s.failedPIDs[p.PID] {
+			s.abnormal = append(s.abnormal, p.PID)
+		}
+	}
+	libs, err := s.r.Libraries()
+	if err != nil {
+		return err
+	}
+	for _, l := range libs {
+		lib := Library{Path: l.Path, BuildID: l.BuildID, Hooked: l.Attached, Absent: l.Absent, Unknown: l.Unknown, Error: l.Error}
+		for _, p := range []*[]string{&lib.Hooked, &lib.Absent, &lib.Unknown} {
+			if *p == nil {
+				*p = []string{}
+			}
+		}
+		s.rep.Coverage = append(s.rep.Coverage, lib)
+	}
+	kl, err := s.r.KernelLog()
+	if err != nil {
+		return err
+	}
+	for _, l := range kl {
+		k := KernelLine{TimeNS: l.Time, Text: l.Text, Xid: l.Xid}
+		if s.first != nil {
+			k.Position = "before"
+			if l.Time > s.first.e.End {
+				k.Position = "after"
+			}
+		}
+		s.rep.KernelLog = append(s.rep.KernelLog, k)
+	}
+	ms, err := s.r.Markers()
+	if err != nil {
+		return err
+	}
+	sort.Slice(ms, func(i, j int) bool { return ms[i].Time < ms[j].Time })
+	for _, m := range ms {
+		s.rep.Markers = append(s.rep.Markers, Marker{TimeNS: m.Time, Label: m.Label})
+	}
+	var st store.Stats
+	if s.stop != nil {
+		st = s.stop.Stats
+		s.rep.Loss.Known = true
+	} else if drops, err := s.r.Drops(); err == nil && len(drops) > 0 {
+		st = drops[len(drops)-1].Stats
+		s.rep.Loss.Known = true
+	}
+	s.rep.Loss = Loss{Calls: st.Calls, Events: st.Events, LostCalls: st.LostCalls, LostFirstNS: st.LostFirst,
+		LostInflight: st.LostInflight, TooDeep: st.TooDeep, Unmatched: st.Unmatched, LostProc: st.LostProc,
+		DecodeErrors: st.DecodeErrors, Known: s.rep.Loss.Known}
+	if s.first != nil {
+		s.rep.Loss.BeforeFailure = (st.LostCalls > 0 && st.LostFirst != 0 && st.LostFirst <= s.first.e.End) ||
+			st.LostInflight > 0 || st.TooDeep > 0
+	}
+	names := make([]string, 0, len(s.counts))
+	for n := range s.counts {
+		names = append(names, n)
+	}
+	sort.Strings(names)
+	for _, n := range names {
+		if c := s.counts[n]; c.Calls > 0 {
+			s.rep.Calls = append(s.rep.Calls, *c)
+		}
+	}
+	return nil
+}
+
+// phases splits the run at the markers; without markers, at its own
+// landmarks (first allocation, first failure).
+func (s *state) phases() {
+	start, end := s.run.ClockStart, s.rep.Run.EndNS
+	if end < start {
+		end = start
+	}
+	var cuts []Phase
+	if len(s.rep.Markers) > 0 {
+		s.rep.PhasesFrom = "markers"
+		prev := Phase{Label: "before " + s.rep.Markers[0].Label, StartNS: start}
+		for _, m := range s.rep.Markers {
+			prev.EndNS = m.TimeNS
+			cuts = append(cuts, prev)
+			prev = Phase{Label: m.Label, StartNS: m.TimeNS}
+		}
+		prev.EndNS = end
+		cuts = append(cuts, prev)
+	} else {
+		s.rep.PhasesFrom = "landmarks (no markers were recorded)"
+		t := start
+		if s.firstAlloc >= 0 {
+			cuts = append(cuts, Phase{Label: "before first allocation", StartNS: t, EndNS: s.firstAlloc})
+			t = s.firstAlloc
+		}
+		if s.first != nil && s.first.e.End >= t {
+			cuts = append(cuts, Phase{Label: "up to first failure", StartNS: t, EndNS: s.first.e.End})
+			t = s.first.e.End
+			cuts = append(cuts, Phase{Label: "after first failure", StartNS: t, EndNS: end})
+		} else {
+			cuts = append(cuts, Phase{Label: "rest of run", StartNS: t, EndNS: end})
+		}
+	}
+	s.rep.Phases = cuts
+}
+
+// phaseOf names the phase a time falls in; a time on a boundary belongs to
+// the phase it ends (the first failure ends "up to first failure").
+func (s *state) phaseOf(t int64) string {
+	for _, p := range s.rep.Phases {
+		if t <= p.EndNS {
+			return p.Label
+		}
+	}
+	if n := len(s.rep.Phases); n > 0 {
+		return s.rep.Phases[n-1].Label
+	}
+	return ""
+}
+
+// failure converts an event into a reported failure.
+func (s *state) failure(f *event) Failure {
+	res := cuda.LookupResult(f.e.Result)
+	out := Failure{Symbol: f.name, Operation: f.sym.Op.String(), Result: f.e.Result, ResultName: res.Name,
+		Meaning: res.Meaning.String(), PID: f.e.PID, TID: f.e.TID, TimeNS: f.e.End, StartNS: f.e.Start,
+		Wall: s.wall(f.e.End), CUDADevice: f.e.Dev, Context: f.e.Ctx, Frozen: f.e.Flags&store.EventFrozen != 0,
+		Recovered: f.e.Flags&flagRecovered != 0, Phase: s.phaseOf(f.e.End)}
+	if f.e.Has&cuda.FieldSize != 0 {
+		out.Size = ptr(f.e.Size)
+	}
+	if f.e.Has&cuda.FieldFlags != 0 {
+		out.Flags = ptr(f.e.Fields.Flags)
+	}
+	gpu, mig, method := s.gpuOfDev(f.e.PID, f.e.Dev)
+	out.GPUMapping = method
+	if gpu >= 0 {
+		g := gpu
+		out.GPUIndex = &g
+		out.MIGIndex = mig
+		if u, ok := s.gpuUUID[gpu]; ok {
+			out.GPU = &u
+		}
+	}
+	if s.first != nil && f != s.first && f.e.PID == s.first.e.PID && f.e.Ctx == s.first.e.Ctx && f.e.End > s.first.e.End {
+		out.PossibleConsequence = true
+	}
+	return out
+}
+
+func (s *state) failureList() {
+	stacks := 0
+	for _, f := range s.failures {
+		fl := s.failure(f)
+		if f.e.Stack >= 0 && stacks < s.opts.MaxStacks {
+			fl.Stack = s.stack(f)
+			stacks++
+		}
+		s.rep.Failures = append(s.rep.Failures, fl)
+	}
+	if s.first != nil {
+		ff := s.failure(s.first)
+		if s.first.e.Stack >= 0 {
+			ff.Stack = s.stack(s.first)
+		}
+		s.rep.FirstFailure = &ff
+	}
+	// Live bytes at the first failure, per process, GPU and view.
+}
+
+// stack symbolizes a failure's user stack.
+func (s *state) stack(f *event) *Stack {
+	frames, err := s.r.Stack(f.e.Stack)
+	if err != nil || len(frames) == 0 {
+		return &Stack{Frames: []Frame{}, Partial: true, Note: "stack not stored"}
+	}
+	var maps []store.Mapping
+	if p := s.procs[f.e.PID]; p != nil {
+		maps = p.Maps
+	}
+	return s.opts.Symbolizer.Symbolize(frames, s.files(), maps)
+}
+
+// files lists every file the run saw, for resolving build ids: the files
+// processes had mapped, their executables, and the attached libraries.
+func (s *state) files() []File {
+	if s.fileList != nil {
+		return s.fileList
+	}
+	seen := map[string]bool{}
+	add := func(f File) {
+		if f.Path != "" && !seen[f.Path+"\x00"+f.Open] {
+			seen[f.Path+"\x00"+f.Open] = true
+			s.fileList = append(s.fileList, f)
+		}
+	}
+	for _, p := range s.procs {
+		for _, m := range p.Maps {
+			add(File{Path: m.Path, Open: m.Host, BuildID: m.BuildID})
+		}
+		add(File{Path: p.Exe})
+	}
+	if libs, err := s.r.Libraries(); err == nil {
+		for _, l := range libs {
+			add(File{Path: l.Path, Open: l.HostPath, BuildID: l.BuildID})
+		}
+	}
+	if s.fileList == nil {
+		s.fileList = []File{}
+	}
+	return s.fileList
+}

@@ -1,0 +1,342 @@
+package analyze
+
+// The types below are the `forensic analyze --json` contract (DESIGN.md,
+// docs/analyze.schema.json). Fields are added, never renamed or removed,
+// within a ReportSchema version.
+
+// ReportSchema names the JSON layout.
+const ReportSchema = "forensic.analyze/1"
+
+// Attribution values.
+const (
+	AttrAllocation      = "allocation"
+	AttrMapping         = "mapping"
+	AttrNotMemory       = "not-memory"
+	AttrMissingEvidence = "missing-evidence"
+	AttrNone            = "none"
+)
+
+// Capacity values.
+const (
+	CapFBExhausted   = "framebuffer-exhausted"
+	CapFBHadRoom     = "framebuffer-had-room"
+	CapBAR1Exhausted = "bar1-exhausted"
+	CapBAR1HadRoom   = "bar1-had-room"
+	CapNotApplicable = "not-applicable"
+	CapUnknown       = "unknown"
+)
+
+// Report is the analysis of one run.
+type Report struct {
+	Schema string  `json:"schema"`
+	Run    RunInfo `json:"run"`
+	// FirstFailure is nil when no recorded call failed.
+	FirstFailure *Failure `json:"first_failure"`
+	Attribution  string   `json:"attribution"`
+	// Capacity is nil when there is no failure.
+	Capacity *string `json:"capacity"`
+	// Verdict tells the story in two or three sentences.
+	Verdict string `json:"verdict"`
+	// Cause names what the record shows caused a not-memory failure (an
+	// earlier failed cuInit, ...), when it shows one.
+	Cause       *Cause     `json:"cause"`
+	Missing     []Missing  `json:"missing"`
+	Evidence    []Evidence `json:"evidence"`
+	MemoryViews []ViewRow  `json:"memory_views"`
+	Failures    []Failure  `json:"failures"`
+	// FailuresTruncated counts failures beyond those listed.
+	FailuresTruncated int             `json:"failures_truncated,omitempty"`
+	NearestSamples    *NearestSamples `json:"nearest_samples"`
+	LiveAtFailure     []LiveBytes     `json:"live_at_first_failure"`
+	Processes         []ProcessInfo   `json:"processes"`
+	Coverage          []Library       `json:"coverage"`
+	KernelLog         []KernelLine    `json:"kernel_log"`
+	Markers           []Marker        `json:"markers"`
+	Phases            []Phase         `json:"phases"`
+	// PhasesFrom says whether phases come from markers or, without any,
+	// from the run's own landmarks.
+	PhasesFrom string      `json:"phases_from"`
+	Loss       Loss        `json:"loss"`
+	Sampling   Sampling    `json:"sampling"`
+	Calls      []CallCount `json:"calls"`
+}
+
+// RunInfo summarizes the recording.
+type RunInfo struct {
+	Path         string   `json:"path"`
+	ID           string   `json:"id"`
+	Mode         string   `json:"mode"`
+	Command      []string `json:"command,omitempty"`
+	TargetPID    uint32   `json:"target_pid,omitempty"`
+	Host         string   `json:"host"`
+	Kernel       string   `json:"kernel"`
+	Clock        string   `json:"clock"`
+	StartNS      int64    `json:"start_ns"`
+	EndNS        int64    `json:"end_ns"`
+	WallStart    string   `json:"wall_start"`
+	DurationNS   int64    `json:"duration_ns"`
+	Ended        string   `json:"ended"` // clean: <reason>, or abrupt
+	StopReason   string   `json:"stop_reason,omitempty"`
+	StopError    string   `json:"stop_error,omitempty"`
+	WorkloadExit *Exit    `json:"workload_exit,omitempty"`
+	Interval     int64    `json:"interval_ns"`
+	Freeze       bool     `json:"freeze_on_failure"`
+	Events       uint64   `json:"events"`
+	Schema       uint32   `json:"file_schema"`
+	Version      string   `json:"recorded_by"`
+}
+
+// Exit is how a process ended.
+type Exit struct {
+	Code   *int   `json:"code"`
+	Signal *int   `json:"signal"`
+	Name   string `json:"signal_name,omitempty"`
+	TimeNS int64  `json:"time_ns"`
+}
+
+// Failure is one failed call.
+type Failure struct {
+	Symbol     string  `json:"symbol"`
+	Operation  string  `json:"operation"`
+	Result     int32   `json:"result"`
+	ResultName string  `json:"result_name"`
+	Meaning    string  `json:"meaning"`
+	Size       *uint64 `json:"size"`
+	Flags      *uint64 `json:"flags"`
+	PID        uint32  `json:"pid"`
+	TID        uint32  `json:"tid"`
+	TimeNS     int64   `json:"time_ns"`
+	StartNS    int64   `json:"start_ns"`
+	Wall       string  `json:"wall_time"`
+	// GPU is the UUID of the GPU the call ran against, when known.
+	GPU        *string `json:"gpu"`
+	GPUIndex   *int    `json:"gpu_index"`
+	MIGIndex   *int    `json:"mig_index,omitempty"`
+	CUDADevice int32   `json:"cuda_device"`
+	GPUMapping string  `json:"gpu_mapping"`
+	Context    uint32  `json:"context,omitempty"`
+	Recovered  bool    `json:"recovered"`
+	// PossibleConsequence: after the first failure, in its process and
+	// context.
+	PossibleConsequence bool   `json:"possible_consequence"`
+	Frozen              bool   `json:"frozen"`
+	Phase               string `json:"phase,omitempty"`
+	Stack               *Stack `json:"stack,omitempty"`
+}
+
+// Stack is a symbolized user stack.
+type Stack struct {
+	Frames  []Frame `json:"frames"`
+	Partial bool    `json:"partial"`
+	Note    string  `json:"note,omitempty"`
+}
+
+// Frame is one stack frame.
+type Frame struct {
+	Address  uint64 `json:"address"`
+	Function string `json:"function,omitempty"`
+	Offset   uint64 `json:"offset"`
+	Library  string `json:"library,omitempty"`
+}
+
+// Cause is what the record shows behind a not-memory failure.
+type Cause struct {
+	Symbol     string `json:"symbol,omitempty"`
+	Result     int32  `json:"result"`
+	ResultName string `json:"result_name"`
+	PID        uint32 `json:"pid"`
+	TimeNS     int64  `json:"time_ns,omitempty"`
+	Text       string `json:"text"`
+}
+
+// Missing is one piece of evidence the verdict lacked, and how to get it.
+type Missing struct {
+	What string `json:"what"`
+	Fix  string `json:"fix"`
+	// Decisive says the gap changed the verdict (attribution
+	// missing-evidence, or capacity unknown).
+	Decisive bool `json:"decisive"`
+}
+
+// Evidence is one finding that decided the verdict.
+type Evidence struct {
+	Field  string  `json:"field"`
+	Value  *uint64 `json:"value"`
+	Text   string  `json:"text,omitempty"`
+	Unit   string  `json:"unit"`
+	Source string  `json:"source"` // API (and struct), or the traced call
+	Status string  `json:"status"`
+	TimeNS int64   `json:"time_ns"`
+	GPU    *int    `json:"gpu,omitempty"`
+	Scope  string  `json:"scope,omitempty"`
+	Note   string  `json:"note,omitempty"`
+}
+
+// ViewRow is one field of the memory-view table: one view, one scope, one
+// GPU. Views are never combined.
+type ViewRow struct {
+	GPU      int    `json:"gpu"`
+	GPUUUID  string `json:"gpu_uuid,omitempty"`
+	Field    string `json:"field"`
+	View     string `json:"view"` // framebuffer, bar1, traced
+	Meaning  string `json:"meaning"`
+	Unit     string `json:"unit"`
+	Scope    string `json:"scope"`
+	API      string `json:"api"`
+	Struct   string `json:"struct,omitempty"`
+	Support  string `json:"support"`
+	Examines string `json:"examines"`
+	PID      uint32 `json:"pid,omitempty"`
+	MIGIndex *int   `json:"mig_index,omitempty"`
+	// Values at the run's landmarks (nil: no usable value).
+	Start  *uint64 `json:"start"`
+	Before *uint64 `json:"before_first_failure"`
+	At     *uint64 `json:"at_failure"`
+	End    *uint64 `json:"end"`
+	Peak   *uint64 `json:"peak"`
+	Low    *uint64 `json:"low"`
+	// Change is End - Start (signed), when both are known.
+	Change *int64       `json:"change"`
+	Phases []PhaseValue `json:"phases"`
+}
+
+// PhaseValue is a field's value over one phase.
+type PhaseValue struct {
+	Phase string  `json:"phase"`
+	Last  *uint64 `json:"last"`
+	Peak  *uint64 `json:"peak"`
+}
+
+// Phase is an interval of the run.
+type Phase struct {
+	Label   string `json:"label"`
+	StartNS int64  `json:"start_ns"`
+	EndNS   int64  `json:"end_ns"`
+}
+
+// NearestSamples are the samples around the first failure on its GPU.
+type NearestSamples struct {
+	GPU    int         `json:"gpu"`
+	Before []SampleRef `json:"before"`
+	At     []SampleRef `json:"at_failure"`
+	After  []SampleRef `json:"after"`
+}
+
+// SampleRef is one sample as reported.
+type SampleRef struct {
+	Seq      uint64  `json:"seq"`
+	Kind     string  `json:"kind"`
+	Scope    string  `json:"scope"`
+	API      string  `json:"api"`
+	Struct   string  `json:"struct,omitempty"`
+	Status   string  `json:"status"`
+	StartNS  int64   `json:"start_ns"`
+	EndNS    int64   `json:"end_ns"`
+	Total    *uint64 `json:"total_bytes"`
+	Reserved *uint64 `json:"reserved_bytes"`
+	Used     *uint64 `json:"used_bytes"`
+	Free     *uint64 `json:"free_bytes"`
+	Fallback string  `json:"fallback,omitempty"`
+	// DelayNS: sample start minus the failed call's return, for a sample
+	// the failure triggered.
+	DelayNS  *int64 `json:"delay_ns,omitempty"`
+	Frozen   bool   `json:"frozen,omitempty"`
+	FreezeNS int64  `json:"freeze_ns,omitempty"`
+}
+
+// LiveBytes is what a process held through traced calls on one GPU and
+// view, at the first failure.
+type LiveBytes struct {
+	PID   uint32 `json:"pid"`
+	GPU   *int   `json:"gpu"`
+	View  string `json:"view"`
+	Bytes uint64 `json:"bytes"`
+	Count int    `json:"allocations"`
+	// Unsized counts live resources whose size the record lacks.
+	Unsized int `json:"unsized,omitempty"`
+}
+
+// ProcessInfo summarizes one recorded process.
+type ProcessInfo struct {
+	PID          uint32            `json:"pid"`
+	PPID         uint32            `json:"ppid"`
+	Exe          string            `json:"exe"`
+	Args         []string          `json:"args"`
+	Root         bool              `json:"root"`
+	StartNS      int64             `json:"start_ns"`
+	Exit         *Exit             `json:"exit"`
+	Cgroup       string            `json:"cgroup,omitempty"`
+	AttachedLate bool              `json:"attached_late"`
+	Env          map[string]string `json:"env,omitempty"`
+	Devices      []DeviceMap       `json:"devices"`
+	Calls        uint64            `json:"calls"`
+	Failed       uint64            `json:"failed_calls"`
+}
+
+// DeviceMap is how a CUDA ordinal was matched to a GPU.
+type DeviceMap struct {
+	Ordinal int32  `json:"cuda_device"`
+	GPU     *int   `json:"gpu"`
+	UUID    string `json:"uuid,omitempty"`
+	Method  string `json:"method"`
+	Why     string `json:"why,omitempty"`
+}
+
+// Library is the coverage of one attached libcuda.
+type Library struct {
+	Path    string   `json:"path"`
+	BuildID string   `json:"build_id"`
+	Hooked  []string `json:"hooked"`
+	Absent  []string `json:"absent"`
+	Unknown []string `json:"unhooked_exports"`
+	Error   string   `json:"error,omitempty"`
+}
+
+// KernelLine is one kernel log line of the run.
+type KernelLine struct {
+	TimeNS int64  `json:"time_ns"`
+	Text   string `json:"text"`
+	Xid    *int   `json:"xid"`
+	// Relative to the first failure: before, after.
+	Position string `json:"position,omitempty"`
+}
+
+// Marker is a labelled point (forensic mark).
+type Marker struct {
+	TimeNS int64  `json:"time_ns"`
+	Label  string `json:"label"`
+}
+
+// Loss summarizes lost evidence.
+type Loss struct {
+	Calls         uint64 `json:"calls_seen"`
+	Events        uint64 `json:"events_stored"`
+	LostCalls     uint64 `json:"lost_calls"`
+	LostFirstNS   int64  `json:"lost_first_ns,omitempty"`
+	LostInflight  uint64 `json:"lost_inflight"`
+	TooDeep       uint64 `json:"too_deep"`
+	Unmatched     uint64 `json:"unmatched_returns"`
+	LostProc      uint64 `json:"lost_process_records"`
+	DecodeErrors  uint64 `json:"decode_errors"`
+	BeforeFailure bool   `json:"before_first_failure"`
+	Known         bool   `json:"counters_known"`
+}
+
+// Sampling summarizes the NVML evidence.
+type Sampling struct {
+	NVMLInit    string   `json:"nvml_init"`
+	NVMLLibrary string   `json:"nvml_library"`
+	Samples     int      `json:"samples"`
+	Thinned     uint64   `json:"thinned"`
+	Triggered   int      `json:"triggered_rounds"`
+	DelayMedian *int64   `json:"trigger_delay_median_ns"`
+	DelayMax    *int64   `json:"trigger_delay_max_ns"`
+	Unsupported []string `json:"unsupported"`
+}
+
+// CallCount is the number of calls per symbol.
+type CallCount struct {
+	Symbol string `json:"symbol"`
+	Calls  uint64 `json:"calls"`
+	Failed uint64 `json:"failed"`
+}
