@@ -1,0 +1,222 @@
+// Package e2e holds the end-to-end tests: real eBPF programs loaded into
+// this kernel, real uprobes on the simulated libcuda (and on NVIDIA's real
+// one), the real go-nvml path into the simulated libnvidia-ml, a real
+// run.db, and the forensic binary as users run it.
+//
+// They need root, `make` (bin/forensic and build/simgpu) and `make
+// nvidia-libs`. Without them they skip, except under `make test` and CI
+// (FORENSIC_REQUIRE_E2E=1), where a missing prerequisite fails.
+package e2e
+
+import (
+	"bufio"
+	"bytes"
+	"encoding/json"
+	"errors"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/retrivium/forensic/analyze"
+	"github.com/retrivium/forensic/cuda"
+	"github.com/retrivium/forensic/internal/e2eenv"
+	"github.com/retrivium/forensic/store"
+)
+
+// repo is the repository root (tests run in e2e/).
+var repo = func() string {
+	wd, _ := os.Getwd()
+	return filepath.Dir(wd)
+}()
+
+var (
+	binPath   = filepath.Join(repo, "bin", "forensic")
+	simDir    = filepath.Join(repo, "build", "simgpu")
+	simCUDA   = filepath.Join(simDir, "libcuda.so.1")
+	simNVML   = filepath.Join(simDir, "libnvidia-ml.so.1")
+	simwork   = filepath.Join(simDir, "scenarios", "simwork")
+	nvidiaDir = filepath.Join(repo, "build", "nvidia")
+)
+
+func exists(p string) bool { _, err := os.Stat(p); return err == nil }
+
+// world is one test's simulated machine: its own device state file and
+// call log, so tests never see each other's GPUs.
+type world struct {
+	t     *testing.T
+	dir   string
+	state string
+	calls string
+	env   []string // extra environment for recorder and workload
+}
+
+// newWorld prepares a simulated GPU world, with SIMGPU_* settings in env
+// ("SIMGPU_DEVICES=2", ...).
+func newWorld(t *testing.T, env ...string) *world {
+	t.Helper()
+	e2eenv.NeedRoot(t)
+	e2eenv.Need(t, exists(binPath), "bin/forensic is not built (run make)")
+	e2eenv.Need(t, exists(simCUDA) && exists(simNVML) && exists(simwork), "the simulated GPU is not built (run make)")
+	dir := t.TempDir()
+	w := &world{t: t, dir: dir, state: filepath.Join(dir, "simgpu.state"), calls: filepath.Join(dir, "calls.txt")}
+	w.env = append([]string{"SIMGPU_STATE=" + w.state, "SIMWORK_CALLS=" + w.calls, "SIMWORK_LIBCUDA=" + simCUDA}, env...)
+	return w
+}
+
+// environ is the process environment plus the world's.
+func (w *world) environ(extra ...string) []string {
+	return append(append(os.Environ(), w.env...), extra...)
+}
+
+// result is one finished `forensic record`.
+type result struct {
+	db     string
+	code   int
+	stderr string
+	stdout string
+}
+
+// record runs `forensic record` on the simulated GPU with flags, then the
+// workload command.
+func (w *world) record(flags []string, command ...string) result {
+	w.t.Helper()
+	db := filepath.Join(w.dir, "run.db")
+	args := append([]string{"record", "-o", db, "--force", "--libcuda", simCUDA, "--libnvidia-ml", simNVML}, flags...)
+	if len(command) > 0 {
+		args = append(append(args, "--"), command...)
+	}
+	cmd := exec.Command(binPath, args...)
+	cmd.Env = w.environ()
+	var out, errb bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &out, &errb
+	err := cmd.Run()
+	code := 0
+	var ee *exec.ExitError
+	if errors.As(err, &ee) {
+		code = ee.ExitCode()
+	} else if err != nil {
+		w.t.Fatalf("forensic record: %v", err)
+	}
+	return result{db: db, code: code, stderr: errb.String(), stdout: out.String()}
+}
+
+// analyzeJSON runs `forensic analyze --json` and decodes the contract both
+// as the typed report and as a generic map (for key-level checks).
+func analyzeJSON(t *testing.T, db string) (*analyze.Report, map[string]any) {
+	t.Helper()
+	out, err := exec.Command(binPath, "analyze", "--json", db).Output()
+	if err != nil {
+		var ee *exec.ExitError
+		if errors.As(err, &ee) {
+			t.Fatalf("forensic analyze --json %s: %v: %s", db, err, ee.Stderr)
+		}
+		t.Fatal(err)
+	}
+	var rep analyze.Report
+	if err := json.Unmarshal(out, &rep); err != nil {
+		t.Fatalf("analyze --json is not a report: %v", err)
+	}
+	var raw map[string]any
+	json.Unmarshal(out, &raw)
+	return &rep, raw
+}
+
+// callsMade reads the workloads' own count of hooked calls, per symbol.
+func (w *world) callsMade() map[string]int {
+	w.t.Helper()
+	f, err := os.Open(w.calls)
+	if err != nil {
+		w.t.Fatalf("workload call log: %v", err)
+	}
+	defer f.Close()
+	made := map[string]int{}
+	sc := bufio.NewScanner(f)
+	for sc.Scan() {
+		fs := strings.Fields(sc.Text()) // pid tid symbol count device
+		if len(fs) != 5 {
+			continue
+		}
+		if _, _, hooked := cuda.Lookup(fs[2]); !hooked {
+			continue
+		}
+		n, _ := strconv.Atoi(fs[3])
+		made[fs[2]] += n
+	}
+	return made
+}
+
+// stored counts the call events in a run.db, per symbol (application
+// calls only).
+func stored(t *testing.T, db string) (map[string]int, []store.Event, *store.StopInfo) {
+	t.Helper()
+	r, err := store.Open(db)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer r.Close()
+	got := map[string]int{}
+	var evs []store.Event
+	r.Events(func(e *store.Event) error {
+		if e.Depth == 0 {
+			got[e.Name]++
+		}
+		c := *e
+		c.Key = append([]byte(nil), e.Key...)
+		evs = append(evs, c)
+		return nil
+	})
+	stop, err := r.Stop()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return got, evs, stop
+}
+
+// checkComplete asserts that every hooked call the workload made is in the
+// run, nothing more, and nothing was lost (and that zero loss is recorded
+// as zero, not absent).
+func (w *world) checkComplete(db string) {
+	w.t.Helper()
+	made := w.callsMade()
+	got, _, stop := stored(w.t, db)
+	for sym, n := range made {
+		if got[sym] != n {
+			w.t.Errorf("%s: %d calls made, %d events stored", sym, n, got[sym])
+		}
+	}
+	for sym, n := range got {
+		if made[sym] == 0 {
+			w.t.Errorf("%s: %d events stored for calls the workload did not make", sym, n)
+		}
+	}
+	if stop == nil {
+		w.t.Fatal("no stop record")
+	}
+	st := stop.Stats
+	if st.LostCalls != 0 || st.LostInflight != 0 || st.TooDeep != 0 {
+		w.t.Errorf("losses recorded: %+v", st)
+	}
+	total := 0
+	for _, n := range made {
+		total += n
+	}
+	if st.Calls != uint64(total) || st.Events != uint64(total) {
+		w.t.Errorf("stop record counts %d calls seen and %d stored; the workload made %d", st.Calls, st.Events, total)
+	}
+}
+
+// waitFor polls cond for up to d.
+func waitFor(d time.Duration, cond func() bool) bool {
+	deadline := time.Now().Add(d)
+	for time.Now().Before(deadline) {
+		if cond() {
+			return true
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	return cond()
+}

@@ -1,0 +1,20 @@
+#!/usr/bin/env bash
+# make demo: record the out-of-memory scenario on the simulated GPU and
+# print the analysis. Needs root (it loads eBPF programs).
+set -euo pipefail
+cd "$(dirname "$0")/.."
+if [[ $(id -u) != 0 ]]; then
+	echo "make demo: run as root (it loads eBPF programs): sudo make demo" >&2
+	exit 1
+fi
+sim=build/simgpu
+work=$(mktemp -d /tmp/forensic-demo.XXXXXX)
+trap 'rm -rf "$work"' EXIT
+export SIMGPU_STATE=$work/simgpu.state # a fresh simulated GPU: 16 GiB, 512 MiB reserved
+echo "== forensic record: a workload loads 8 GiB of weights, then grows a KV cache until it runs out"
+# The workload fails on purpose; forensic exits with its status.
+bin/forensic record -o "$work/run.db" --libcuda $sim/libcuda.so.1 --libnvidia-ml $sim/libnvidia-ml.so.1 \
+	-- $sim/scenarios/weights_oom || true
+echo
+echo "== forensic analyze"
+bin/forensic analyze "$work/run.db"
