@@ -152,8 +152,7 @@ func (r *rec) onCall(c *bpf.Call) {
 		gpu := r.gpuOf(p, e.Dev)
 		r.mu.Unlock()
 		select {
-		case r.triggers <- t:
-			r.triggerGPU <- gpu
+		case r.triggers <- triggerReq{t, gpu}:
 		default:
 			// The sampler is far behind; this failure is served by the
 			// next round like the ones queued before it.

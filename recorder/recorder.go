@@ -199,7 +199,12 @@ type rec struct {
 	gpus  []gpuID
 	start int64
 
+	// linkMu guards probeLinks and attached: the library watcher attaches
+	// while the main goroutine may detach.
+	linkMu     sync.Mutex
 	probeLinks []link.Link
+	attached   map[[2]uint64]bool
+	detached   bool
 	lifeLinks  []link.Link
 	reader     *ringbuf.Reader
 
@@ -213,8 +218,9 @@ type rec struct {
 	// room is signalled when the writer takes the pending batch.
 	room *sync.Cond
 
-	triggers   chan store.Trigger
-	triggerGPU chan int
+	round uint64 // sample rounds taken (the sampler goroutine owns it after the first)
+	// triggers asks the sampler for a round now, for a failed call on a GPU.
+	triggers chan triggerReq
 	// stopWriting is closed when the writer gives up (disk full, I/O
 	// error); writeErr says why.
 	stopWriting chan struct{}
@@ -255,8 +261,8 @@ func Run(ctx context.Context, cfg Config) (*Result, error) {
 		return nil, err
 	}
 
-	r := &rec{cfg: cfg, frozen: map[uint32]*frozenProc{}, triggers: make(chan store.Trigger, 4096),
-		triggerGPU: make(chan int, 4096), stopWriting: make(chan struct{}), procs: map[uint32]*procState{},
+	r := &rec{cfg: cfg, frozen: map[uint32]*frozenProc{}, triggers: make(chan triggerReq, 4096),
+		stopWriting: make(chan struct{}), procs: map[uint32]*procState{},
 		stacksSeen: map[int32]bool{}, rootExited: make(chan struct{})}
 	r.room = sync.NewCond(&r.mu)
 	r.pending.Stacks = map[int32][]store.Frame{}
@@ -312,11 +318,13 @@ func Run(ctx context.Context, cfg Config) (*Result, error) {
 		return nil, err
 	}
 	defer closeLinks(&r.lifeLinks)
-	defer closeLinks(&r.probeLinks)
+	defer r.detachProbes()
 	attached := 0
+	r.attached = map[[2]uint64]bool{}
 	for _, lf := range libs {
 		lib := r.attach(lf)
 		attached += len(lib.Attached)
+		r.attached[[2]uint64{lf.Dev, lf.Ino}] = true
 		r.pending.Libraries = append(r.pending.Libraries, lib)
 	}
 	if attached == 0 {
@@ -361,7 +369,26 @@ func Run(ctx context.Context, cfg Config) (*Result, error) {
 	go func() { defer wg.Done(); r.writeLoop(writerStop) }()
 	samplerStop := make(chan struct{})
 	samplerDone := make(chan struct{})
+	// The first round is taken before the workload runs, so every run has a
+	// sample of the state it started from.
+	r.firstRound()
 	go func() { defer close(samplerDone); r.sampleLoop(samplerStop) }()
+
+	watchStop := make(chan struct{})
+	watchDone := make(chan struct{})
+	if len(cfg.LibCUDA) == 0 {
+		go func() { defer close(watchDone); r.watchLibraries(watchStop) }()
+	} else {
+		close(watchDone)
+	}
+	defer func() {
+		select {
+		case <-watchStop:
+		default:
+			close(watchStop)
+		}
+		<-watchDone
+	}()
 
 	var kmsg *os.File
 	if !cfg.NoKmsg {
@@ -450,7 +477,7 @@ func Run(ctx context.Context, cfg Config) (*Result, error) {
 			r.mu.Unlock()
 			fmt.Fprintf(cfg.Log, "forensic: %s: %v: recording stopped, what was committed is kept; the workload continues\n",
 				cfg.Output, werr)
-			closeLinks(&r.probeLinks)
+			r.detachProbes()
 			stopW = nil
 			if waitErr == nil {
 				reason = "write-error"
@@ -485,6 +512,16 @@ func Run(ctx context.Context, cfg Config) (*Result, error) {
 func closeLinks(ls *[]link.Link) {
 	bpf.CloseLinks(*ls)
 	*ls = nil
+}
+
+// detachProbes removes every uprobe; libraries found later are not
+// attached any more.
+func (r *rec) detachProbes() {
+	r.linkMu.Lock()
+	links := r.probeLinks
+	r.probeLinks, r.detached = nil, true
+	r.linkMu.Unlock()
+	bpf.CloseLinks(links)
 }
 
 // exitOf converts a workload's wait result into an exit record and the
@@ -612,7 +649,15 @@ func (r *rec) attach(lf LibFile) store.Library {
 		lib.Error = err.Error()
 		return lib
 	}
+	r.linkMu.Lock()
+	if r.detached {
+		r.linkMu.Unlock()
+		bpf.CloseLinks(links)
+		lib.Error = "recording stopped while attaching"
+		return lib
+	}
 	r.probeLinks = append(r.probeLinks, links...)
+	r.linkMu.Unlock()
 	for _, id := range attach {
 		lib.Attached = append(lib.Attached, cuda.Symbols[id].Name)
 	}
@@ -632,13 +677,15 @@ func (r *rec) mark(label string) (int64, error) {
 // ring drain, kernel log, control socket, final commit and stop record.
 func (r *rec) shutdown(ctl net.Listener, kmsg *os.File, samplerStop, samplerDone, eventsDone, writerStop chan struct{},
 	wg *sync.WaitGroup, reason string, runErr error, workload *store.Exit) {
-	close(samplerStop)
-	<-samplerDone
-	closeLinks(&r.probeLinks)
+	// No new calls; the reader drains what is left (queuing samples for
+	// failures among it), then the sampler serves those and takes the last
+	// round.
+	r.detachProbes()
 	closeLinks(&r.lifeLinks)
-	// The reader drains what is left, then stops.
 	r.reader.Flush()
 	<-eventsDone
+	close(samplerStop)
+	<-samplerDone
 	if kmsg != nil {
 		kmsg.Close()
 	}

@@ -6,6 +6,13 @@ import (
 	"github.com/retrivium/forensic/store"
 )
 
+// triggerReq asks for a sample round at once, for a failed call; gpu is
+// the NVML index to read first (-1: unknown).
+type triggerReq struct {
+	t   store.Trigger
+	gpu int
+}
+
 // sampleLoop takes a round of NVML samples every Interval, and one at once
 // for each failed call (coalescing failures that arrive while a round is
 // being taken). Long runs thin the periodic rounds (see thinner) but keep
@@ -15,15 +22,15 @@ func (r *rec) sampleLoop(stop chan struct{}) {
 		<-stop
 		return
 	}
-	var round uint64
 	th := &thinner{budget: r.cfg.SampleBudget}
+	th.keep(true)           // the first round, taken by firstRound
 	var held []store.Sample // latest periodic round not kept
 	t := time.NewTicker(r.cfg.Interval)
 	defer t.Stop()
-	periodic := func(first bool) {
-		round++
-		s := r.smp.Round(round, -1, nil)
-		if ok, why := th.keep(first); ok {
+	periodic := func() {
+		r.round++
+		s := r.smp.Round(r.round, -1, nil)
+		if ok, why := th.keep(false); ok {
 			for i := range s {
 				s[i].Kept = why
 			}
@@ -36,70 +43,94 @@ func (r *rec) sampleLoop(stop chan struct{}) {
 			r.mu.Unlock()
 		}
 	}
-	periodic(true)
+	triggered := func(req triggerReq) {
+		trs, gpu := []store.Trigger{req.t}, req.gpu
+	drain:
+		for {
+			select {
+			case more := <-r.triggers:
+				trs = append(trs, more.t)
+			default:
+				break drain
+			}
+		}
+		if held != nil {
+			for i := range held {
+				held[i].Kept = "before-failure"
+			}
+			r.addSamples(held, 0)
+			r.mu.Lock()
+			r.stats.SamplesDropped -= uint64(len(held))
+			r.mu.Unlock()
+			held = nil
+		}
+		r.round++
+		s := r.smp.Round(r.round, gpu, trs)
+		for i := range s {
+			s[i].Kept = "failure"
+		}
+		// Continue frozen processes as soon as their GPUs are read.
+		for i, tr := range trs {
+			if tr.Frozen {
+				r.resume(tr.PID)
+				r.mu.Lock()
+				if f := r.frozen[tr.PID]; f != nil {
+					trs[i].Freeze = f.resumeAt - f.callEnd
+					trs[i].Frozen = len(s) > 0 && s[len(s)-1].End <= f.resumeAt
+				}
+				r.mu.Unlock()
+			}
+		}
+		r.addSamples(s, 0)
+		r.mu.Lock()
+		if len(s) > 0 {
+			for _, tr := range trs {
+				r.delays = append(r.delays, s[0].Start-tr.End)
+			}
+		}
+		r.mu.Unlock()
+		th.failure()
+	}
 	for {
 		select {
 		case <-stop:
-			round++
-			s := r.smp.Round(round, -1, nil)
+			// Failures read in the final drain still get their round.
+			for {
+				select {
+				case req := <-r.triggers:
+					triggered(req)
+					continue
+				default:
+				}
+				break
+			}
+			r.round++
+			s := r.smp.Round(r.round, -1, nil)
 			for i := range s {
 				s[i].Kept = "last"
 			}
 			r.addSamples(s, 0)
 			return
 		case <-t.C:
-			periodic(false)
-		case tr := <-r.triggers:
-			gpu := <-r.triggerGPU
-			trs := []store.Trigger{tr}
-		drain:
-			for {
-				select {
-				case more := <-r.triggers:
-					<-r.triggerGPU
-					trs = append(trs, more)
-				default:
-					break drain
-				}
-			}
-			if held != nil {
-				for i := range held {
-					held[i].Kept = "before-failure"
-				}
-				r.addSamples(held, 0)
-				r.mu.Lock()
-				r.stats.SamplesDropped -= uint64(len(held))
-				r.mu.Unlock()
-				held = nil
-			}
-			round++
-			s := r.smp.Round(round, gpu, trs)
-			for i := range s {
-				s[i].Kept = "failure"
-			}
-			// Continue frozen processes as soon as their GPUs are read.
-			for i, tr := range trs {
-				if tr.Frozen {
-					r.resume(tr.PID)
-					r.mu.Lock()
-					if f := r.frozen[tr.PID]; f != nil {
-						trs[i].Freeze = f.resumeAt - f.callEnd
-						trs[i].Frozen = len(s) > 0 && s[len(s)-1].End <= f.resumeAt
-					}
-					r.mu.Unlock()
-				}
-			}
-			r.addSamples(s, 0)
-			r.mu.Lock()
-			if len(s) > 0 {
-				for _, tr := range trs {
-					r.delays = append(r.delays, s[0].Start-tr.End)
-				}
-			}
-			r.mu.Unlock()
-			th.failure()
+			periodic()
+		case req := <-r.triggers:
+			triggered(req)
 		}
 	}
+}
+
+// firstRound takes the run's first sample round, before the workload
+// starts.
+func (r *rec) firstRound() {
+	if !r.smp.OK() {
+		return
+	}
+	r.round++
+	s := r.smp.Round(r.round, -1, nil)
+	for i := range s {
+		s[i].Kept = "first"
+	}
+	r.addSamples(s, 0)
 }
 
 func (r *rec) addSamples(s []store.Sample, _ int) {

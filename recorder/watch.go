@@ -1,0 +1,67 @@
+package recorder
+
+import (
+	"path/filepath"
+	"strconv"
+	"time"
+)
+
+// rescanInterval is how often the recorder looks for libcuda files it has
+// not attached to yet.
+const rescanInterval = time.Second
+
+// watchLibraries attaches to libcuda files that appear after recording
+// started: a process that dlopens a libcuda of its own (a container image,
+// a bundled driver) maps a file the probes are not on. Each rescan reads
+// the maps of the tracked processes (with --all, of every process) and
+// attaches once per new file. Calls a process makes through a new file
+// before the next rescan are not recorded; the library record's time says
+// from when its calls are.
+func (r *rec) watchLibraries(stop chan struct{}) {
+	t := time.NewTicker(rescanInterval)
+	defer t.Stop()
+	for {
+		select {
+		case <-stop:
+			return
+		case <-t.C:
+		}
+		var found []LibFile
+		if r.cfg.All {
+			files, _ := mappedLibCUDA("/proc")
+			for _, lf := range files {
+				found = append(found, lf)
+			}
+		} else {
+			// Exited processes have no maps left; they drop out by themselves.
+			r.mu.Lock()
+			pids := make([]uint32, 0, len(r.procs))
+			for pid := range r.procs {
+				pids = append(pids, pid)
+			}
+			r.mu.Unlock()
+			for _, pid := range pids {
+				dir := filepath.Join("/proc", strconv.FormatUint(uint64(pid), 10))
+				for _, path := range mappedPaths(filepath.Join(dir, "maps"), isLibCUDA) {
+					if lf, err := newLibFile(path, filepath.Join(dir, "root", path)); err == nil {
+						found = append(found, lf)
+					}
+				}
+			}
+		}
+		for _, lf := range found {
+			key := [2]uint64{lf.Dev, lf.Ino}
+			r.linkMu.Lock()
+			seen := r.attached[key]
+			r.attached[key] = true
+			r.linkMu.Unlock()
+			if seen {
+				continue
+			}
+			lib := r.attach(lf)
+			r.mu.Lock()
+			r.pending.Libraries = append(r.pending.Libraries, lib)
+			r.mu.Unlock()
+		}
+	}
+}
