@@ -12,6 +12,7 @@ package analyze
 
 import (
 	"fmt"
+	"math"
 	"sort"
 	"time"
 
@@ -216,8 +217,12 @@ type liveRes struct {
 	size  uint64
 	sized bool
 	gpu   int
+	mig   int // MIG instance, -1 for the whole GPU
 	view  cuda.View
 }
+
+// key is the traced total the resource counts in.
+func (l liveRes) key() viewKey { return viewKey{l.gpu, l.mig, l.view} }
 
 type resKey struct {
 	pid uint32
@@ -225,8 +230,11 @@ type resKey struct {
 	key uint64
 }
 
+// viewKey names a traced total: one GPU (one MIG instance of it, or -1 for
+// the whole GPU) and one view. BAR1 is whole-GPU.
 type viewKey struct {
 	gpu  int
+	mig  int
 	view cuda.View
 }
 
@@ -297,7 +305,7 @@ func (s *state) passLive() (*traced, error) {
 	atFailureTaken := false
 	snapshot := func() {
 		for k, l := range live {
-			vk := viewKey{l.gpu, l.view}
+			vk := l.key()
 			m := tr.perProc[k.pid]
 			if m == nil {
 				m = map[viewKey]*LiveBytes{}
@@ -309,6 +317,10 @@ func (s *state) passLive() (*traced, error) {
 				if l.gpu >= 0 {
 					g := l.gpu
 					lb.GPU = &g
+				}
+				if l.mig >= 0 {
+					m := l.mig
+					lb.MIG = &m
 				}
 				m[vk] = lb
 			}
@@ -325,6 +337,39 @@ func (s *state) passLive() (*traced, error) {
 			a.before = ptr(v)
 		}
 	}
+	// A process's exit releases what it still held (the driver frees it),
+	// so a sample taken after the failing process exited is reconciled too.
+	type exit struct {
+		pid uint32
+		t   int64
+	}
+	var exits []exit
+	for _, p := range s.procs {
+		if p.Exit != nil {
+			exits = append(exits, exit{p.PID, p.Exit.Time})
+		}
+	}
+	sort.Slice(exits, func(i, j int) bool { return exits[i].t < exits[j].t })
+	releaseUpTo := func(t int64) {
+		for len(exits) > 0 && exits[0].t <= t {
+			x := exits[0]
+			exits = exits[1:]
+			freed := map[viewKey]uint64{}
+			for k, l := range live {
+				if k.pid == x.pid {
+					delete(live, k)
+					if l.sized && l.view != cuda.ViewNone {
+						freed[l.key()] += l.size
+					}
+				}
+			}
+			for vk, n := range freed {
+				totals[vk] -= n
+				logChange(vk, x.t, -int64(n))
+				tr.accFor(vk).observe(totals[vk], x.t, s)
+			}
+		}
+	}
 	// Failures waiting for a later success of the same operation.
 	pendingRecov := map[[2]uint64][]*event{}
 	for _, f := range s.failures {
@@ -336,9 +381,11 @@ func (s *state) passLive() (*traced, error) {
 			return nil
 		}
 		if firstEnd >= 0 && !atFailureTaken && e.End > firstEnd {
+			releaseUpTo(firstEnd)
 			snapshot()
 			atFailureTaken = true
 		}
+		releaseUpTo(e.End - 1)
 		sym, _, ok := cuda.Lookup(e.Name)
 		if !ok || e.Result != 0 {
 			return nil
@@ -359,9 +406,12 @@ func (s *state) passLive() (*traced, error) {
 			}
 			pendingRecov[rk] = kept
 		}
-		gpu, _, _ := s.gpuOfDev(e.PID, e.Dev)
+		gpu, mig, _ := s.gpuOfDev(e.PID, e.Dev)
 		if sym.Creates != cuda.ResNone && e.Has&cuda.FieldPtr != 0 {
-			l := liveRes{gpu: gpu, view: sym.Creates.View()}
+			l := liveRes{gpu: gpu, mig: -1, view: sym.Creates.View()}
+			if mig != nil && l.view == cuda.ViewFramebuffer {
+				l.mig = *mig
+			}
 			if e.Has&cuda.FieldSize != 0 {
 				l.size, l.sized = e.Size, true
 			}
@@ -381,12 +431,12 @@ func (s *state) passLive() (*traced, error) {
 			}
 			k := resKey{e.PID, sym.Creates, e.Ptr}
 			if old, ok := live[k]; ok && old.sized {
-				totals[viewKey{old.gpu, old.view}] -= old.size
-				logChange(viewKey{old.gpu, old.view}, e.End, -int64(old.size))
+				totals[old.key()] -= old.size
+				logChange(old.key(), e.End, -int64(old.size))
 			}
 			live[k] = l
 			if l.sized && l.view != cuda.ViewNone {
-				vk := viewKey{l.gpu, l.view}
+				vk := l.key()
 				totals[vk] += l.size
 				logChange(vk, e.End, int64(l.size))
 				tr.accFor(vk).observe(totals[vk], e.End, s)
@@ -397,7 +447,7 @@ func (s *state) passLive() (*traced, error) {
 			if l, ok := live[k]; ok {
 				delete(live, k)
 				if l.sized && l.view != cuda.ViewNone {
-					vk := viewKey{l.gpu, l.view}
+					vk := l.key()
 					totals[vk] -= l.size
 					logChange(vk, e.End, -int64(l.size))
 					tr.accFor(vk).observe(totals[vk], e.End, s)
@@ -419,8 +469,10 @@ func (s *state) passLive() (*traced, error) {
 		return nil, err
 	}
 	if firstEnd >= 0 && !atFailureTaken {
+		releaseUpTo(firstEnd)
 		snapshot()
 	}
+	releaseUpTo(math.MaxInt64)
 	for vk, v := range totals {
 		a := tr.accFor(vk)
 		a.end = ptr(v)

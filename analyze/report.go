@@ -249,6 +249,7 @@ type SampleRef struct {
 type LiveBytes struct {
 	PID   uint32 `json:"pid"`
 	GPU   *int   `json:"gpu"`
+	MIG   *int   `json:"mig_index,omitempty"`
 	View  string `json:"view"`
 	Bytes uint64 `json:"bytes"`
 	Count int    `json:"allocations"`

@@ -44,14 +44,16 @@ func (t *textWriter) heading(s string) {
 	}
 }
 
-// wrap prints prose indented, wrapped at the width.
-func (t *textWriter) wrap(indent, s string) {
-	width := t.o.Width - len(indent)
-	line := ""
+// wrap prints prose after a first-line prefix, wrapped at the width, with
+// continuation lines indented to the prefix's width.
+func (t *textWriter) wrap(prefix, s string) {
+	indent := strings.Repeat(" ", len(prefix))
+	width := t.o.Width - len(prefix)
+	line, lead := "", prefix
 	for _, word := range strings.Fields(s) {
 		if line != "" && len(line)+1+len(word) > width {
-			t.printf("%s%s\n", indent, line)
-			line = ""
+			t.printf("%s%s\n", lead, line)
+			line, lead = "", indent
 		}
 		if line != "" {
 			line += " "
@@ -59,7 +61,7 @@ func (t *textWriter) wrap(indent, s string) {
 		line += word
 	}
 	if line != "" {
-		t.printf("%s%s\n", indent, line)
+		t.printf("%s%s\n", lead, line)
 	}
 }
 
@@ -198,7 +200,11 @@ func WriteText(w io.Writer, rep *Report, o TextOptions) error {
 	}
 
 	if ns := rep.NearestSamples; ns != nil {
-		t.heading(fmt.Sprintf("SAMPLES AROUND THE FAILURE (GPU %d)", ns.GPU))
+		gpu := "unknown GPU"
+		if ns.GPU >= 0 {
+			gpu = fmt.Sprintf("GPU %d", ns.GPU)
+		}
+		t.heading("SAMPLES AROUND THE FAILURE (" + gpu + ")")
 		for _, grp := range []struct {
 			name string
 			s    []SampleRef
@@ -235,7 +241,7 @@ func WriteText(w io.Writer, rep *Report, o TextOptions) error {
 				mark = "!"
 			}
 			t.wrap("  "+mark+" ", m.What)
-			t.wrap("      fix: ", m.Fix)
+			t.wrap("    fix: ", m.Fix)
 		}
 	}
 
@@ -271,12 +277,17 @@ func WriteText(w io.Writer, rep *Report, o TextOptions) error {
 	var notes []string
 	for _, v := range rep.MemoryViews {
 		field := v.Field
+		cell := func(x *uint64) string { return mib(x) }
 		if v.Support != "supported" {
 			notes = append(notes, fmt.Sprintf("GPU %d %s: %s", v.GPU, v.Field, v.Support))
 			field += " *"
+			if v.Start == nil && v.End == nil {
+				// Never a zero in place of a value that could not be read.
+				cell = func(*uint64) string { return "n/a" }
+			}
 		}
 		t.printf("  %-3d %-30s %-13s %9s %9s %9s %9s %9s %9s\n", v.GPU, clip(field, 30), clip(v.Scope, 13),
-			mib(v.Start), mib(v.Before), mib(v.At), mib(v.End), mib(v.Peak), mibSigned(v.Change))
+			cell(v.Start), cell(v.Before), cell(v.At), cell(v.End), cell(v.Peak), mibSigned(v.Change))
 	}
 	for _, n := range notes {
 		t.wrap("  * ", n)

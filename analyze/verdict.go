@@ -296,7 +296,11 @@ func (s *state) judge(f *event, sp *samplesPass, tr *traced, gpu int, mig *int, 
 			s.miss(fmt.Sprintf("the %s sample of GPU %d at the failure failed: %s returned %s", view, gpu, ref.API, ref.Status.Name),
 				"none if the query is unsupported on this GPU; otherwise check the driver", true)
 		case lb != nil && !lb.Usable():
-			s.miss(fmt.Sprintf("%s on GPU %d returned %s: the %s view cannot be read here", lb.API, gpu, lb.Status.Name, view),
+			word := "failed with"
+			if lb.Status.Code == 3 {
+				word = "is not supported here:"
+			}
+			s.miss(fmt.Sprintf("%s on GPU %d %s %s: the %s view cannot be read", lb.API, gpu, word, lb.Status.Name, view),
 				"none on this GPU and driver", true)
 		case s.inv == nil || s.inv.Init.Code != 0:
 			s.miss(fmt.Sprintf("no %s sample: NVML did not run", view), "load the NVIDIA driver; pass --libnvidia-ml", true)
@@ -349,11 +353,13 @@ func (s *state) judge(f *event, sp *samplesPass, tr *traced, gpu int, mig *int, 
 	// at the failure is the sample's, corrected by that difference. Without
 	// it, a process that frees everything right after its failure would
 	// make the sample show room that was not there.
-	vk := viewKey{gpu, cuda.ViewFramebuffer}
+	vk := viewKey{gpu, -1, cuda.ViewFramebuffer}
 	if kind == store.KindBAR1 {
 		vk.view = cuda.ViewBAR1
+	} else if mig != nil {
+		vk.mig = *mig
 	}
-	if mig == nil {
+	{
 		if d := tr.delta(vk, f.e.End, ref.Start); d != 0 {
 			adj := int64(*free) + d
 			what := fmt.Sprintf("the recorded processes released %s on this GPU between the failure and the sample", HumanBytes(uint64(-d)))

@@ -3,6 +3,7 @@ package analyze
 import (
 	"fmt"
 	"sort"
+	"strings"
 
 	"github.com/retrivium/forensic/cuda"
 	"github.com/retrivium/forensic/store"
@@ -323,7 +324,7 @@ func (s *state) rows(sp *samplesPass, tr *traced) {
 		}
 		row.Support = "supported"
 		if !a.usable {
-			row.Support = "unavailable: " + a.lastStatus
+			row.Support = supportText(a.lastStatus, a.api)
 		}
 		s.fillRow(&row, a)
 		s.rep.MemoryViews = append(s.rep.MemoryViews, row)
@@ -337,6 +338,9 @@ func (s *state) rows(sp *samplesPass, tr *traced) {
 		if vks[i].gpu != vks[j].gpu {
 			return vks[i].gpu < vks[j].gpu
 		}
+		if vks[i].mig != vks[j].mig {
+			return vks[i].mig < vks[j].mig
+		}
 		return vks[i].view < vks[j].view
 	})
 	for _, vk := range vks {
@@ -346,6 +350,11 @@ func (s *state) rows(sp *samplesPass, tr *traced) {
 		a := tr.acc[vk]
 		row := ViewRow{GPU: vk.gpu, GPUUUID: s.gpuUUID[vk.gpu], Unit: "bytes", Scope: "recorded processes",
 			API: "traced calls (uprobes on libcuda)", Support: "supported"}
+		if vk.mig >= 0 {
+			m := vk.mig
+			row.MIGIndex = &m
+			row.Scope = fmt.Sprintf("MIG instance %d", m)
+		}
 		switch vk.view {
 		case cuda.ViewFramebuffer:
 			row.Field, row.View = "traced live device allocations", "framebuffer"
@@ -387,6 +396,20 @@ func (s *state) rows(sp *samplesPass, tr *traced) {
 			s.rep.LiveAtFailure = append(s.rep.LiveAtFailure, *m[vk])
 		}
 	}
+}
+
+// supportText says in words why a field has no values: "not supported"
+// when NVML said so, never a zero.
+func supportText(status, api string) string {
+	switch {
+	case status == "NVML_ERROR_NOT_SUPPORTED":
+		return "not supported: " + api + " returned NVML_ERROR_NOT_SUPPORTED"
+	case strings.HasPrefix(status, "not reported"):
+		return "not supported: " + status
+	case status == "":
+		return "no sample"
+	}
+	return "unavailable: " + api + " returned " + status
 }
 
 func (s *state) fillRow(row *ViewRow, a *fieldAcc) {
