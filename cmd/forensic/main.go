@@ -159,6 +159,7 @@ func cmdRecord(args []string, stdout, stderr io.Writer) error {
 	fs.DurationVar(&cfg.FreezeLimit, "freeze-limit", 50*time.Millisecond, "longest a process is held by --freeze-on-failure")
 	fs.DurationVar(&cfg.Duration, "duration", 0, "stop after this long (default: when the workload exits or on SIGINT)")
 	fs.BoolVar(&cfg.NoKmsg, "no-kmsg", false, "do not record NVRM/Xid kernel log lines")
+	fs.IntVar(&cfg.SampleBudget, "keep-samples", 36000, "periodic sample rounds kept before long runs thin them (first, last and those around failures are always kept)")
 	command, err := parse(fs, args)
 	if err != nil {
 		return err
@@ -196,6 +197,10 @@ func cmdRecord(args []string, stdout, stderr io.Writer) error {
 	st := res.Stop.Stats
 	fmt.Fprintf(stderr, "forensic: %s: %d calls recorded, %d lost, %d samples; stopped: %s\n",
 		res.Path, st.Events, st.LostCalls, st.Samples, res.Stop.Reason)
+	if d := res.Stop.TriggerDelay; d.Count > 0 {
+		fmt.Fprintf(stderr, "forensic: %d failure-triggered samples, delay from failure to sample: median %v, max %v\n",
+			d.Count, time.Duration(d.Median), time.Duration(d.Max))
+	}
 	if res.ExitCode != 0 {
 		return exitError{res.ExitCode}
 	}
@@ -266,10 +271,18 @@ func cmdInventory(args []string, stdout io.Writer) error {
 		return usageErr("inventory takes no arguments")
 	}
 	inv := recorder.Inventory(*lib)
+	write := analyze.WriteInventoryText
 	if *asJSON {
-		return analyze.WriteInventoryJSON(stdout, inv)
+		write = analyze.WriteInventoryJSON
 	}
-	return analyze.WriteInventoryText(stdout, inv)
+	if err := write(stdout, inv); err != nil {
+		return err
+	}
+	if inv.Init.Code != 0 {
+		// The inventory says why; the exit status lets scripts notice.
+		return fmt.Errorf("NVML did not initialize: %s (%s)", inv.Init.Name, inv.Library)
+	}
+	return nil
 }
 
 func cmdMark(args []string, stdout io.Writer) error {
