@@ -248,28 +248,43 @@ type traced struct {
 	changes map[viewKey][]change
 }
 
+// change is one traced change of a total: d bytes, taking effect at some
+// moment between start and end (the call's entry and return).
 type change struct {
-	t int64
-	d int64
+	start, end int64
+	d          int64
 }
 
 // reconcileHorizon bounds how far from the failure traced changes are kept
 // for reconciling samples (a failure-triggered sample under load can lag).
 const reconcileHorizon = int64(5 * time.Second)
 
-// delta is how much the traced total of vk changed from time from to time
-// to (negative when bytes were released).
-func (t *traced) delta(vk viewKey, from, to int64) int64 {
-	var d int64
+// between bounds X = traced(at failure) - traced(as the sample saw it), for
+// a sample whose query ran from s to e: the value at the failure is the
+// sample's minus X (for a "used" quantity; plus X for "free"). A change that
+// ended before the failure counts at the failure; whether the sample saw a
+// change is certain unless the change overlaps the query, and then X is a
+// range: lo and hi.
+func (t *traced) between(vk viewKey, failure, s, e int64) (lo, hi int64) {
 	for _, c := range t.changes[vk] {
+		inF := int64(0)
+		if c.end <= failure {
+			inF = 1
+		}
 		switch {
-		case to >= from && c.t > from && c.t <= to:
-			d += c.d
-		case to < from && c.t > to && c.t <= from:
-			d -= c.d
+		case c.end < s: // the sample saw it
+			lo += c.d * (inF - 1)
+			hi += c.d * (inF - 1)
+		case c.start > e: // the sample did not
+			lo += c.d * inF
+			hi += c.d * inF
+		default: // it overlaps the query: either
+			a, b := c.d*inF, c.d*(inF-1)
+			lo += min(a, b)
+			hi += max(a, b)
 		}
 	}
-	return d
+	return lo, hi
 }
 
 // gpuOfDev maps a process's CUDA ordinal to an NVML index (-1 unknown).
@@ -297,9 +312,9 @@ func (s *state) passLive() (*traced, error) {
 	if s.first != nil {
 		firstEnd = s.first.e.End
 	}
-	logChange := func(vk viewKey, t, d int64) {
-		if firstEnd >= 0 && t >= firstEnd-reconcileHorizon && t <= firstEnd+reconcileHorizon && len(tr.changes[vk]) < 1<<20 {
-			tr.changes[vk] = append(tr.changes[vk], change{t, d})
+	logChange := func(vk viewKey, start, end, d int64) {
+		if firstEnd >= 0 && end >= firstEnd-reconcileHorizon && start <= firstEnd+reconcileHorizon && len(tr.changes[vk]) < 1<<20 {
+			tr.changes[vk] = append(tr.changes[vk], change{start, end, d})
 		}
 	}
 	atFailureTaken := false
@@ -365,7 +380,7 @@ func (s *state) passLive() (*traced, error) {
 			}
 			for vk, n := range freed {
 				totals[vk] -= n
-				logChange(vk, x.t, -int64(n))
+				logChange(vk, x.t, x.t, -int64(n))
 				tr.accFor(vk).observe(totals[vk], x.t, s)
 			}
 		}
@@ -432,13 +447,13 @@ func (s *state) passLive() (*traced, error) {
 			k := resKey{e.PID, sym.Creates, e.Ptr}
 			if old, ok := live[k]; ok && old.sized {
 				totals[old.key()] -= old.size
-				logChange(old.key(), e.End, -int64(old.size))
+				logChange(old.key(), e.Start, e.End, -int64(old.size))
 			}
 			live[k] = l
 			if l.sized && l.view != cuda.ViewNone {
 				vk := l.key()
 				totals[vk] += l.size
-				logChange(vk, e.End, int64(l.size))
+				logChange(vk, e.Start, e.End, int64(l.size))
 				tr.accFor(vk).observe(totals[vk], e.End, s)
 			}
 		}
@@ -449,7 +464,7 @@ func (s *state) passLive() (*traced, error) {
 				if l.sized && l.view != cuda.ViewNone {
 					vk := l.key()
 					totals[vk] -= l.size
-					logChange(vk, e.End, -int64(l.size))
+					logChange(vk, e.Start, e.End, -int64(l.size))
 					tr.accFor(vk).observe(totals[vk], e.End, s)
 				}
 			}

@@ -106,7 +106,28 @@ func (s *state) verdict(sp *samplesPass, tr *traced) {
 	rep.Capacity = capStr(capacity)
 	s.liveEvidence(f, sp, tr)
 	rep.NearestSamples = sp.nearest
-	rep.Verdict = s.story(f, res, capacity, gaps, sp)
+	rep.Verdict = s.story(f, res, capacity, gaps, sp) + s.recoveryNote(f)
+}
+
+// recoveryNote says when the first failure was survived, and names the
+// failure the run did not recover from.
+func (s *state) recoveryNote(f *event) string {
+	if f.e.Flags&flagRecovered == 0 {
+		return ""
+	}
+	note := " The process recovered from it (the same operation later succeeded for at least the same size)"
+	for i := len(s.failures) - 1; i >= 0; i-- {
+		g := s.failures[i]
+		if g.e.Flags&flagRecovered == 0 && g.sym.Op.Primary() {
+			what := g.name
+			if g.e.Has&cuda.FieldSize != 0 {
+				what += " of " + HumanBytes(g.e.Size)
+			}
+			return note + fmt.Sprintf("; the last unrecovered failure is %s by pid %d at %s (%s).",
+				what, g.e.PID, s.rel(g.e.End), cuda.LookupResult(g.e.Result).Name)
+		}
+	}
+	return note + "."
 }
 
 // generalGaps lists evidence missing regardless of the verdict.
@@ -288,20 +309,56 @@ func (s *state) judge(f *event, sp *samplesPass, tr *traced, gpu int, mig *int, 
 	if mig != nil && kind == store.KindFramebuffer {
 		key = fmt.Sprintf("%s/mig%d", kind, *mig)
 	}
-	ref := sp.ref[key]
-	if ref == nil || !ref.Usable() {
-		lb := sp.lastBefore[key]
+	vk := viewKey{gpu, -1, cuda.ViewFramebuffer}
+	if kind == store.KindBAR1 {
+		vk.view = cuda.ViewBAR1
+	} else if mig != nil {
+		vk.mig = *mig
+	}
+
+	// Candidates: the sample the failure triggered, and the nearest usable
+	// one before it within the window. Each is reconciled with what the
+	// recorded processes allocated and released between it and the
+	// failure; the one that reconciles exactly (no traced call overlapping
+	// its query) best reflects the state at the failure.
+	type cand struct {
+		smp    *store.Sample
+		lo, hi uint64 // free at the failure
+		note   string
+	}
+	var cands []cand
+	consider := func(smp *store.Sample, what string) {
+		if smp == nil || !smp.Usable() || smp.Free == nil {
+			return
+		}
+		xlo, xhi := tr.between(vk, f.e.End, smp.Start, smp.End)
+		// free at the failure = free seen - (traced at failure - traced seen)
+		clamp := func(v int64) uint64 { return uint64(max(v, 0)) }
+		cands = append(cands, cand{smp: smp, lo: clamp(int64(*smp.Free) - xhi), hi: clamp(int64(*smp.Free) - xlo), note: what})
+	}
+	triggered := sp.ref[key]
+	if triggered != nil {
+		if _, ok := triggeredBy(triggered, f); !ok {
+			triggered = nil // ref is the nearest before; considered below
+		}
+	}
+	consider(triggered, "taken because of this failure")
+	if lb := sp.lastBefore[key]; lb != nil && f.e.End-lb.End <= s.window {
+		consider(lb, "the nearest sample before the failure")
+	}
+	if len(cands) == 0 {
+		ref, lb := sp.ref[key], sp.lastBefore[key]
 		switch {
-		case ref != nil:
-			s.miss(fmt.Sprintf("the %s sample of GPU %d at the failure failed: %s returned %s", view, gpu, ref.API, ref.Status.Name),
-				"none if the query is unsupported on this GPU; otherwise check the driver", true)
-		case lb != nil && !lb.Usable():
-			word := "failed with"
-			if lb.Status.Code == 3 {
-				word = "is not supported here:"
+		case ref != nil || (lb != nil && !lb.Usable()):
+			bad := ref
+			if bad == nil {
+				bad = lb
 			}
-			s.miss(fmt.Sprintf("%s on GPU %d %s %s: the %s view cannot be read", lb.API, gpu, word, lb.Status.Name, view),
-				"none on this GPU and driver", true)
+			what, fix := "failed with", "check the driver (nvidia-smi -q) and the kernel log"
+			if bad.Status.Code == 3 { // NVML_ERROR_NOT_SUPPORTED
+				what, fix = "is not supported here:", "none on this GPU and driver: this view cannot be read here"
+			}
+			s.miss(fmt.Sprintf("%s on GPU %d %s %s: the %s view cannot be read", bad.API, gpu, what, bad.Status.Name, view), fix, true)
 		case s.inv == nil || s.inv.Init.Code != 0:
 			s.miss(fmt.Sprintf("no %s sample: NVML did not run", view), "load the NVIDIA driver; pass --libnvidia-ml", true)
 		default:
@@ -310,13 +367,20 @@ func (s *state) judge(f *event, sp *samplesPass, tr *traced, gpu int, mig *int, 
 		}
 		return CapUnknown
 	}
+	best := cands[0]
+	for _, c := range cands[1:] {
+		if c.hi-c.lo < best.hi-best.lo {
+			best = c
+		}
+	}
+	ref := best.smp
 	src := ref.API
 	if ref.Struct != "" {
 		src += " / " + ref.Struct
 	}
-	note := "nearest sample before the failure"
+	note := best.note
 	if t, ok := triggeredBy(ref, f); ok {
-		note = fmt.Sprintf("taken because of this failure, %v after it", time.Duration(ref.Start-t.End))
+		note += fmt.Sprintf(", %v after it", time.Duration(ref.Start-t.End))
 		if t.Frozen {
 			note += ", the process held stopped"
 		}
@@ -327,8 +391,7 @@ func (s *state) judge(f *event, sp *samplesPass, tr *traced, gpu int, mig *int, 
 		note += "; v1 used because " + ref.Fallback
 	}
 	g := gpu
-	free := ref.Free
-	s.evidence(Evidence{Field: view + " free", Value: free, Unit: "bytes", Source: src, Status: ref.Status.Name,
+	s.evidence(Evidence{Field: view + " free", Value: ref.Free, Unit: "bytes", Source: src, Status: ref.Status.Name,
 		TimeNS: ref.Start, GPU: &g, Scope: ref.Scope, Note: note})
 	if kind == store.KindFramebuffer {
 		if ref.Reserved != nil {
@@ -343,56 +406,37 @@ func (s *state) judge(f *event, sp *samplesPass, tr *traced, gpu int, mig *int, 
 		s.evidence(Evidence{Field: "BAR1 total (aperture size)", Value: ref.Total, Unit: "bytes", Source: src,
 			Status: ref.Status.Name, TimeNS: ref.Start, GPU: &g, Scope: ref.Scope})
 	}
-	if free == nil {
-		s.miss(view+" free was not reported", "none", true)
-		return CapUnknown
-	}
-	// The sample was taken a little before or after the failure. What the
-	// recorded processes allocated or released on this GPU in between is
-	// known exactly from their traced calls (same view only), so the value
-	// at the failure is the sample's, corrected by that difference. Without
-	// it, a process that frees everything right after its failure would
-	// make the sample show room that was not there.
-	vk := viewKey{gpu, -1, cuda.ViewFramebuffer}
-	if kind == store.KindBAR1 {
-		vk.view = cuda.ViewBAR1
-	} else if mig != nil {
-		vk.mig = *mig
-	}
-	{
-		if d := tr.delta(vk, f.e.End, ref.Start); d != 0 {
-			adj := int64(*free) + d
-			what := fmt.Sprintf("the recorded processes released %s on this GPU between the failure and the sample", HumanBytes(uint64(-d)))
-			if d > 0 {
-				what = fmt.Sprintf("the recorded processes took %s on this GPU between the sample and the failure", HumanBytes(uint64(d)))
-				if ref.Start > f.e.End {
-					what = fmt.Sprintf("the recorded processes took %s more on this GPU between the failure and the sample", HumanBytes(uint64(d)))
-				}
-			} else if ref.Start < f.e.End {
-				what = fmt.Sprintf("the recorded processes released %s on this GPU between the sample and the failure", HumanBytes(uint64(-d)))
-			}
-			clamped := ""
-			if adj < 0 {
-				adj, clamped = 0, " (clamped at zero: NVML and the traced sizes disagree)"
-			}
-			free = ptr(uint64(adj))
-			s.evidence(Evidence{Field: view + " free at the failure (reconciled)", Value: free, Unit: "bytes",
-				Source: src + " corrected by traced calls", Status: ref.Status.Name, TimeNS: f.e.End, GPU: &g, Scope: ref.Scope,
-				Note: fmt.Sprintf("sample value %s; %s%s", HumanBytes(*ref.Free), what, clamped)})
+	lo, hi := best.lo, best.hi
+	if lo != *ref.Free || hi != *ref.Free {
+		// What the recorded processes did between the sample and the
+		// failure is known from their traced calls (same view only).
+		val := lo
+		text := ""
+		if lo != hi {
+			text = fmt.Sprintf("between %s and %s", HumanBytes(lo), HumanBytes(hi))
 		}
+		s.evidence(Evidence{Field: view + " free at the failure (reconciled)", Value: &val, Text: text, Unit: "bytes",
+			Source: src + " corrected by traced calls", Status: ref.Status.Name, TimeNS: f.e.End, GPU: &g, Scope: ref.Scope,
+			Note: fmt.Sprintf("sample value %s, corrected by what the recorded processes allocated and released on this GPU between the sample and the failure", HumanBytes(*ref.Free))})
 	}
 	if !sized {
-		if *free == 0 {
+		if hi == 0 {
 			return exhausted
 		}
 		s.miss(fmt.Sprintf("%s has no request size (an import whose exporter was not recorded, or a peer grant)", f.name),
 			"record the exporting process too (forensic record --all)", true)
 		return CapUnknown
 	}
-	if size > *free {
+	switch {
+	case size > hi:
 		return exhausted
+	case size <= lo:
+		return hadRoom
 	}
-	return hadRoom
+	s.miss(fmt.Sprintf("the %s sample overlapped traced calls: free at the failure was between %s and %s, and %s were requested",
+		view, HumanBytes(lo), HumanBytes(hi), HumanBytes(size)),
+		"record with --freeze-on-failure, so the failure's own sample is taken before the process moves on", true)
+	return CapUnknown
 }
 
 // liveEvidence adds what the traced calls and per-process samples say
