@@ -227,6 +227,7 @@ type rec struct {
 	writeOnce   sync.Once
 	writeErr    error
 	stopInfo    store.StopInfo
+	closers     []func()
 
 	// event-reader state
 	procs       map[uint32]*procState
@@ -301,24 +302,29 @@ func Run(ctx context.Context, cfg Config) (*Result, error) {
 		return nil, err
 	}
 	r.w.Reserve = cfg.DiskReserve
-	defer r.w.Close()
+	// Everything acquired from here is released once, in reverse order:
+	// at shutdown (before waiting for a workload that outlives the
+	// recording, so run.db is readable and no probe stays), or on an early
+	// error return.
+	defer r.release()
+	r.onRelease(func() { r.w.Close() })
 
 	r.objs, err = bpf.Load(bpf.Options{TraceAll: cfg.All, FreezeOnFailure: cfg.Freeze,
 		RingBytes: cfg.RingBytes, StackAll: cfg.Stacks})
 	if err != nil {
 		return nil, err
 	}
-	defer r.objs.Close()
+	r.onRelease(func() { r.objs.Close() })
 	r.reader, err = r.objs.NewReader()
 	if err != nil {
 		return nil, fmt.Errorf("ring buffer reader: %w", err)
 	}
-	defer r.reader.Close()
+	r.onRelease(func() { r.reader.Close() })
 	if r.lifeLinks, err = r.objs.AttachLifecycle(); err != nil {
 		return nil, err
 	}
-	defer closeLinks(&r.lifeLinks)
-	defer r.detachProbes()
+	r.onRelease(func() { closeLinks(&r.lifeLinks) })
+	r.onRelease(r.detachProbes)
 	attached := 0
 	r.attached = map[[2]uint64]bool{}
 	for _, lf := range libs {
@@ -333,7 +339,7 @@ func Run(ctx context.Context, cfg Config) (*Result, error) {
 
 	// NVML before the workload, so the first sample precedes its calls.
 	r.smp = sampler.Open(cfg.NVML, now)
-	defer r.smp.Close()
+	r.onRelease(r.smp.Close)
 	inv := r.smp.Inventory()
 	r.pending.Inventory = &inv
 	for _, g := range inv.GPUs {
@@ -730,6 +736,18 @@ func (r *rec) shutdown(ctl net.Listener, kmsg *os.File, samplerStop, samplerDone
 	if err := r.w.Stop(r.stopInfo); err != nil {
 		fmt.Fprintf(r.cfg.Log, "forensic: %s: could not write the stop record: %v\n", r.cfg.Output, err)
 	}
+	r.release()
+}
+
+// onRelease registers a cleanup for release.
+func (r *rec) onRelease(f func()) { r.closers = append(r.closers, f) }
+
+// release runs the cleanups once, newest first.
+func (r *rec) release() {
+	for i := len(r.closers) - 1; i >= 0; i-- {
+		r.closers[i]()
+	}
+	r.closers = nil
 }
 
 func delayStats(d []int64) store.DelayStats {
