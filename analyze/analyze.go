@@ -123,17 +123,17 @@ func Analyze(r *store.Reader, opts Options) (*Report, error) {
 		return nil, err
 	}
 	s.pickFirst()
-	tr, err := s.passLive()
-	if err != nil {
-		return nil, err
-	}
 	if err := s.runInfo(); err != nil {
 		return nil, err
 	}
 	if err := s.context(procs); err != nil {
 		return nil, err
 	}
-	s.phases()
+	s.phases() // before the passes that fill per-phase values
+	tr, err := s.passLive()
+	if err != nil {
+		return nil, err
+	}
 	sp, err := s.passSamples(tr)
 	if err != nil {
 		return nil, err
