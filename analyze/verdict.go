@@ -37,11 +37,10 @@ func attributionOf(sym *cuda.Symbol, m cuda.Meaning) string {
 	case cuda.OpMapping:
 		return AttrMapping
 	case cuda.OpFree:
-		// A failed release belongs to the side it releases.
-		for _, r := range sym.Releases {
-			if v := r.View(); v == cuda.ViewBAR1 || r == cuda.ResHostReg || r == cuda.ResVMap || r == cuda.ResVAddr {
-				return AttrMapping
-			}
+		// A failed release belongs to the side that created what it
+		// primarily releases (cuMemFree: allocations; cuMemUnmap: mappings).
+		if len(sym.Releases) > 0 && sym.Releases[0].CreatedBy() == cuda.OpMapping {
+			return AttrMapping
 		}
 		return AttrAllocation
 	}

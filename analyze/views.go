@@ -124,7 +124,6 @@ func (s *state) passSamples(tr *traced) (*samplesPass, error) {
 		sp.nearest = &NearestSamples{GPU: firstGPU, Before: []SampleRef{}, At: []SampleRef{}, After: []SampleRef{}}
 	}
 	after := map[string]bool{}
-	refRound := uint64(0)
 	err := s.r.Samples(func(smp *store.Sample) error {
 		sp.count++
 		if smp.GPU.UUID != "" {
@@ -148,9 +147,6 @@ func (s *state) passSamples(tr *traced) (*samplesPass, error) {
 			if smp.Usable() || sp.ref[k] == nil {
 				c := *smp
 				sp.ref[k] = &c
-				if smp.Kind == store.KindProcesses {
-					refRound = smp.Round
-				}
 			}
 			sp.nearest.At = append(sp.nearest.At, sampleRef(smp, f))
 			return nil
@@ -185,7 +181,6 @@ func (s *state) passSamples(tr *traced) (*samplesPass, error) {
 		if p := sp.ref[store.KindProcesses]; p != nil {
 			sp.procUse = p.Processes
 		}
-		_ = refRound
 	}
 	s.rows(sp, tr)
 	s.samplingSummary(sp)

@@ -154,6 +154,17 @@ func (r Resource) View() View {
 	return ViewNone
 }
 
+// CreatedBy returns the operation class of the calls that create this
+// kind of resource (from the symbol table), or OpOther when none does.
+func (r Resource) CreatedBy() Op {
+	for i := range Symbols {
+		if Symbols[i].Creates == r {
+			return Symbols[i].Op
+		}
+	}
+	return OpOther
+}
+
 // CtxEffect is what a context call does to the calling thread's context
 // stack, so that every call can be attributed to a device.
 type CtxEffect uint8

@@ -131,14 +131,21 @@ type FindOptions struct {
 	Explicit []string
 	// LibraryPath is the workload's LD_LIBRARY_PATH (spawn mode).
 	LibraryPath string
+	// PIDs are the processes to record when they already run (--pid: the
+	// target and its descendants); their maps are searched first.
+	PIDs []uint32
+	// All: every process's maps are searched (--all).
+	All bool
 	// ProcRoot is /proc (a test may point elsewhere).
 	ProcRoot string
 }
 
-// FindLibCUDA returns the libcuda files to attach to: the explicit ones;
-// else those mapped by running processes plus the one the workload's
-// LD_LIBRARY_PATH or the loader cache would load. The search is recorded by
-// the caller with each file's path and build id.
+// FindLibCUDA returns the libcuda files to attach to, in order of
+// relevance: the explicit ones only; else those the recorded processes
+// map (--pid), every mapped one (--all), the one the workload's
+// LD_LIBRARY_PATH or the loader cache would load; and, when none of those
+// exists, those other running processes map. Files that appear later are
+// attached by the recorder's rescan.
 func FindLibCUDA(o FindOptions) ([]LibFile, error) {
 	if o.ProcRoot == "" {
 		o.ProcRoot = "/proc"
@@ -164,9 +171,19 @@ func FindLibCUDA(o FindOptions) ([]LibFile, error) {
 		}
 		return sorted(byKey), nil
 	}
-	mapped, _ := mappedLibCUDA(o.ProcRoot)
-	for _, lf := range mapped {
-		add(lf)
+	for _, pid := range o.PIDs {
+		dir := filepath.Join(o.ProcRoot, strconv.FormatUint(uint64(pid), 10))
+		for _, path := range mappedPaths(filepath.Join(dir, "maps"), isLibCUDA) {
+			if lf, err := newLibFile(path, filepath.Join(dir, "root", path)); err == nil {
+				add(lf)
+			}
+		}
+	}
+	if o.All {
+		mapped, _ := mappedLibCUDA(o.ProcRoot)
+		for _, lf := range mapped {
+			add(lf)
+		}
 	}
 	for _, dir := range filepath.SplitList(o.LibraryPath) {
 		p := filepath.Join(dir, "libcuda.so.1")
@@ -177,6 +194,13 @@ func FindLibCUDA(o FindOptions) ([]LibFile, error) {
 	}
 	for _, p := range loaderCache() {
 		if lf, err := newLibFile(p, p); err == nil {
+			add(lf)
+		}
+	}
+	if len(byKey) == 0 {
+		// Last resort: what the machine's other CUDA processes use.
+		mapped, _ := mappedLibCUDA(o.ProcRoot)
+		for _, lf := range mapped {
 			add(lf)
 		}
 	}

@@ -257,7 +257,11 @@ func Run(ctx context.Context, cfg Config) (*Result, error) {
 			return nil, fmt.Errorf("--pid %d: no such process", cfg.PID)
 		}
 	}
-	libs, err := FindLibCUDA(FindOptions{Explicit: cfg.LibCUDA, LibraryPath: os.Getenv("LD_LIBRARY_PATH")})
+	find := FindOptions{Explicit: cfg.LibCUDA, LibraryPath: os.Getenv("LD_LIBRARY_PATH"), All: cfg.All}
+	if cfg.PID != 0 {
+		find.PIDs = append([]uint32{uint32(cfg.PID)}, descendants("/proc", uint32(cfg.PID))...)
+	}
+	libs, err := FindLibCUDA(find)
 	if err != nil {
 		return nil, err
 	}

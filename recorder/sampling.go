@@ -34,7 +34,7 @@ func (r *rec) sampleLoop(stop chan struct{}) {
 			for i := range s {
 				s[i].Kept = why
 			}
-			r.addSamples(s, 0)
+			r.addSamples(s)
 			held = nil
 		} else {
 			held = s
@@ -58,7 +58,7 @@ func (r *rec) sampleLoop(stop chan struct{}) {
 			for i := range held {
 				held[i].Kept = "before-failure"
 			}
-			r.addSamples(held, 0)
+			r.addSamples(held)
 			r.mu.Lock()
 			r.stats.SamplesDropped -= uint64(len(held))
 			r.mu.Unlock()
@@ -81,7 +81,7 @@ func (r *rec) sampleLoop(stop chan struct{}) {
 				r.mu.Unlock()
 			}
 		}
-		r.addSamples(s, 0)
+		r.addSamples(s)
 		r.mu.Lock()
 		if len(s) > 0 {
 			for _, tr := range trs {
@@ -109,7 +109,7 @@ func (r *rec) sampleLoop(stop chan struct{}) {
 			for i := range s {
 				s[i].Kept = "last"
 			}
-			r.addSamples(s, 0)
+			r.addSamples(s)
 			return
 		case <-t.C:
 			periodic()
@@ -130,10 +130,10 @@ func (r *rec) firstRound() {
 	for i := range s {
 		s[i].Kept = "first"
 	}
-	r.addSamples(s, 0)
+	r.addSamples(s)
 }
 
-func (r *rec) addSamples(s []store.Sample, _ int) {
+func (r *rec) addSamples(s []store.Sample) {
 	r.mu.Lock()
 	r.pending.Samples = append(r.pending.Samples, s...)
 	r.stats.Samples += uint64(len(s))

@@ -1,0 +1,82 @@
+package analyze
+
+import (
+	"testing"
+
+	"github.com/retrivium/forensic/cuda"
+)
+
+func sym(name string) *cuda.Symbol {
+	s, _, ok := cuda.Lookup(name)
+	if !ok {
+		panic(name)
+	}
+	return s
+}
+
+// The attribution rule: the operation class meets the meaning of the code.
+func TestAttributionOf(t *testing.T) {
+	tests := []struct {
+		symbol string
+		code   int32
+		want   string
+	}{
+		{"cuMemAlloc_v2", 2, AttrAllocation},          // out of memory
+		{"cuMemAlloc_v2", 1, AttrAllocation},          // a bad size
+		{"cuMemAllocHost_v2", 2, AttrAllocation},      // host allocation
+		{"cuCtxCreate_v2", 2, AttrAllocation},         // a context needs memory too
+		{"cuIpcOpenMemHandle_v2", 205, AttrMapping},   // map failed
+		{"cuMemHostRegister_v2", 712, AttrMapping},    // already registered
+		{"cuCtxEnablePeerAccess", 711, AttrMapping},   // too many peers
+		{"cuMemAlloc_v2", 3, AttrNotMemory},           // not initialized
+		{"cuMemAlloc_v2", 201, AttrNotMemory},         // no context
+		{"cuIpcOpenMemHandle_v2", 100, AttrNotMemory}, // no device
+		{"cuMemAlloc_v2", 700, AttrMissingEvidence},   // sticky: a kernel faulted earlier
+		{"cuMemAlloc_v2", 999, AttrMissingEvidence},   // the driver does not say
+		{"cuMemAlloc_v2", 12345, AttrMissingEvidence}, // a code not in the table
+		{"cuMemFree_v2", 1, AttrAllocation},           // a bad free is the allocation side's
+		{"cuIpcCloseMemHandle", 400, AttrMapping},     // a bad unmap is the mapping side's
+		{"cuInit", 100, AttrNotMemory},                // identity/initialization
+	}
+	for _, tt := range tests {
+		got := attributionOf(sym(tt.symbol), cuda.LookupResult(tt.code).Meaning)
+		if got != tt.want {
+			t.Errorf("%s returning %d: %s, want %s", tt.symbol, tt.code, got, tt.want)
+		}
+	}
+}
+
+// The bounds of the traced difference between what a sample saw and the
+// state at the failure (at t=100).
+func TestTracedBetween(t *testing.T) {
+	vk := viewKey{0, -1, cuda.ViewFramebuffer}
+	tests := []struct {
+		name    string
+		changes []change
+		s, e    int64
+		lo, hi  int64
+	}{
+		{"nothing", nil, 200, 210, 0, 0},
+		{"freed after the failure, before the sample", []change{{150, 160, -10}}, 200, 210, 10, 10},
+		{"freed after the failure, after the sample", []change{{250, 260, -10}}, 200, 210, 0, 0},
+		{"allocated before the failure, after an earlier sample", []change{{50, 60, +10}}, 20, 30, 10, 10},
+		{"allocated before the failure, before the sample", []change{{50, 60, +10}}, 70, 80, 0, 0},
+		{"a free overlapping the sample", []change{{205, 215, -10}}, 200, 210, 0, 10},
+		{"an allocation overlapping an earlier sample", []change{{25, 35, +10}}, 20, 30, 0, 10},
+	}
+	for _, tt := range tests {
+		tr := &traced{changes: map[viewKey][]change{vk: tt.changes}}
+		lo, hi := tr.between(vk, 100, tt.s, tt.e)
+		if lo != tt.lo || hi != tt.hi {
+			t.Errorf("%s: between = [%d, %d], want [%d, %d]", tt.name, lo, hi, tt.lo, tt.hi)
+		}
+	}
+}
+
+func TestHumanBytes(t *testing.T) {
+	for v, want := range map[uint64]string{0: "0 B", 1023: "1023 B", 1 << 20: "1.0 MiB", 3 << 29: "1.50 GiB"} {
+		if got := HumanBytes(v); got != want {
+			t.Errorf("HumanBytes(%d) = %s, want %s", v, got, want)
+		}
+	}
+}
