@@ -91,11 +91,23 @@ func optBytes(v *uint64) string {
 	return fmt.Sprintf("%s (%d bytes)", HumanBytes(*v), *v)
 }
 
-func clip(s string, n int) string {
-	if len(s) <= n {
+// clipMiddle shortens s to n runes by eliding its middle (for paths).
+func clipMiddle(s string, n int) string {
+	r := []rune(s)
+	if len(r) <= n || n < 5 {
 		return s
 	}
-	return s[:n-1] + "…"
+	half := (n - 1) / 2
+	return string(r[:half]) + "…" + string(r[len(r)-(n-1-half):])
+}
+
+// clip shortens s to n runes, marking the cut.
+func clip(s string, n int) string {
+	r := []rune(s)
+	if len(r) <= n {
+		return s
+	}
+	return string(r[:n-1]) + "…"
 }
 
 // WriteText writes the human report: the verdict first, then the evidence,
@@ -124,7 +136,7 @@ func WriteText(w io.Writer, rep *Report, o TextOptions) error {
 			end += ", workload killed by " + r.WorkloadExit.Name
 		}
 	}
-	t.printf("forensic analyze %s\n", r.Path)
+	t.printf("forensic analyze %s\n", clipMiddle(r.Path, t.o.Width-len("forensic analyze ")))
 	t.wrap("  ", fmt.Sprintf("run %s (%s), %.2fs, %s, %d events, host %s", r.ID, what,
 		float64(r.DurationNS)/1e9, end, r.Events, r.Host))
 
@@ -142,7 +154,7 @@ func WriteText(w io.Writer, rep *Report, o TextOptions) error {
 
 	if f := rep.FirstFailure; f != nil {
 		t.heading("FIRST FAILURE")
-		t.printf("  call      %s (%s)  result %d %s\n", f.Symbol, f.Operation, f.Result, f.ResultName)
+		t.wrap("  call      ", fmt.Sprintf("%s (%s)  result %d %s", f.Symbol, f.Operation, f.Result, f.ResultName))
 		if f.Size != nil {
 			t.printf("  size      %s\n", optBytes(f.Size))
 		}
@@ -153,13 +165,17 @@ func WriteText(w io.Writer, rep *Report, o TextOptions) error {
 				gpu += " " + *f.GPU
 			}
 		}
-		t.printf("  process   pid %d tid %d, CUDA device %d -> GPU %s (matched by %s)\n", f.PID, f.TID, f.CUDADevice, gpu, f.GPUMapping)
-		t.printf("  time      %s  %s  phase: %s\n", t.rel(f.TimeNS), f.Wall, f.Phase)
+		t.wrap("  process   ", fmt.Sprintf("pid %d tid %d, CUDA device %d -> GPU %s (matched by %s)", f.PID, f.TID, f.CUDADevice, gpu, f.GPUMapping))
+		t.wrap("  time      ", fmt.Sprintf("%s  %s  phase: %s", t.rel(f.TimeNS), f.Wall, f.Phase))
 		if f.Frozen {
 			t.printf("  frozen    the process was held stopped while its GPUs were sampled\n")
 		}
 		if f.Stack != nil {
-			t.printf("  stack%s\n", map[bool]string{true: " (partial: " + f.Stack.Note + ")", false: ""}[f.Stack.Partial])
+			if f.Stack.Note != "" {
+				t.wrap("  stack     ", f.Stack.Note)
+			} else {
+				t.printf("  stack\n")
+			}
 			for i, fr := range f.Stack.Frames {
 				if i >= 12 {
 					t.printf("            ... %d more frames\n", len(f.Stack.Frames)-i)
@@ -175,7 +191,7 @@ func WriteText(w io.Writer, rep *Report, o TextOptions) error {
 			}
 		}
 		if rep.Cause != nil {
-			t.printf("  cause     %s\n", rep.Cause.Text)
+			t.wrap("  cause     ", rep.Cause.Text)
 		}
 	}
 
@@ -246,6 +262,11 @@ func WriteText(w io.Writer, rep *Report, o TextOptions) error {
 	}
 
 	t.heading(fmt.Sprintf("FAILURES (%d)", len(rep.Failures)+rep.FailuresTruncated))
+	if len(rep.Failures) > 0 {
+		t.printf("  %-9s %-7s %-24s %9s  %-28s %s\n", "time", "pid", "call", "size", "result (CUDA_ERROR_...)", "notes")
+		t.wrap("  ", "notes: FIRST the first failure; recov recovered (a later call of the same operation and size "+
+			"succeeded); ctx after the first failure in its process and context, possibly its consequence")
+	}
 	if len(rep.Failures) == 0 {
 		t.printf("  none\n")
 	}
@@ -263,17 +284,17 @@ func WriteText(w io.Writer, rep *Report, o TextOptions) error {
 			tags = append(tags, "FIRST")
 		}
 		if f.Recovered {
-			tags = append(tags, "recovered")
+			tags = append(tags, "recov")
 		}
 		if f.PossibleConsequence {
-			tags = append(tags, "possible consequence")
+			tags = append(tags, "ctx")
 		}
-		t.printf("  %-9s pid %-7d %-26s %10s  %-34s %s\n", t.rel(f.TimeNS), f.PID, clip(f.Symbol, 26), size,
-			clip(f.ResultName, 34), strings.Join(tags, ","))
+		t.printf("  %-9s %-7d %-24s %9s  %-28s %s\n", t.rel(f.TimeNS), f.PID, clip(f.Symbol, 24), size,
+			clip(strings.TrimPrefix(f.ResultName, "CUDA_ERROR_"), 28), strings.Join(tags, ","))
 	}
 
 	t.heading("MEMORY VIEWS (MiB = 2^20 bytes; framebuffer and BAR1 are separate views, never added)")
-	t.printf("  %-3s %-30s %-13s %9s %9s %9s %9s %9s %9s\n", "GPU", "field", "scope", "start", "before", "at fail", "end", "peak", "change")
+	t.printf("  %-3s %-27s %-11s %8s %8s %8s %8s %8s %9s\n", "GPU", "field", "scope", "start", "before", "at fail", "end", "peak", "change")
 	var notes []string
 	for _, v := range rep.MemoryViews {
 		field := v.Field
@@ -286,7 +307,7 @@ func WriteText(w io.Writer, rep *Report, o TextOptions) error {
 				cell = func(*uint64) string { return "n/a" }
 			}
 		}
-		t.printf("  %-3d %-30s %-13s %9s %9s %9s %9s %9s %9s\n", v.GPU, clip(field, 30), clip(v.Scope, 13),
+		t.printf("  %-3d %-27s %-11s %8s %8s %8s %8s %8s %9s\n", v.GPU, clip(field, 27), clip(v.Scope, 11),
 			cell(v.Start), cell(v.Before), cell(v.At), cell(v.End), cell(v.Peak), mibSigned(v.Change))
 	}
 	for _, n := range notes {
@@ -297,14 +318,14 @@ func WriteText(w io.Writer, rep *Report, o TextOptions) error {
 		for _, p := range rep.Phases {
 			t.printf("    %-32s %s .. %s\n", clip(p.Label, 32), t.rel(p.StartNS), t.rel(p.EndNS))
 		}
-		t.printf("  %-3s %-30s %s\n", "GPU", "field", "last value in each phase (MiB)")
+		t.printf("  %-3s %-27s %s\n", "GPU", "field", "last value in each phase (MiB)")
 		for _, v := range rep.MemoryViews {
 			var parts []string
 			for _, pv := range v.Phases {
 				parts = append(parts, mib(pv.Last))
 			}
 			if len(parts) > 0 {
-				t.printf("  %-3d %-30s %s\n", v.GPU, clip(v.Field, 30), clip(strings.Join(parts, "  "), 60))
+				t.printf("  %-3d %-27s %s\n", v.GPU, clip(v.Field, 27), clip(strings.Join(parts, "  "), 65))
 			}
 		}
 	}
@@ -344,7 +365,7 @@ func WriteText(w io.Writer, rep *Report, o TextOptions) error {
 			if d.GPU != nil {
 				g = fmt.Sprintf("GPU %d", *d.GPU)
 			}
-			t.printf("      CUDA device %d -> %s (%s)%s\n", d.Ordinal, g, d.Method, noteOf(d.Why))
+			t.wrap("      ", fmt.Sprintf("CUDA device %d -> %s (%s)%s", d.Ordinal, g, d.Method, noteOf(d.Why)))
 		}
 	}
 

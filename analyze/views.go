@@ -312,10 +312,10 @@ func (s *state) rows(sp *samplesPass, tr *traced) {
 		row := ViewRow{GPU: k.gpu, GPUUUID: s.gpuUUID[k.gpu], Field: k.field, View: view, Meaning: m[0], Unit: "bytes",
 			Scope: a.scope, API: a.api, Struct: a.strct, Examines: m[1], PID: k.pid, MIGIndex: a.migIndex}
 		if k.pid != 0 {
-			row.Scope = fmt.Sprintf("process %d", k.pid)
+			row.Scope = fmt.Sprintf("pid %d", k.pid)
 		}
 		if a.migIndex != nil {
-			row.Scope = fmt.Sprintf("MIG instance %d", *a.migIndex)
+			row.Scope = fmt.Sprintf("MIG %d", *a.migIndex)
 		}
 		row.Support = "supported"
 		if !a.usable {
@@ -343,12 +343,12 @@ func (s *state) rows(sp *samplesPass, tr *traced) {
 			continue // host memory belongs to no GPU view
 		}
 		a := tr.acc[vk]
-		row := ViewRow{GPU: vk.gpu, GPUUUID: s.gpuUUID[vk.gpu], Unit: "bytes", Scope: "recorded processes",
+		row := ViewRow{GPU: vk.gpu, GPUUUID: s.gpuUUID[vk.gpu], Unit: "bytes", Scope: "traced",
 			API: "traced calls (uprobes on libcuda)", Support: "supported"}
 		if vk.mig >= 0 {
 			m := vk.mig
 			row.MIGIndex = &m
-			row.Scope = fmt.Sprintf("MIG instance %d", m)
+			row.Scope = fmt.Sprintf("traced MIG %d", m)
 		}
 		switch vk.view {
 		case cuda.ViewFramebuffer:
