@@ -11,6 +11,7 @@
 package analyze
 
 import (
+	"container/heap"
 	"fmt"
 	"math"
 	"sort"
@@ -391,7 +392,7 @@ func (s *state) passLive() (*traced, error) {
 		k := [2]uint64{uint64(f.e.PID), uint64(f.sym.Op)}
 		pendingRecov[k] = append(pendingRecov[k], f)
 	}
-	err := s.r.Events(func(e *store.Event) error {
+	replay := func(e *store.Event) error {
 		if e.Depth > 0 {
 			return nil
 		}
@@ -479,9 +480,30 @@ func (s *state) passLive() (*traced, error) {
 			}
 		}
 		return nil
+	}
+	// Replay in time order. Stored events are nearly ordered already (one
+	// ring buffer, committed in arrival order); a bounded reorder window
+	// repairs what is not, so totals at a moment never count a release
+	// that happened after it.
+	win := &eventHeap{}
+	err := s.r.Events(func(e *store.Event) error {
+		c := *e
+		c.Key = append([]byte(nil), e.Key...)
+		heap.Push(win, c)
+		if win.Len() > reorderWindow {
+			next := heap.Pop(win).(store.Event)
+			return replay(&next)
+		}
+		return nil
 	})
 	if err != nil {
 		return nil, err
+	}
+	for win.Len() > 0 {
+		next := heap.Pop(win).(store.Event)
+		if err := replay(&next); err != nil {
+			return nil, err
+		}
 	}
 	if firstEnd >= 0 && !atFailureTaken {
 		releaseUpTo(firstEnd)
@@ -496,6 +518,29 @@ func (s *state) passLive() (*traced, error) {
 		}
 	}
 	return tr, nil
+}
+
+// reorderWindow is how many events the live-bytes replay holds to restore
+// time order (about 8 MB).
+const reorderWindow = 1 << 16
+
+// eventHeap orders events by return time (then start), for the replay.
+type eventHeap []store.Event
+
+func (h eventHeap) Len() int { return len(h) }
+func (h eventHeap) Less(i, j int) bool {
+	if h[i].End != h[j].End {
+		return h[i].End < h[j].End
+	}
+	return h[i].Start < h[j].Start
+}
+func (h eventHeap) Swap(i, j int) { h[i], h[j] = h[j], h[i] }
+func (h *eventHeap) Push(x any)   { *h = append(*h, x.(store.Event)) }
+func (h *eventHeap) Pop() any {
+	old := *h
+	e := old[len(old)-1]
+	*h = old[:len(old)-1]
+	return e
 }
 
 // flagRecovered marks a failure as recovered in the analysis's copy.
