@@ -2,6 +2,8 @@
 //
 //	sudo forensic record -o run.db -- CMD [ARGS...]
 //	forensic analyze [--json] run.db
+//	forensic report run.db -o report.html
+//	forensic export --format perfetto run.db -o trace.json
 //
 // The command is thin: it parses flags and calls packages recorder and
 // analyze. Every error is one line on stderr and a non-zero exit.
@@ -15,6 +17,7 @@ import (
 	"io"
 	"os"
 	"os/signal"
+	"path/filepath"
 	"strings"
 	"syscall"
 	"time"
@@ -33,6 +36,8 @@ usage:
   forensic record -o run.db --pid PID [flags]          record a running process (root)
   forensic record -o run.db --all [flags]              record every process using libcuda (root)
   forensic analyze [--json] run.db                     first failure, attribution, memory views
+  forensic report run.db -o report.html                the analysis as one self-contained HTML page
+  forensic export --format perfetto run.db -o trace.json   calls, samples and failures for ui.perfetto.dev
   forensic inventory [--json]                          GPUs, memory views, BAR1, driver (NVML)
   forensic mark [--run run.db] LABEL                   add a phase marker to a live recording
   forensic version
@@ -68,6 +73,10 @@ func run(args []string, stdout, stderr io.Writer) (code int) {
 		err = cmdRecord(args[1:], stdout, stderr)
 	case "analyze":
 		err = cmdAnalyze(args[1:], stdout)
+	case "report":
+		err = cmdReport(args[1:], stdout)
+	case "export":
+		err = cmdExport(args[1:], stdout)
 	case "inventory":
 		err = cmdInventory(args[1:], stdout)
 	case "mark":
@@ -159,6 +168,8 @@ func cmdRecord(args []string, stdout, stderr io.Writer) error {
 	fs.DurationVar(&cfg.FreezeLimit, "freeze-limit", 50*time.Millisecond, "longest a process is held by --freeze-on-failure")
 	fs.DurationVar(&cfg.Duration, "duration", 0, "stop after this long (default: when the workload exits or on SIGINT)")
 	fs.BoolVar(&cfg.NoKmsg, "no-kmsg", false, "do not record NVRM/Xid kernel log lines")
+	var reserveMiB int
+	fs.IntVar(&reserveMiB, "disk-reserve", 8, "stop writing when the output's filesystem has less free space than this (MiB), keeping room for the stop record")
 	fs.IntVar(&cfg.SampleBudget, "keep-samples", 36000, "periodic sample rounds kept before long runs thin them (first, last and those around failures are always kept)")
 	command, err := parse(fs, args)
 	if err != nil {
@@ -171,13 +182,32 @@ func cmdRecord(args []string, stdout, stderr io.Writer) error {
 	}
 	cfg.LibCUDA = libs
 	cfg.RingBytes = ringMiB << 20
+	cfg.DiskReserve = uint64(reserveMiB) << 20
+	if reserveMiB == 0 {
+		cfg.DiskReserve = 1 // 0 means the default in recorder.Config
+	}
 	if err := recorder.CheckPrivileges(); err != nil {
 		return err
 	}
+	// The first SIGINT or SIGTERM stops recording cleanly; a second one
+	// exits at once (what was committed is already safe in run.db).
 	sigs := make(chan os.Signal, 2)
 	signal.Notify(sigs, syscall.SIGINT, syscall.SIGTERM)
 	defer signal.Stop(sigs)
-	cfg.Signals = sigs
+	stop := make(chan os.Signal, 1)
+	go func() {
+		first := true
+		for sig := range sigs {
+			if first {
+				first = false
+				stop <- sig
+				continue
+			}
+			fmt.Fprintf(stderr, "forensic: second %v: exiting now; what was committed to %s is kept\n", sig, cfg.Output)
+			os.Exit(130)
+		}
+	}()
+	cfg.Signals = stop
 	cfg.Log = stderr
 	cfg.Stdout, cfg.Stderr = stdout, stderr
 	cfg.Ready = func() {
@@ -257,6 +287,97 @@ func cmdAnalyze(args []string, stdout io.Writer) error {
 		color = term.IsTerminal(int(f.Fd()))
 	}
 	return analyze.WriteText(stdout, rep, analyze.TextOptions{Color: color})
+}
+
+// readWrite parses a command that reads one run.db and writes one file
+// given with -o, and opens the run.
+func readWrite(fs *flag.FlagSet, out *string, args []string, example string) (*store.Reader, error) {
+	pos, err := parse(fs, args)
+	if err != nil {
+		return nil, err
+	}
+	path, err := onePath(pos)
+	if err != nil {
+		return nil, err
+	}
+	if *out == "" {
+		return nil, usageErr("give the file to write with -o (%s)", example)
+	}
+	if err := notTheInput(path, *out); err != nil {
+		return nil, err
+	}
+	return openRun(path)
+}
+
+func cmdReport(args []string, stdout io.Writer) error {
+	fs := newFlags("report")
+	out := fs.String("o", "", "HTML file to write (- for standard output)")
+	r, err := readWrite(fs, out, args, "forensic report run.db -o report.html")
+	if err != nil {
+		return err
+	}
+	defer r.Close()
+	rep, err := analyze.Analyze(r, analyze.Options{})
+	if err != nil {
+		return err
+	}
+	return writeOutput(*out, stdout, func(w io.Writer) error { return analyze.WriteHTML(w, r, rep) })
+}
+
+func cmdExport(args []string, stdout io.Writer) error {
+	fs := newFlags("export")
+	format := fs.String("format", "perfetto", "output format: perfetto (Chrome trace-event JSON for ui.perfetto.dev and chrome://tracing)")
+	out := fs.String("o", "", "file to write (- for standard output)")
+	r, err := readWrite(fs, out, args, "forensic export --format perfetto run.db -o trace.json")
+	if err != nil {
+		return err
+	}
+	defer r.Close()
+	if *format != "perfetto" {
+		return usageErr("unknown format %q (known: perfetto)", *format)
+	}
+	return writeOutput(*out, stdout, func(w io.Writer) error { return analyze.WritePerfetto(w, r) })
+}
+
+// notTheInput refuses an output path that names the run.db being read.
+func notTheInput(in, out string) error {
+	if out == "-" {
+		return nil
+	}
+	ai, err1 := filepath.Abs(in)
+	ao, err2 := filepath.Abs(out)
+	same := err1 == nil && err2 == nil && ai == ao
+	if si, err := os.Stat(in); err == nil {
+		if so, err := os.Stat(out); err == nil && os.SameFile(si, so) {
+			same = true
+		}
+	}
+	if same {
+		return usageErr("the output %s is the run.db being read; choose another file", out)
+	}
+	return nil
+}
+
+// writeOutput creates out (or uses stdout for "-"), lets write fill it and
+// reports "wrote PATH". A failed write removes the partial file.
+func writeOutput(out string, stdout io.Writer, write func(io.Writer) error) error {
+	if out == "-" {
+		return write(stdout)
+	}
+	f, err := os.Create(out)
+	if err != nil {
+		return err
+	}
+	err = write(f)
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	if err != nil {
+		os.Remove(out)
+		return fmt.Errorf("writing %s: %w", out, err)
+	}
+	fmt.Fprintf(stdout, "wrote %s\n", out)
+	return nil
 }
 
 func cmdInventory(args []string, stdout io.Writer) error {

@@ -1,0 +1,313 @@
+package e2e
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"html"
+	"image"
+	"image/png"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/retrivium/forensic/analyze"
+	"github.com/retrivium/forensic/internal/e2eenv"
+)
+
+// chromiumPath finds headless Chromium (Debian's `chromium`).
+func chromiumPath() string {
+	for _, name := range []string{"chromium", "chromium-browser", "google-chrome", "google-chrome-stable"} {
+		if p, err := exec.LookPath(name); err == nil {
+			return p
+		}
+	}
+	return ""
+}
+
+// chromium runs headless Chromium on a local file with a fresh profile and
+// no network services, and returns its stdout and log (stderr).
+func chromium(t *testing.T, bin, dir string, args ...string) (stdout, log string) {
+	t.Helper()
+	profile, err := os.MkdirTemp(dir, "chromium-profile-")
+	if err != nil {
+		t.Fatal(err)
+	}
+	base := []string{"--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
+		"--disable-background-networking", "--disable-component-update", "--disable-sync",
+		"--user-data-dir=" + profile, "--enable-logging=stderr", "--v=0"}
+	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, bin, append(base, args...)...)
+	cmd.Env = append(os.Environ(), "HOME="+profile)
+	var out, errb bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &out, &errb
+	if err := cmd.Run(); err != nil {
+		t.Fatalf("chromium %s: %v\n%s", strings.Join(args, " "), err, tail(errb.String(), 3000))
+	}
+	return out.String(), errb.String()
+}
+
+func tail(s string, n int) string {
+	if len(s) > n {
+		return "…" + s[len(s)-n:]
+	}
+	return s
+}
+
+// pageErrors are the lines of Chromium's log that report the page's own
+// console output or an uncaught exception.
+var pageErrors = regexp.MustCompile(`(?m)^.*(CONSOLE[(:]\d+|Uncaught|SyntaxError|ReferenceError|TypeError).*$`)
+
+// remoteRef matches a network resource load in HTML or CSS.
+var remoteRef = regexp.MustCompile(`(?i)((?:src|href|action|poster|data)\s*=\s*["']?\s*(?:https?:)?//)|url\(\s*["']?\s*(?:https?:)?//|@import`)
+
+type traceEvent struct {
+	Ph   string          `json:"ph"`
+	Name string          `json:"name"`
+	Cat  string          `json:"cat"`
+	PID  int64           `json:"pid"`
+	TID  int64           `json:"tid"`
+	TS   *float64        `json:"ts"`
+	Dur  *float64        `json:"dur"`
+	Args json.RawMessage `json:"args"`
+}
+
+// The weights_oom scenario rendered: `forensic report` writes a
+// self-contained page that headless Chromium renders without a script
+// error into a screenshot that is not blank, and `forensic export --format
+// perfetto` writes a trace with a track per thread, a slice per call,
+// separate framebuffer and BAR1 counters and the failure as an instant.
+func TestRenderReportAndPerfetto(t *testing.T) {
+	chrome := chromiumPath()
+	e2eenv.Need(t, chrome != "", "headless Chromium is not installed (apt-get install chromium)")
+	w := newWorld(t)
+	res := w.record(nil, filepath.Join(simDir, "scenarios", "weights_oom"))
+	if res.code != 1 {
+		t.Fatalf("forensic record exit %d, want the workload's 1; stderr:\n%s", res.code, res.stderr)
+	}
+	rep, _ := analyzeJSON(t, res.db)
+	if rep.FirstFailure == nil || rep.Capacity == nil || *rep.Capacity != analyze.CapFBExhausted {
+		t.Fatalf("unexpected verdict %s / %v", rep.Attribution, rep.Capacity)
+	}
+	raw, err := exec.Command(binPath, "analyze", "--json", res.db).Output()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := analyze.ValidateReportJSON(raw); err != nil {
+		t.Errorf("analyze --json does not match docs/analyze.schema.json:\n%v", err)
+	}
+
+	// The two files, written by the CLI as users run it.
+	page := filepath.Join(w.dir, "report.html")
+	trace := filepath.Join(w.dir, "trace.json")
+	for _, args := range [][]string{
+		{"report", res.db, "-o", page},
+		{"export", "--format", "perfetto", res.db, "-o", trace},
+	} {
+		out, err := exec.Command(binPath, args...).CombinedOutput()
+		if err != nil {
+			t.Fatalf("forensic %s: %v\n%s", strings.Join(args, " "), err, out)
+		}
+		if want := "wrote " + args[len(args)-1]; strings.TrimSpace(string(out)) != want {
+			t.Errorf("forensic %s printed %q, want %q", args[0], out, want)
+		}
+	}
+	// Writing over the run.db is refused, and leaves it intact.
+	if out, err := exec.Command(binPath, "report", res.db, "-o", res.db).CombinedOutput(); err == nil {
+		t.Errorf("report -o run.db was accepted: %s", out)
+	} else if lines := strings.Count(strings.TrimSpace(string(out)), "\n"); lines != 0 {
+		t.Errorf("the refusal is not one line: %q", out)
+	}
+	if _, err := exec.Command(binPath, "analyze", "--json", res.db).Output(); err != nil {
+		t.Errorf("run.db unreadable after a refused report: %v", err)
+	}
+
+	checkPage(t, page, rep)
+	checkRendered(t, chrome, w.dir, page)
+	checkTrace(t, trace, res.db)
+}
+
+func checkPage(t *testing.T, path string, rep *analyze.Report) {
+	t.Helper()
+	data, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := string(data)
+	if m := remoteRef.FindAllString(s, -1); len(m) > 0 {
+		t.Errorf("report.html loads external resources: %q", m)
+	}
+	if strings.Contains(s, "<link") || strings.Contains(s, "<script src") || strings.Contains(s, "<img") {
+		t.Error("report.html links an external file")
+	}
+	if !strings.Contains(s, html.EscapeString(rep.Verdict)) {
+		t.Error("report.html lacks the verdict")
+	}
+	for _, want := range []string{"cuMemAlloc_v2", "CUDA_ERROR_OUT_OF_MEMORY", "grow_kv_cache", "MiB = 2^20 bytes",
+		`class="ptitle">Framebuffer<`, `class="ptitle">BAR1 aperture<`} {
+		if !strings.Contains(s, want) {
+			t.Errorf("report.html lacks %q", want)
+		}
+	}
+	if strings.Contains(strings.ToLower(s), "total gpu memory") {
+		t.Error("report.html shows a total GPU memory")
+	}
+}
+
+func checkRendered(t *testing.T, chrome, dir, page string) {
+	t.Helper()
+	url := "file://" + page
+	// The DOM after scripts ran: the timeline script marks the page.
+	dom, log := chromium(t, chrome, dir, "--dump-dom", url)
+	if m := pageErrors.FindAllString(log, -1); len(m) > 0 {
+		t.Errorf("JavaScript errors while loading report.html:\n%s", strings.Join(m, "\n"))
+	}
+	if !strings.Contains(dom, `data-timeline-ready="1"`) {
+		t.Errorf("the page's script did not run to the end (no data-timeline-ready in the DOM)")
+	}
+	shot := filepath.Join(dir, "report.png")
+	_, log = chromium(t, chrome, dir, "--screenshot="+shot, "--window-size=1280,2000", "--hide-scrollbars", url)
+	if m := pageErrors.FindAllString(log, -1); len(m) > 0 {
+		t.Errorf("JavaScript errors while rendering report.html:\n%s", strings.Join(m, "\n"))
+	}
+	if d := os.Getenv("FORENSIC_SCREENSHOT_DIR"); d != "" {
+		if data, err := os.ReadFile(shot); err == nil {
+			os.WriteFile(filepath.Join(d, "report.png"), data, 0o644)
+			os.WriteFile(filepath.Join(d, "report.html"), mustRead(t, page), 0o644)
+		}
+	}
+	f, err := os.Open(shot)
+	if err != nil {
+		t.Fatalf("no screenshot: %v", err)
+	}
+	defer f.Close()
+	img, err := png.Decode(f)
+	if err != nil {
+		t.Fatalf("screenshot is not a PNG: %v", err)
+	}
+	colours, nonWhite, total := pngStats(img)
+	t.Logf("screenshot %v: %d distinct colours, %.1f%% non-white", img.Bounds().Size(), colours, 100*float64(nonWhite)/float64(total))
+	if b := img.Bounds(); b.Dx() < 1000 || b.Dy() < 1000 {
+		t.Errorf("screenshot is %v, want about 1280x2000", b.Size())
+	}
+	if colours < 64 {
+		t.Errorf("screenshot has %d distinct colours: blank or unstyled", colours)
+	}
+	if frac := float64(nonWhite) / float64(total); frac < 0.05 {
+		t.Errorf("screenshot is %.1f%% non-white: blank", 100*frac)
+	}
+}
+
+func mustRead(t *testing.T, p string) []byte {
+	data, err := os.ReadFile(p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return data
+}
+
+// pngStats counts distinct colours and pixels that are not white.
+func pngStats(img image.Image) (colours, nonWhite, total int) {
+	seen := map[uint32]bool{}
+	b := img.Bounds()
+	for y := b.Min.Y; y < b.Max.Y; y++ {
+		for x := b.Min.X; x < b.Max.X; x++ {
+			r, g, bl, _ := img.At(x, y).RGBA()
+			r, g, bl = r>>8, g>>8, bl>>8
+			seen[r<<16|g<<8|bl] = true
+			if r < 250 || g < 250 || bl < 250 {
+				nonWhite++
+			}
+			total++
+		}
+	}
+	return len(seen), nonWhite, total
+}
+
+func checkTrace(t *testing.T, path, db string) {
+	t.Helper()
+	data, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var tr struct {
+		TraceEvents     []traceEvent `json:"traceEvents"`
+		DisplayTimeUnit string       `json:"displayTimeUnit"`
+	}
+	if err := json.Unmarshal(data, &tr); err != nil {
+		t.Fatalf("trace.json is not JSON: %v", err)
+	}
+	_, evs, _ := stored(t, db)
+	threads := map[[2]int64]bool{}
+	procs := map[int64]string{}
+	slices := 0
+	counters := map[string]int{}
+	failure := false
+	for _, e := range tr.TraceEvents {
+		switch e.Ph {
+		case "M":
+			var a struct{ Name string }
+			json.Unmarshal(e.Args, &a)
+			if e.Name == "thread_name" && a.Name != "" {
+				threads[[2]int64{e.PID, e.TID}] = true
+			}
+			if e.Name == "process_name" {
+				procs[e.PID] = a.Name
+			}
+		case "X":
+			slices++
+			if e.TS == nil || e.Dur == nil {
+				t.Errorf("slice %q without ts or dur", e.Name)
+			}
+		case "C":
+			counters[e.Name]++
+		case "i":
+			if e.Cat == "failure" && strings.Contains(e.Name, "cuMemAlloc_v2") && strings.Contains(e.Name, "CUDA_ERROR_OUT_OF_MEMORY") {
+				failure = true
+			}
+		}
+	}
+	if slices != len(evs) {
+		t.Errorf("%d slices for %d stored calls", slices, len(evs))
+	}
+	for _, e := range evs {
+		k := [2]int64{int64(e.PID), int64(e.TID)}
+		if !threads[k] {
+			t.Errorf("no thread_name for pid %d tid %d", e.PID, e.TID)
+		}
+		if procs[int64(e.PID)] != "weights_oom" {
+			t.Errorf("process %d is named %q, want weights_oom", e.PID, procs[int64(e.PID)])
+		}
+	}
+	for _, want := range []string{"GPU 0 framebuffer used", "GPU 0 framebuffer free", "GPU 0 BAR1 used", "GPU 0 BAR1 free"} {
+		if counters[want] == 0 {
+			t.Errorf("no counter %q in %v", want, keys(counters))
+		}
+	}
+	for name := range counters {
+		l := strings.ToLower(name)
+		if strings.Contains(l, "framebuffer") && strings.Contains(l, "bar1") {
+			t.Errorf("counter %q combines framebuffer and BAR1", name)
+		}
+	}
+	if !failure {
+		t.Error("no instant event for the failed cuMemAlloc_v2")
+	}
+	if tr.DisplayTimeUnit != "ns" {
+		t.Errorf("displayTimeUnit %q", tr.DisplayTimeUnit)
+	}
+}
+
+func keys(m map[string]int) string {
+	var out []string
+	for k := range m {
+		out = append(out, fmt.Sprintf("%q", k))
+	}
+	return strings.Join(out, ", ")
+}
