@@ -52,6 +52,7 @@ type world struct {
 	state string
 	calls string
 	env   []string // extra environment for recorder and workload
+	hog   int      // pid of a memory-holding process a scenario started
 }
 
 // newWorld prepares a simulated GPU world, with SIMGPU_* settings in env
