@@ -82,7 +82,7 @@ type htmlMark struct {
 	hasSize    bool
 	op         cuda.Op
 	dev        int32
-	// live is the traced live device allocations on the call's GPU right
+	// live is the traced device allocations on the call's GPU right
 	// after it (-1: not known).
 	live int64
 }
@@ -164,7 +164,7 @@ type gpuPanel struct {
 	uuid, name  string
 	fb          map[string]*series // used, free, reserved
 	bar         map[string]*series // used, free
-	traced      *series            // traced live device allocations
+	traced      *series            // traced device allocations
 	fbTotal     uint64
 	barTotal    uint64
 	fbAPI       string

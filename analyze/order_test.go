@@ -21,7 +21,7 @@ func TestTotalsIgnoreStorageOrder(t *testing.T) {
 			t.Fatal(err)
 		}
 		for _, v := range rep.MemoryViews {
-			if v.Field == "traced live device allocations" && v.GPU == 1 {
+			if v.Field == "traced device allocations" && v.GPU == 1 {
 				if v.Before == nil || *v.Before != 2<<30 || v.At == nil || *v.At != 2<<30 {
 					t.Errorf("%d extra calls: GPU 1 before %v at %v, want 2 GiB held since long before", extra, v.Before, v.At)
 				}

@@ -482,7 +482,7 @@ func TestOutputHTML(t *testing.T) {
 	}
 	rows := 0
 	for _, v := range rep.MemoryViews {
-		if v.Field != "traced live device allocations" || v.Peak == nil {
+		if v.Field != "traced device allocations" || v.Peak == nil {
 			continue
 		}
 		rows++

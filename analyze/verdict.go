@@ -451,7 +451,7 @@ func (s *state) liveEvidence(f *event, sp *samplesPass, tr *traced) {
 			who = fmt.Sprintf("process %d", lb.PID)
 		}
 		g := gpu
-		s.evidence(Evidence{Field: "traced live device allocations of " + who, Value: ptr(lb.Bytes), Unit: "bytes",
+		s.evidence(Evidence{Field: "traced device allocations of " + who, Value: ptr(lb.Bytes), Unit: "bytes",
 			Source: "traced calls (allocations minus frees)", Status: "recorded", TimeNS: f.e.End, GPU: &g,
 			Note: fmt.Sprintf("%d allocations", lb.Count)})
 	}

@@ -352,11 +352,11 @@ func (s *state) rows(sp *samplesPass, tr *traced) {
 		}
 		switch vk.view {
 		case cuda.ViewFramebuffer:
-			row.Field, row.View = "traced live device allocations", "framebuffer"
+			row.Field, row.View = "traced device allocations", "framebuffer"
 			row.Meaning = "bytes of device memory the recorded processes allocated through hooked calls and had not freed"
 			row.Examines = "device allocations"
 		case cuda.ViewBAR1:
-			row.Field, row.View = "traced live aperture mappings", "bar1"
+			row.Field, row.View = "traced aperture mappings", "bar1"
 			row.Meaning = "bytes the recorded processes mapped through IPC, pool import or peer calls and had not unmapped (sizes known from the exporter)"
 			row.Examines = "mappings through the aperture (IPC, peer, CPU)"
 		}

@@ -117,7 +117,7 @@ func TestThreadsOnTwoGPUs(t *testing.T) {
 	// its exit returns it all (the driver frees a dead process's memory).
 	views := map[int]bool{}
 	for _, v := range rep.MemoryViews {
-		if v.Field == "traced live device allocations" && v.Peak != nil && *v.Peak == 50<<20 && v.End != nil && *v.End == 0 {
+		if v.Field == "traced device allocations" && v.Peak != nil && *v.Peak == 50<<20 && v.End != nil && *v.End == 0 {
 			views[v.GPU] = true
 		}
 	}

@@ -57,7 +57,7 @@ func TestMarkersMakePhases(t *testing.T) {
 	}
 	var used *analyze.ViewRow
 	for i, v := range rep.MemoryViews {
-		if v.Field == "traced live device allocations" {
+		if v.Field == "traced device allocations" {
 			used = &rep.MemoryViews[i]
 		}
 	}

@@ -63,7 +63,7 @@ func TestBAR1Unsupported(t *testing.T) {
 		t.Errorf("capacity %s, want unknown (the mapping needs BAR1, which cannot be read)", deref(rep.Capacity))
 	}
 	for _, v := range rep.MemoryViews {
-		if v.View != "bar1" || v.Field == "traced live aperture mappings" {
+		if v.View != "bar1" || v.Field == "traced aperture mappings" {
 			continue
 		}
 		if !strings.Contains(v.Support, "not supported") || v.Start != nil || v.End != nil || v.Peak != nil || v.At != nil {

@@ -227,7 +227,7 @@ func TestStormAccounting(t *testing.T) {
 	}
 	cmd.Process.Signal(syscall.SIGSTOP)
 	os.WriteFile(gate, nil, 0o600)
-	if !waitFor(30*time.Second, func() bool { return exists(gate2 + ".storm") }) {
+	if !waitFor(120*time.Second, func() bool { return exists(gate2 + ".storm") }) {
 		t.Fatal("storm did not finish")
 	}
 	cmd.Process.Signal(syscall.SIGCONT)
