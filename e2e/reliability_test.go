@@ -408,17 +408,19 @@ func TestBadInputAllCommands(t *testing.T) {
 		random[i] = byte(i*2654435761>>13 + i)
 	}
 	foreign := filepath.Join(dir, "foreign.db")
-	{
-		cmd := exec.Command("go", "run", "./testdata/foreigndb", foreign)
+	newer := write("newer.db", data)
+	for _, args := range [][]string{{foreign}, {"-newer", newer}} {
+		cmd := exec.Command("go", append([]string{"run", "./testdata/foreigndb"}, args...)...)
 		cmd.Dir = filepath.Join(repo, "e2e")
 		if out, err := cmd.CombinedOutput(); err != nil {
-			t.Fatalf("make a foreign bbolt file: %v %s", err, out)
+			t.Fatalf("foreigndb %v: %v %s", args, err, out)
 		}
 	}
 	cases := map[string]string{
 		"truncated": write("trunc.db", data[:len(data)/2]),
 		"random":    write("random.db", random),
 		"foreign":   foreign,
+		"newer":     newer,
 	}
 	// A file still locked by a live recorder.
 	live := exec.Command(binPath, "record", "-o", filepath.Join(dir, "live.db"), "--libcuda", simCUDA,
@@ -447,8 +449,11 @@ func TestBadInputAllCommands(t *testing.T) {
 				if len(lines) != 1 || strings.Contains(string(out), "goroutine") {
 					t.Fatalf("want one line, got %q", out)
 				}
-				if name == "locked" && !strings.Contains(string(out), "locked by a running recorder") {
-					t.Errorf("locked file: %q", out)
+				for want, phrase := range map[string]string{"locked": "locked by a running recorder",
+					"newer": "newer forensic", "foreign": "another program"} {
+					if name == want && !strings.Contains(string(out), phrase) {
+						t.Errorf("%s file: %q does not say %q", name, out, phrase)
+					}
 				}
 			})
 		}
