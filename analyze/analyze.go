@@ -11,7 +11,6 @@
 package analyze
 
 import (
-	"container/heap"
 	"fmt"
 	"math"
 	"sort"
@@ -57,11 +56,14 @@ type state struct {
 	gpuUUID map[int]string
 	rep     *Report
 
-	first      *event // first failure
-	firstAny   *event
-	failures   []*event
-	counts     map[string]*CallCount
-	procCalls  map[uint32][2]uint64
+	first    *event // first failure
+	firstAny *event
+	failures []*event
+	// syms and counts are indexed by the file's symbol ids: resolved once,
+	// not per event.
+	syms       []*cuda.Symbol
+	counts     []CallCount
+	procCalls  map[uint32]*[2]uint64
 	firstAlloc int64
 	lastTime   int64
 	abnormal   []uint32 // processes killed by a signal with no failed call
@@ -90,7 +92,7 @@ func Analyze(r *store.Reader, opts Options) (*Report, error) {
 		opts.Symbolizer = NewELFSymbolizer()
 	}
 	s := &state{r: r, opts: opts, run: r.Run(), procs: map[uint32]*store.Process{}, gpuUUID: map[int]string{},
-		counts: map[string]*CallCount{}, procCalls: map[uint32][2]uint64{}, failedPIDs: map[uint32]bool{},
+		procCalls: map[uint32]*[2]uint64{}, failedPIDs: map[uint32]bool{},
 		exportKeys: map[string]exportRef{}, exportSize: map[string]uint64{}}
 	s.rep = &Report{Schema: ReportSchema, Missing: []Missing{}, Evidence: []Evidence{}, MemoryViews: []ViewRow{},
 		Failures: []Failure{}, LiveAtFailure: []LiveBytes{}, Processes: []ProcessInfo{}, Coverage: []Library{},
@@ -120,6 +122,15 @@ func Analyze(r *store.Reader, opts Options) (*Report, error) {
 	for i := range procs {
 		s.procs[procs[i].PID] = &procs[i]
 	}
+	for _, name := range r.SymbolNames() {
+		sym, _, ok := cuda.Lookup(name)
+		if !ok {
+			// A symbol this forensic no longer has: judged as "other".
+			sym = &cuda.Symbol{Name: name, Family: name, Op: cuda.OpOther}
+		}
+		s.syms = append(s.syms, sym)
+		s.counts = append(s.counts, CallCount{Symbol: name})
+	}
 	if err := s.passFailures(); err != nil {
 		return nil, err
 	}
@@ -144,25 +155,35 @@ func Analyze(r *store.Reader, opts Options) (*Report, error) {
 	return s.rep, nil
 }
 
+// symbol returns the table row of a file symbol id.
+func (s *state) symbol(id uint16) *cuda.Symbol {
+	if int(id) < len(s.syms) {
+		return s.syms[id]
+	}
+	// An id the file's symbol list lacks (a corrupt file): keep counting.
+	for len(s.syms) <= int(id) {
+		s.syms = append(s.syms, &cuda.Symbol{Name: "unknown", Family: "unknown", Op: cuda.OpOther})
+		s.counts = append(s.counts, CallCount{Symbol: fmt.Sprintf("symbol#%d", len(s.counts))})
+	}
+	return s.syms[id]
+}
+
 // passFailures is the first streaming pass: call counts, every failure,
 // and the landmarks.
 func (s *state) passFailures() error {
 	s.firstAlloc = -1
 	return s.r.Events(func(e *store.Event) error {
-		sym, _, ok := cuda.Lookup(e.Name)
-		if !ok {
-			sym = &cuda.Symbol{Name: e.Name, Family: e.Name, Op: cuda.OpOther}
-		}
-		c := s.counts[e.Name]
-		if c == nil {
-			c = &CallCount{Symbol: e.Name}
-			s.counts[e.Name] = c
-		}
+		sym := s.symbol(e.Symbol)
 		if e.Depth > 0 {
 			return nil // a library's call to itself, not the application's
 		}
+		c := &s.counts[e.Symbol]
 		c.Calls++
 		pc := s.procCalls[e.PID]
+		if pc == nil {
+			pc = new([2]uint64)
+			s.procCalls[e.PID] = pc
+		}
 		pc[0]++
 		if e.End > s.lastTime {
 			s.lastTime = e.End
@@ -176,12 +197,10 @@ func (s *state) passFailures() error {
 				// allocation its bytes name, so an import can be sized.
 				s.exportKeys[string(e.Key)] = exportRef{pid: e.PID, target: e.Target, dev: e.Dev}
 			}
-			s.procCalls[e.PID] = pc
 			return nil
 		}
 		c.Failed++
 		pc[1]++
-		s.procCalls[e.PID] = pc
 		s.failedPIDs[e.PID] = true
 		ev := &event{sym: sym, name: e.Name, e: *e, key: append([]byte(nil), e.Key...)}
 		ev.e.Key = ev.key
@@ -242,8 +261,10 @@ type viewKey struct {
 // traced holds what the traced calls say about live bytes.
 type traced struct {
 	perProc map[uint32]map[viewKey]*LiveBytes // at the first failure
-	// totals per GPU and view: values at the landmarks, and per phase.
-	acc map[viewKey]*fieldAcc
+	// slots hold each GPU and view's traced total and its values at the
+	// landmarks and per phase: a handful, found by a linear scan, cheaper
+	// than hashing a struct key per event.
+	slots []*viewSlot
 	// changes are the traced totals' changes near the first failure, to
 	// reconcile a sample taken a little before or after it.
 	changes map[viewKey][]change
@@ -306,9 +327,8 @@ func (s *state) gpuOfDev(pid uint32, dev int32) (int, *int, string) {
 // releases to know the bytes live per process, GPU and view, marks
 // recovered failures and sizes imports.
 func (s *state) passLive() (*traced, error) {
-	tr := &traced{perProc: map[uint32]map[viewKey]*LiveBytes{}, acc: map[viewKey]*fieldAcc{}, changes: map[viewKey][]change{}}
+	tr := &traced{perProc: map[uint32]map[viewKey]*LiveBytes{}, changes: map[viewKey][]change{}}
 	live := map[resKey]liveRes{}
-	totals := map[viewKey]uint64{}
 	var firstEnd int64 = -1
 	if s.first != nil {
 		firstEnd = s.first.e.End
@@ -347,10 +367,9 @@ func (s *state) passLive() (*traced, error) {
 				lb.Unsized++
 			}
 		}
-		for vk, v := range totals {
-			a := tr.accFor(vk)
-			a.at = ptr(v)
-			a.before = ptr(v)
+		for _, sl := range tr.slots {
+			sl.acc.at = some(sl.total)
+			sl.acc.before = some(sl.total)
 		}
 	}
 	// A process's exit releases what it still held (the driver frees it),
@@ -380,9 +399,10 @@ func (s *state) passLive() (*traced, error) {
 				}
 			}
 			for vk, n := range freed {
-				totals[vk] -= n
+				sl := tr.slot(vk)
+				sl.total -= n
 				logChange(vk, x.t, x.t, -int64(n))
-				tr.accFor(vk).observe(totals[vk], x.t, s)
+				sl.acc.observe(sl.total, x.t, s)
 			}
 		}
 	}
@@ -392,6 +412,14 @@ func (s *state) passLive() (*traced, error) {
 		k := [2]uint64{uint64(f.e.PID), uint64(f.sym.Op)}
 		pendingRecov[k] = append(pendingRecov[k], f)
 	}
+	// The device mapping of the last (pid, device) seen: consecutive calls
+	// mostly share it.
+	var (
+		lastPID uint32
+		lastDev int32 = -2
+		lastGPU int
+		lastMIG *int
+	)
 	replay := func(e *store.Event) error {
 		if e.Depth > 0 {
 			return nil
@@ -402,11 +430,11 @@ func (s *state) passLive() (*traced, error) {
 			atFailureTaken = true
 		}
 		releaseUpTo(e.End - 1)
-		sym, _, ok := cuda.Lookup(e.Name)
-		if !ok || e.Result != 0 {
+		sym := s.symbol(e.Symbol)
+		if e.Result != 0 {
 			return nil
 		}
-		if rk := [2]uint64{uint64(e.PID), uint64(sym.Op)}; len(pendingRecov[rk]) > 0 {
+		if rk := [2]uint64{uint64(e.PID), uint64(sym.Op)}; len(pendingRecov) > 0 && len(pendingRecov[rk]) > 0 {
 			// Recovered: the same process later succeeded at the same
 			// operation for at least the same size (the same family when
 			// the failed call has no size).
@@ -420,9 +448,20 @@ func (s *state) passLive() (*traced, error) {
 				}
 				kept = append(kept, f)
 			}
-			pendingRecov[rk] = kept
+			if len(kept) == 0 {
+				delete(pendingRecov, rk) // an empty map costs no hashing per event
+			} else {
+				pendingRecov[rk] = kept
+			}
 		}
-		gpu, mig, _ := s.gpuOfDev(e.PID, e.Dev)
+		if sym.Creates == cuda.ResNone && len(sym.Releases) == 0 && len(e.Key) == 0 {
+			return nil // creates, releases and exports nothing
+		}
+		gpu, mig := lastGPU, lastMIG
+		if e.PID != lastPID || e.Dev != lastDev {
+			gpu, mig, _ = s.gpuOfDev(e.PID, e.Dev)
+			lastPID, lastDev, lastGPU, lastMIG = e.PID, e.Dev, gpu, mig
+		}
 		if sym.Creates != cuda.ResNone && e.Has&cuda.FieldPtr != 0 {
 			l := liveRes{gpu: gpu, mig: -1, view: sym.Creates.View()}
 			if mig != nil && l.view == cuda.ViewFramebuffer {
@@ -447,15 +486,16 @@ func (s *state) passLive() (*traced, error) {
 			}
 			k := resKey{e.PID, sym.Creates, e.Ptr}
 			if old, ok := live[k]; ok && old.sized {
-				totals[old.key()] -= old.size
+				tr.slot(old.key()).total -= old.size
 				logChange(old.key(), e.Start, e.End, -int64(old.size))
 			}
 			live[k] = l
 			if l.sized && l.view != cuda.ViewNone {
 				vk := l.key()
-				totals[vk] += l.size
+				sl := tr.slot(vk)
+				sl.total += l.size
 				logChange(vk, e.Start, e.End, int64(l.size))
-				tr.accFor(vk).observe(totals[vk], e.End, s)
+				sl.acc.observe(sl.total, e.End, s)
 			}
 		}
 		for _, res := range sym.Releases {
@@ -464,9 +504,10 @@ func (s *state) passLive() (*traced, error) {
 				delete(live, k)
 				if l.sized && l.view != cuda.ViewNone {
 					vk := l.key()
-					totals[vk] -= l.size
+					sl := tr.slot(vk)
+					sl.total -= l.size
 					logChange(vk, e.Start, e.End, -int64(l.size))
-					tr.accFor(vk).observe(totals[vk], e.End, s)
+					sl.acc.observe(sl.total, e.End, s)
 				}
 			}
 		}
@@ -485,23 +526,18 @@ func (s *state) passLive() (*traced, error) {
 	// ring buffer, committed in arrival order); a bounded reorder window
 	// repairs what is not, so totals at a moment never count a release
 	// that happened after it.
-	win := &eventHeap{}
+	win := &reorder{}
 	err := s.r.Events(func(e *store.Event) error {
-		c := *e
-		c.Key = append([]byte(nil), e.Key...)
-		heap.Push(win, c)
-		if win.Len() > reorderWindow {
-			next := heap.Pop(win).(store.Event)
-			return replay(&next)
+		if next, ok := win.push(e); ok {
+			return replay(next)
 		}
 		return nil
 	})
 	if err != nil {
 		return nil, err
 	}
-	for win.Len() > 0 {
-		next := heap.Pop(win).(store.Event)
-		if err := replay(&next); err != nil {
+	for next, ok := win.pop(); ok; next, ok = win.pop() {
+		if err := replay(next); err != nil {
 			return nil, err
 		}
 	}
@@ -510,49 +546,83 @@ func (s *state) passLive() (*traced, error) {
 		snapshot()
 	}
 	releaseUpTo(math.MaxInt64)
-	for vk, v := range totals {
-		a := tr.accFor(vk)
-		a.end = ptr(v)
-		if a.start == nil {
-			a.start = ptr(0)
-		}
+	for _, sl := range tr.slots {
+		sl.acc.end = some(sl.total)
 	}
 	return tr, nil
 }
 
 // reorderWindow is how many events the live-bytes replay holds to restore
-// time order (about 8 MB).
+// time order (about 10 MB).
 const reorderWindow = 1 << 16
 
-// eventHeap orders events by return time (then start), for the replay.
-type eventHeap []store.Event
-
-func (h eventHeap) Len() int { return len(h) }
-func (h eventHeap) Less(i, j int) bool {
-	if h[i].End != h[j].End {
-		return h[i].End < h[j].End
-	}
-	return h[i].Start < h[j].Start
+// reorder restores time order over a window of events. Input is nearly
+// sorted, so an event usually lands at the end and costs one copy.
+type reorder struct {
+	buf  []store.Event // buf[head:] sorted by End, then Start
+	head int
+	out  store.Event
 }
-func (h eventHeap) Swap(i, j int) { h[i], h[j] = h[j], h[i] }
-func (h *eventHeap) Push(x any)   { *h = append(*h, x.(store.Event)) }
-func (h *eventHeap) Pop() any {
-	old := *h
-	e := old[len(old)-1]
-	*h = old[:len(old)-1]
-	return e
+
+func eventBefore(a, b *store.Event) bool {
+	if a.End != b.End {
+		return a.End < b.End
+	}
+	return a.Start < b.Start
+}
+
+// push adds a copy of e; when the window is full it returns the earliest.
+func (w *reorder) push(e *store.Event) (*store.Event, bool) {
+	if w.head > 0 && w.head == len(w.buf) {
+		w.buf, w.head = w.buf[:0], 0
+	} else if w.head >= reorderWindow {
+		n := copy(w.buf, w.buf[w.head:])
+		w.buf, w.head = w.buf[:n], 0
+	}
+	c := *e
+	if len(e.Key) > 0 {
+		c.Key = append([]byte(nil), e.Key...)
+	}
+	w.buf = append(w.buf, c)
+	for i := len(w.buf) - 1; i > w.head && eventBefore(&w.buf[i], &w.buf[i-1]); i-- {
+		w.buf[i], w.buf[i-1] = w.buf[i-1], w.buf[i]
+	}
+	if len(w.buf)-w.head > reorderWindow {
+		return w.pop()
+	}
+	return nil, false
+}
+
+// pop returns the earliest event held (valid until the next call).
+func (w *reorder) pop() (*store.Event, bool) {
+	if w.head == len(w.buf) {
+		return nil, false
+	}
+	w.out = w.buf[w.head]
+	w.head++
+	return &w.out, true
 }
 
 // flagRecovered marks a failure as recovered in the analysis's copy.
 const flagRecovered = 1 << 30
 
-func (t *traced) accFor(vk viewKey) *fieldAcc {
-	a := t.acc[vk]
-	if a == nil {
-		a = &fieldAcc{start: ptr(0)}
-		t.acc[vk] = a
+// viewSlot is one GPU and view's traced total.
+type viewSlot struct {
+	key   viewKey
+	total uint64
+	acc   fieldAcc
+}
+
+// slot returns the slot of vk, making it (from zero) on first use.
+func (t *traced) slot(vk viewKey) *viewSlot {
+	for _, sl := range t.slots {
+		if sl.key == vk {
+			return sl
+		}
 	}
-	return a
+	sl := &viewSlot{key: vk, acc: fieldAcc{start: some(0)}}
+	t.slots = append(t.slots, sl)
+	return sl
 }
 
 func ptr(v uint64) *uint64 { return &v }
@@ -619,8 +689,9 @@ func (s *state) context(procs []store.Process) error {
 		if pi.Args == nil {
 			pi.Args = []string{}
 		}
-		pc := s.procCalls[p.PID]
-		pi.Calls, pi.Failed = pc[0], pc[1]
+		if pc := s.procCalls[p.PID]; pc != nil {
+			pi.Calls, pi.Failed = pc[0], pc[1]
+		}
 		for _, d := range p.Devices {
 			dm := DeviceMap{Ordinal: d.Ordinal, UUID: d.UUID, Method: d.Method, Why: d.Why}
 			if d.GPU >= 0 {
@@ -687,16 +758,12 @@ func (s *state) context(procs []store.Process) error {
 		s.rep.Loss.BeforeFailure = (st.LostCalls > 0 && st.LostFirst != 0 && st.LostFirst <= s.first.e.End) ||
 			st.LostInflight > 0 || st.TooDeep > 0
 	}
-	names := make([]string, 0, len(s.counts))
-	for n := range s.counts {
-		names = append(names, n)
-	}
-	sort.Strings(names)
-	for _, n := range names {
-		if c := s.counts[n]; c.Calls > 0 {
-			s.rep.Calls = append(s.rep.Calls, *c)
+	for _, c := range s.counts {
+		if c.Calls > 0 {
+			s.rep.Calls = append(s.rep.Calls, c)
 		}
 	}
+	sort.Slice(s.rep.Calls, func(i, j int) bool { return s.rep.Calls[i].Symbol < s.rep.Calls[j].Symbol })
 	return nil
 }
 

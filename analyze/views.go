@@ -9,11 +9,32 @@ import (
 	"github.com/retrivium/forensic/store"
 )
 
+// val is an optional value (the accumulators keep no pointers, so
+// observing allocates nothing; rows get pointers at the end).
+type val struct {
+	v  uint64
+	ok bool
+}
+
+func some(v uint64) val { return val{v, true} }
+
+func (v val) ptr() *uint64 {
+	if !v.ok {
+		return nil
+	}
+	x := v.v
+	return &x
+}
+
+// phaseAcc is one phase's last and peak value.
+type phaseAcc struct{ last, peak val }
+
 // fieldAcc accumulates one field's values over the run.
 type fieldAcc struct {
-	start, before, at, end, peak, low *uint64
+	start, before, at, end, peak, low val
 	beforeT                           int64
-	phases                            []PhaseValue
+	phases                            []phaseAcc
+	phase                             int // index of the phase last observed (times only grow)
 	api, strct, support               string
 	lastStatus                        string
 	usable                            bool
@@ -22,34 +43,38 @@ type fieldAcc struct {
 }
 
 func (a *fieldAcc) observe(v uint64, t int64, s *state) {
-	if a.start == nil {
-		a.start = ptr(v)
+	if !a.start.ok {
+		a.start = some(v)
 	}
-	a.end = ptr(v)
-	if a.peak == nil || v > *a.peak {
-		a.peak = ptr(v)
+	a.end = some(v)
+	if !a.peak.ok || v > a.peak.v {
+		a.peak = some(v)
 	}
-	if a.low == nil || v < *a.low {
-		a.low = ptr(v)
+	if !a.low.ok || v < a.low.v {
+		a.low = some(v)
 	}
 	if s.first != nil && t <= s.first.e.End {
-		a.before, a.beforeT = ptr(v), t
+		a.before, a.beforeT = some(v), t
+	}
+	ph := s.rep.Phases
+	if len(ph) == 0 {
+		return
 	}
 	if a.phases == nil {
-		a.phases = make([]PhaseValue, len(s.rep.Phases))
-		for i, p := range s.rep.Phases {
-			a.phases[i].Phase = p.Label
-		}
+		a.phases = make([]phaseAcc, len(ph))
 	}
-	for i := len(s.rep.Phases) - 1; i >= 0; i-- {
-		if t >= s.rep.Phases[i].StartNS || i == 0 {
-			pv := &a.phases[i]
-			pv.Last = ptr(v)
-			if pv.Peak == nil || v > *pv.Peak {
-				pv.Peak = ptr(v)
-			}
-			break
-		}
+	// Times arrive in order (the replay and the samples are ordered), so
+	// the phase only moves forward; a stray earlier time searches back.
+	if a.phase >= len(ph) || t < ph[a.phase].StartNS {
+		a.phase = 0
+	}
+	for a.phase < len(ph)-1 && t > ph[a.phase].EndNS {
+		a.phase++
+	}
+	p := &a.phases[a.phase]
+	p.last = some(v)
+	if !p.peak.ok || v > p.peak.v {
+		p.peak = some(v)
 	}
 }
 
@@ -217,7 +242,7 @@ func (s *state) observeSample(sp *samplesPass, smp *store.Sample) {
 			a.usable = true
 			a.observe(*v, t, s)
 			if trig {
-				a.at = ptr(*v)
+				a.at = some(*v)
 			}
 		}
 	}
@@ -257,7 +282,7 @@ func (s *state) observeSample(sp *samplesPass, smp *store.Sample) {
 			a.usable = true
 			a.observe(*p.Used, t, s)
 			if trig {
-				a.at = ptr(*p.Used)
+				a.at = some(*p.Used)
 			}
 		}
 	}
@@ -325,9 +350,11 @@ func (s *state) rows(sp *samplesPass, tr *traced) {
 		s.rep.MemoryViews = append(s.rep.MemoryViews, row)
 	}
 	// Bytes live from traced calls, per GPU and view.
-	vks := make([]viewKey, 0, len(tr.acc))
-	for vk := range tr.acc {
-		vks = append(vks, vk)
+	vks := make([]viewKey, 0, len(tr.slots))
+	accs := map[viewKey]*fieldAcc{}
+	for _, sl := range tr.slots {
+		vks = append(vks, sl.key)
+		accs[sl.key] = &sl.acc
 	}
 	sort.Slice(vks, func(i, j int) bool {
 		if vks[i].gpu != vks[j].gpu {
@@ -342,7 +369,7 @@ func (s *state) rows(sp *samplesPass, tr *traced) {
 		if vk.view == cuda.ViewNone || vk.view == cuda.ViewHost {
 			continue // host memory belongs to no GPU view
 		}
-		a := tr.acc[vk]
+		a := accs[vk]
 		row := ViewRow{GPU: vk.gpu, GPUUUID: s.gpuUUID[vk.gpu], Unit: "bytes", Scope: "traced",
 			API: "traced calls (uprobes on libcuda)", Support: "supported"}
 		if vk.mig >= 0 {
@@ -408,21 +435,23 @@ func supportText(status, api string) string {
 }
 
 func (s *state) fillRow(row *ViewRow, a *fieldAcc) {
-	row.Start, row.Before, row.At, row.End, row.Peak, row.Low = a.start, a.before, a.at, a.end, a.peak, a.low
+	row.Start, row.Before, row.At, row.End, row.Peak, row.Low = a.start.ptr(), a.before.ptr(), a.at.ptr(), a.end.ptr(), a.peak.ptr(), a.low.ptr()
 	if s.first == nil {
 		row.Before, row.At = nil, nil
-	} else if row.At == nil && a.before != nil && s.first.e.End-a.beforeT <= s.window {
+	} else if row.At == nil && a.before.ok && s.first.e.End-a.beforeT <= s.window {
 		// No sample was triggered by the failure: the nearest one before
 		// it stands in, if it is recent enough.
 		row.At = row.Before
 	}
-	if a.start != nil && a.end != nil {
-		d := int64(*a.end) - int64(*a.start)
+	if a.start.ok && a.end.ok {
+		d := int64(a.end.v) - int64(a.start.v)
 		row.Change = &d
 	}
-	row.Phases = a.phases
-	if row.Phases == nil {
-		row.Phases = []PhaseValue{}
+	row.Phases = []PhaseValue{}
+	for i, p := range a.phases {
+		if i < len(s.rep.Phases) {
+			row.Phases = append(row.Phases, PhaseValue{Phase: s.rep.Phases[i].Label, Last: p.last.ptr(), Peak: p.peak.ptr()})
+		}
 	}
 }
 

@@ -97,42 +97,50 @@ func EncodeChunk(events []Event) []byte {
 }
 
 // chunkDecoder reads a chunk without trusting it: every read is bounds
-// checked and every failure is an error, never a panic.
+// checked and a failure sets bad, never a panic. It is the analyzer's
+// innermost loop (ten million events are two passes of it), so the common
+// one-byte varint takes a fast path.
 type chunkDecoder struct {
 	b   []byte
-	err error
+	i   int
+	bad bool
 }
 
 func (d *chunkDecoder) uvarint() uint64 {
-	if d.err != nil {
+	if i := d.i; uint(i) < uint(len(d.b)) {
+		if c := d.b[i]; c < 0x80 {
+			d.i = i + 1
+			return uint64(c)
+		}
+	}
+	return d.uvarintSlow()
+}
+
+// uvarintSlow is the multi-byte case, apart so that uvarint inlines.
+func (d *chunkDecoder) uvarintSlow() uint64 {
+	if d.i >= len(d.b) {
+		d.bad = true
 		return 0
 	}
-	v, n := binary.Uvarint(d.b)
+	v, n := binary.Uvarint(d.b[d.i:])
 	if n <= 0 {
-		d.err = fmt.Errorf("%w: truncated event chunk", ErrCorrupt)
+		d.bad, d.i = true, len(d.b)
 		return 0
 	}
-	d.b = d.b[n:]
+	d.i += n
 	return v
 }
 
+// varint reads a zigzag-encoded signed varint (binary.AppendVarint).
 func (d *chunkDecoder) varint() int64 {
-	if d.err != nil {
-		return 0
-	}
-	v, n := binary.Varint(d.b)
-	if n <= 0 {
-		d.err = fmt.Errorf("%w: truncated event chunk", ErrCorrupt)
-		return 0
-	}
-	d.b = d.b[n:]
-	return v
+	u := d.uvarint()
+	return int64(u>>1) ^ -int64(u&1)
 }
 
-func (d *chunkDecoder) u32(what string) uint32 {
+func (d *chunkDecoder) u32() uint32 {
 	v := d.uvarint()
-	if v > 0xffffffff && d.err == nil {
-		d.err = fmt.Errorf("%w: %s out of range", ErrCorrupt, what)
+	if v > 0xffffffff {
+		d.bad = true
 	}
 	return uint32(v)
 }
@@ -143,13 +151,13 @@ func DecodeChunk(chunk []byte, fn func(*Event) error) error {
 	if len(chunk) == 0 || chunk[0] != chunkFormat {
 		return fmt.Errorf("%w: unknown event chunk format", ErrCorrupt)
 	}
-	d := &chunkDecoder{b: chunk[1:]}
+	d := &chunkDecoder{b: chunk, i: 1}
 	n := d.uvarint()
-	if d.err != nil {
-		return d.err
+	if d.bad {
+		return fmt.Errorf("%w: truncated event chunk", ErrCorrupt)
 	}
 	// Each event takes at least 9 bytes; a count beyond that is corrupt.
-	if n > uint64(len(d.b)) {
+	if n > uint64(len(chunk)) {
 		return fmt.Errorf("%w: event count %d exceeds chunk size", ErrCorrupt, n)
 	}
 	var e Event
@@ -158,70 +166,67 @@ func DecodeChunk(chunk []byte, fn func(*Event) error) error {
 	for i := uint64(0); i < n; i++ {
 		e = Event{Dev: -1, Stack: -1}
 		sym := d.uvarint()
-		if sym > 0xffff && d.err == nil {
-			d.err = fmt.Errorf("%w: symbol id out of range", ErrCorrupt)
-		}
 		e.Symbol = uint16(sym)
-		e.PID = d.u32("pid")
+		e.PID = d.u32()
 		e.TID = uint32(int64(e.PID) + d.varint())
 		e.End = prev + d.varint()
 		e.Start = e.End - d.varint()
 		e.Result = int32(d.varint())
 		e.Depth = uint8(d.uvarint())
-		e.Flags = d.u32("flags")
+		e.Flags = d.u32()
 		pres := d.uvarint()
 		e.Has = cuda.Field(pres & 0xfff)
-		if e.Has&cuda.FieldSize != 0 {
-			e.Size = d.uvarint()
-		}
-		if e.Has&cuda.FieldFlags != 0 {
-			e.Fields.Flags = d.uvarint()
-		}
-		if e.Has&cuda.FieldPtr != 0 {
-			e.Ptr = d.uvarint()
-		}
-		if e.Has&cuda.FieldTarget != 0 {
-			e.Target = d.uvarint()
-		}
-		if e.Has&cuda.FieldDevice != 0 {
-			e.Device = int32(d.varint())
-		}
-		if e.Has&cuda.FieldPeer != 0 {
-			e.Peer = d.uvarint()
-		}
-		if e.Has&cuda.FieldCount != 0 {
-			e.Count = d.uvarint()
-		}
-		if e.Has&cuda.FieldKey != 0 {
-			l := d.uvarint()
-			if d.err == nil && (l > maxKey || l > uint64(len(d.b))) {
-				d.err = fmt.Errorf("%w: key length %d", ErrCorrupt, l)
+		if e.Has != 0 {
+			if e.Has&cuda.FieldSize != 0 {
+				e.Size = d.uvarint()
 			}
-			if d.err == nil {
-				keyBuf = append(keyBuf[:0], d.b[:l]...)
+			if e.Has&cuda.FieldFlags != 0 {
+				e.Fields.Flags = d.uvarint()
+			}
+			if e.Has&cuda.FieldPtr != 0 {
+				e.Ptr = d.uvarint()
+			}
+			if e.Has&cuda.FieldTarget != 0 {
+				e.Target = d.uvarint()
+			}
+			if e.Has&cuda.FieldDevice != 0 {
+				e.Device = int32(d.varint())
+			}
+			if e.Has&cuda.FieldPeer != 0 {
+				e.Peer = d.uvarint()
+			}
+			if e.Has&cuda.FieldCount != 0 {
+				e.Count = d.uvarint()
+			}
+			if e.Has&cuda.FieldKey != 0 {
+				l := d.uvarint()
+				if l > maxKey || l > uint64(len(d.b)-d.i) {
+					return fmt.Errorf("%w: key length %d", ErrCorrupt, l)
+				}
+				keyBuf = append(keyBuf[:0], d.b[d.i:d.i+int(l)]...)
 				e.Key = keyBuf
-				d.b = d.b[l:]
+				d.i += int(l)
 			}
 		}
 		if pres&presCtx != 0 {
-			e.Ctx = d.u32("ctx")
+			e.Ctx = d.u32()
 		}
 		if pres&presStack != 0 {
-			e.Stack = int32(d.u32("stack"))
+			e.Stack = int32(d.u32())
 		}
 		if pres&presDev != 0 {
-			e.Dev = int32(d.u32("dev"))
+			e.Dev = int32(d.u32())
 		}
-		if d.err != nil {
-			return d.err
+		if d.bad || sym > 0xffff {
+			return fmt.Errorf("%w: truncated or out-of-range event in chunk", ErrCorrupt)
 		}
 		prev = e.End
 		if err := fn(&e); err != nil {
 			return err
 		}
 	}
-	if len(d.b) != 0 {
-		return fmt.Errorf("%w: %d trailing bytes in event chunk", ErrCorrupt, len(d.b))
+	if d.i != len(d.b) {
+		return fmt.Errorf("%w: %d trailing bytes in event chunk", ErrCorrupt, len(d.b)-d.i)
 	}
 	return nil
 }

@@ -2,9 +2,11 @@ package store
 
 import (
 	"encoding/binary"
+
 	"encoding/json"
 	"errors"
 	"fmt"
+	"golang.org/x/sys/unix"
 	"os"
 	"runtime/debug"
 	"time"
@@ -20,10 +22,11 @@ const LockWait = 200 * time.Millisecond
 // time.
 type Reader struct {
 	db      *bolt.DB
+	size    int64 // file size at open
 	path    string
 	schema  uint32
 	run     RunInfo
-	symbols map[uint16]string
+	symbols []string // by id
 }
 
 // Open opens path read-only and checks that it is a forensic run of a
@@ -54,7 +57,7 @@ func Open(path string) (r *Reader, err error) {
 		}
 		return nil, fmt.Errorf("%s: %w: %v", path, ErrNotRunDB, err)
 	}
-	r = &Reader{db: db, path: path, symbols: map[uint16]string{}}
+	r = &Reader{db: db, path: path, size: st.Size()}
 	if err := r.load(); err != nil {
 		db.Close()
 		return nil, fmt.Errorf("%s: %w", path, err)
@@ -104,7 +107,11 @@ func (r *Reader) load() error {
 			if len(k) != 2 {
 				return fmt.Errorf("%w: symbol key", ErrCorrupt)
 			}
-			r.symbols[binary.BigEndian.Uint16(k)] = string(v)
+			id := int(binary.BigEndian.Uint16(k))
+			for len(r.symbols) <= id {
+				r.symbols = append(r.symbols, "")
+			}
+			r.symbols[id] = string(v)
 			return nil
 		})
 	})
@@ -135,8 +142,8 @@ func (r *Reader) Run() RunInfo { return r.run }
 
 // SymbolName returns the name of a symbol id of this file.
 func (r *Reader) SymbolName(id uint16) string {
-	if n, ok := r.symbols[id]; ok {
-		return n
+	if int(id) < len(r.symbols) && r.symbols[id] != "" {
+		return r.symbols[id]
 	}
 	return fmt.Sprintf("symbol#%d", id)
 }
@@ -182,11 +189,20 @@ func (r *Reader) Events(fn func(*Event) error) (err error) {
 		if b == nil {
 			return fmt.Errorf("%w: no events bucket", ErrCorrupt)
 		}
+		read := 0
 		return b.ForEach(func(_, chunk []byte) error {
-			return DecodeChunk(chunk, func(e *Event) error {
+			err := DecodeChunk(chunk, func(e *Event) error {
 				e.Name = r.SymbolName(e.Symbol)
 				return fn(e)
 			})
+			// Chunks are read through bbolt's mmap, and every page read
+			// stays resident: let them go every 16 MiB, so a pass over a
+			// large run does not grow with the file.
+			if read += len(chunk); read >= 16<<20 {
+				read = 0
+				r.dropMapped()
+			}
+			return err
 		})
 	})
 }
@@ -255,4 +271,18 @@ func (r *Reader) Stack(id int32) (frames []Frame, err error) {
 		return nil
 	})
 	return frames, err
+}
+
+// SymbolNames returns the file's symbol names, indexed by symbol id ("" for
+// an unused id).
+func (r *Reader) SymbolNames() []string { return append([]string(nil), r.symbols...) }
+
+// dropMapped tells the kernel this process no longer needs the resident
+// pages of bbolt's read-only shared mapping of the file. Nothing is lost:
+// the next touch reads a page back from the page cache.
+func (r *Reader) dropMapped() {
+	start := r.db.Info().Data
+	pg := uintptr(os.Getpagesize())
+	length := (uintptr(r.size) + pg - 1) &^ (pg - 1)
+	unix.Syscall(unix.SYS_MADVISE, start, length, unix.MADV_DONTNEED)
 }
