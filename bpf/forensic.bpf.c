@@ -8,10 +8,12 @@
  * the symbol's row in the Go symbol table, and the symcfg map (filled from
  * that table) says which pointers to read. The entry probe stashes the
  * argument registers per thread; the return probe emits one fx_call with the
- * CUresult. The hot path costs a few map operations: successful calls are
- * submitted without waking the reader (a wake-up costs more than the rest of
- * the probe), failures wake it at once because the failure-triggered NVML
- * sample depends on it.
+ * CUresult. The hot path is one task-local storage lookup per probe (per
+ * thread: whether it is recorded, its ids, its calls in progress) plus the
+ * ring buffer; hash map lookups cost 130 ns each here and are kept off it.
+ * Successful calls are submitted without waking the reader (a wake-up costs
+ * more than the rest of the probe); failures wake it at once because the
+ * failure-triggered NVML sample depends on it.
  *
  * Process lifecycle tracepoints follow the workload's descendants, so a child
  * is tracked from its fork, before it can make a call. */
@@ -31,7 +33,7 @@
 /* Set by the loader before the program is loaded. */
 const volatile __u8 trace_all = 0;         /* record any process that calls in */
 const volatile __u8 freeze_on_failure = 0; /* SIGSTOP a process at a failed return */
-const volatile __u64 wakeup_bytes = 0;     /* pending bytes that force a wake-up */
+const volatile __u64 wakeup_every = 0;     /* successful calls per CPU between forced wake-ups */
 
 struct {
 	__uint(type, BPF_MAP_TYPE_RINGBUF);
@@ -62,28 +64,28 @@ struct frame {
 	__u8 in[FX_IN_LEN];
 };
 
-struct inflight {
+enum thread_state {
+	THREAD_UNKNOWN = 0, /* first call: look the process up */
+	THREAD_TRACKED = 1,
+	THREAD_IGNORED = 2, /* not a recorded process */
+};
+
+/* Per thread: whether its process is recorded (looked up once), its ids,
+ * and its calls in progress. Task-local storage costs one pointer chase per
+ * probe and is freed with the thread. */
+struct thread {
+	__u32 state; /* enum thread_state */
 	__u32 depth;
-	__u32 pad;
+	__u32 pid, tid;
 	struct frame f[FX_MAX_DEPTH];
 };
 
-/* Calls in progress, per thread. An entry lives until its thread exits, so
- * the steady state is one lookup per probe rather than an insert and a
- * delete per call. */
 struct {
-	__uint(type, BPF_MAP_TYPE_HASH);
-	__uint(max_entries, 65536);
-	__type(key, __u32);
-	__type(value, struct inflight);
-} inflight SEC(".maps");
-
-struct {
-	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
-	__uint(max_entries, 1);
-	__type(key, __u32);
-	__type(value, struct inflight);
-} inflight_zero SEC(".maps");
+	__uint(type, BPF_MAP_TYPE_TASK_STORAGE);
+	__uint(map_flags, BPF_F_NO_PREALLOC);
+	__type(key, int);
+	__type(value, struct thread);
+} threads SEC(".maps");
 
 struct {
 	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
@@ -170,38 +172,40 @@ static __always_inline int admit(__u32 tgid)
 SEC("uprobe")
 int call_entry(struct pt_regs *ctx)
 {
-	__u64 id = bpf_get_current_pid_tgid();
-	__u32 tgid = id >> 32, tid = (__u32)id;
-
-	if (!admit(tgid))
+	struct thread *th = bpf_task_storage_get(&threads, bpf_get_current_task_btf(), 0,
+						 BPF_LOCAL_STORAGE_GET_F_CREATE);
+	if (!th) {
+		struct fx_stats *s = stats_get();
+		if (s)
+			s->lost_inflight++;
 		return 0;
-
-	struct inflight *in = bpf_map_lookup_elem(&inflight, &tid);
-	if (!in) {
-		__u32 zero = 0;
-		struct inflight *z = bpf_map_lookup_elem(&inflight_zero, &zero);
-		if (!z)
+	}
+	if (th->state != THREAD_TRACKED) {
+		/* A thread's process is tracked before it can call (at fork, or
+		 * by the recorder before attaching), so its first call decides.
+		 * With --all every process is admitted at its first call. */
+		if (th->state == THREAD_IGNORED)
 			return 0;
-		z->depth = 0;
-		bpf_map_update_elem(&inflight, &tid, z, BPF_NOEXIST);
-		in = bpf_map_lookup_elem(&inflight, &tid);
-		if (!in) {
-			struct fx_stats *s = stats_get();
-			if (s)
-				s->lost_inflight++;
+		__u64 id = bpf_get_current_pid_tgid();
+		th->pid = id >> 32;
+		th->tid = (__u32)id;
+		if (!admit(th->pid)) {
+			th->state = THREAD_IGNORED;
 			return 0;
 		}
+		th->state = THREAD_TRACKED;
+		th->depth = 0;
 	}
 
-	__u32 d = in->depth;
+	__u32 d = th->depth;
 	if (d >= FX_MAX_DEPTH) {
-		in->depth = d + 1; /* keep returns balanced */
+		th->depth = d + 1; /* keep returns balanced */
 		struct fx_stats *s = stats_get();
 		if (s)
 			s->too_deep++;
 		return 0;
 	}
-	struct frame *f = &in->f[d & (FX_MAX_DEPTH - 1)];
+	struct frame *f = &th->f[d & (FX_MAX_DEPTH - 1)];
 	__u16 sym = (__u16)bpf_get_attach_cookie(ctx);
 	f->symbol = sym;
 	f->flags = 0;
@@ -224,7 +228,7 @@ int call_entry(struct pt_regs *ctx)
 		if (!src || bpf_probe_read_user(&f->in, FX_IN_LEN, (void *)src))
 			f->flags |= FX_CALL_IN_FAULT;
 	}
-	in->depth = d + 1;
+	th->depth = d + 1;
 	/* Last, so the time excludes the probe's own work. */
 	f->ts = bpf_ktime_get_ns();
 	return 0;
@@ -246,34 +250,31 @@ SEC("uretprobe")
 int call_return(struct pt_regs *ctx)
 {
 	__u64 now = bpf_ktime_get_ns();
-	__u64 id = bpf_get_current_pid_tgid();
-	__u32 tid = (__u32)id;
-
-	struct inflight *in = bpf_map_lookup_elem(&inflight, &tid);
-	if (!in)
-		return 0; /* not a tracked thread */
+	struct thread *th = bpf_task_storage_get(&threads, bpf_get_current_task_btf(), 0, 0);
+	if (!th || th->state != THREAD_TRACKED)
+		return 0; /* not a recorded thread */
 	struct fx_stats *s = stats_get();
 	if (!s)
 		return 0;
-	__u32 depth = in->depth;
+	__u32 depth = th->depth;
 	if (depth == 0) {
 		s->unmatched_returns++;
 		return 0;
 	}
 	depth--;
-	in->depth = depth;
+	th->depth = depth;
 	if (depth >= FX_MAX_DEPTH)
 		return 0; /* counted as too_deep at entry */
 
 	__u16 sym = (__u16)bpf_get_attach_cookie(ctx);
 	__u32 flags = 0;
-	struct frame *f = &in->f[depth & (FX_MAX_DEPTH - 1)];
+	struct frame *f = &th->f[depth & (FX_MAX_DEPTH - 1)];
 	if (f->symbol != sym) {
 		/* An inner call left without returning (longjmp, exception):
 		 * find the frame this return belongs to. */
 		int found = 0;
 		for (int i = FX_MAX_DEPTH - 1; i >= 0; i--) {
-			if (i < (int)depth && in->f[i].symbol == sym) {
+			if (i < (int)depth && th->f[i].symbol == sym) {
 				depth = i;
 				found = 1;
 				break;
@@ -283,8 +284,8 @@ int call_return(struct pt_regs *ctx)
 			s->unmatched_returns++;
 			return 0;
 		}
-		in->depth = depth;
-		f = &in->f[depth & (FX_MAX_DEPTH - 1)];
+		th->depth = depth;
+		f = &th->f[depth & (FX_MAX_DEPTH - 1)];
 		flags |= FX_CALL_REORDERED;
 	}
 
@@ -302,8 +303,8 @@ int call_return(struct pt_regs *ctx)
 	e->kind = FX_KIND_CALL;
 	e->depth = depth;
 	e->symbol = sym;
-	e->pid = id >> 32;
-	e->tid = tid;
+	e->pid = th->pid;
+	e->tid = th->tid;
 	e->result = result;
 	e->stack_id = -1;
 	e->ts_entry = f->ts;
@@ -340,7 +341,10 @@ int call_return(struct pt_regs *ctx)
 				s->frozen++;
 			}
 		}
-	} else if (wakeup_bytes && bpf_ringbuf_query(&events, BPF_RB_AVAIL_DATA) >= wakeup_bytes) {
+	} else if (wakeup_every && ++s->unwoken >= wakeup_every) {
+		/* The reader also polls; this bounds how much a burst leaves
+		 * in the ring between polls. */
+		s->unwoken = 0;
 		wake = BPF_RB_FORCE_WAKEUP;
 	}
 	e->flags = flags;
@@ -375,8 +379,7 @@ int BPF_PROG(proc_exec, struct task_struct *p)
 SEC("tp_btf/sched_process_exit")
 int BPF_PROG(proc_exit, struct task_struct *p)
 {
-	__u32 tid = p->pid, tgid = p->tgid;
-	bpf_map_delete_elem(&inflight, &tid);
+	__u32 tgid = p->tgid;
 	if (!bpf_map_lookup_elem(&tracked, &tgid))
 		return 0;
 	/* Only the last thread's exit ends the process. */

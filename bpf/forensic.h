@@ -107,6 +107,7 @@ struct fx_stats {
 	__u64 lost_proc_first_ns;
 	__u64 stack_errors;     /* stack captures that failed */
 	__u64 frozen;           /* processes stopped by --freeze-on-failure */
+	__u64 unwoken;          /* successful calls since the last forced wake-up */
 };
 
 #endif

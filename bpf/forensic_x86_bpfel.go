@@ -61,6 +61,7 @@ type forensicFxStats struct {
 	LostProcFirstNs  uint64
 	StackErrors      uint64
 	Frozen           uint64
+	Unwoken          uint64
 }
 
 type forensicFxSymcfg struct {
@@ -75,10 +76,12 @@ type forensicFxSymcfg struct {
 	Pad     uint8
 }
 
-type forensicInflight struct {
+type forensicThread struct {
 	_     structs.HostLayout
+	State uint32
 	Depth uint32
-	Pad   uint32
+	Pid   uint32
+	Tid   uint32
 	F     [4]struct {
 		_      structs.HostLayout
 		Ts     uint64
@@ -95,11 +98,10 @@ type forensicInflight struct {
 // Used for safe lookups in a Collection or CollectionSpec.
 const (
 	forensicMapEvents          = "events"
-	forensicMapInflight        = "inflight"
-	forensicMapInflightZero    = "inflight_zero"
 	forensicMapStacks          = "stacks"
 	forensicMapStats           = "stats"
 	forensicMapSymcfg          = "symcfg"
+	forensicMapThreads         = "threads"
 	forensicMapTracked         = "tracked"
 	forensicProgCallEntry      = "call_entry"
 	forensicProgCallReturn     = "call_return"
@@ -110,7 +112,7 @@ const (
 	forensicVarTraceAll        = "trace_all"
 	forensicVarUnusedFxCall    = "unused_fx_call"
 	forensicVarUnusedFxProc    = "unused_fx_proc"
-	forensicVarWakeupBytes     = "wakeup_bytes"
+	forensicVarWakeupEvery     = "wakeup_every"
 )
 
 // loadForensic returns the embedded CollectionSpec for forensic.
@@ -166,13 +168,12 @@ type forensicProgramSpecs struct {
 //
 // It can be passed ebpf.CollectionSpec.Assign.
 type forensicMapSpecs struct {
-	Events       *ebpf.MapSpec `ebpf:"events"`
-	Inflight     *ebpf.MapSpec `ebpf:"inflight"`
-	InflightZero *ebpf.MapSpec `ebpf:"inflight_zero"`
-	Stacks       *ebpf.MapSpec `ebpf:"stacks"`
-	Stats        *ebpf.MapSpec `ebpf:"stats"`
-	Symcfg       *ebpf.MapSpec `ebpf:"symcfg"`
-	Tracked      *ebpf.MapSpec `ebpf:"tracked"`
+	Events  *ebpf.MapSpec `ebpf:"events"`
+	Stacks  *ebpf.MapSpec `ebpf:"stacks"`
+	Stats   *ebpf.MapSpec `ebpf:"stats"`
+	Symcfg  *ebpf.MapSpec `ebpf:"symcfg"`
+	Threads *ebpf.MapSpec `ebpf:"threads"`
+	Tracked *ebpf.MapSpec `ebpf:"tracked"`
 }
 
 // forensicVariableSpecs contains global variables before they are loaded into the kernel.
@@ -183,7 +184,7 @@ type forensicVariableSpecs struct {
 	TraceAll        *ebpf.VariableSpec `ebpf:"trace_all"`
 	UnusedFxCall    *ebpf.VariableSpec `ebpf:"unused_fx_call"`
 	UnusedFxProc    *ebpf.VariableSpec `ebpf:"unused_fx_proc"`
-	WakeupBytes     *ebpf.VariableSpec `ebpf:"wakeup_bytes"`
+	WakeupEvery     *ebpf.VariableSpec `ebpf:"wakeup_every"`
 }
 
 // forensicObjects contains all objects after they have been loaded into the kernel.
@@ -206,23 +207,21 @@ func (o *forensicObjects) Close() error {
 //
 // It can be passed to loadForensicObjects or ebpf.CollectionSpec.LoadAndAssign.
 type forensicMaps struct {
-	Events       *ebpf.Map `ebpf:"events"`
-	Inflight     *ebpf.Map `ebpf:"inflight"`
-	InflightZero *ebpf.Map `ebpf:"inflight_zero"`
-	Stacks       *ebpf.Map `ebpf:"stacks"`
-	Stats        *ebpf.Map `ebpf:"stats"`
-	Symcfg       *ebpf.Map `ebpf:"symcfg"`
-	Tracked      *ebpf.Map `ebpf:"tracked"`
+	Events  *ebpf.Map `ebpf:"events"`
+	Stacks  *ebpf.Map `ebpf:"stacks"`
+	Stats   *ebpf.Map `ebpf:"stats"`
+	Symcfg  *ebpf.Map `ebpf:"symcfg"`
+	Threads *ebpf.Map `ebpf:"threads"`
+	Tracked *ebpf.Map `ebpf:"tracked"`
 }
 
 func (m *forensicMaps) Close() error {
 	return _ForensicClose(
 		m.Events,
-		m.Inflight,
-		m.InflightZero,
 		m.Stacks,
 		m.Stats,
 		m.Symcfg,
+		m.Threads,
 		m.Tracked,
 	)
 }
@@ -235,7 +234,7 @@ type forensicVariables struct {
 	TraceAll        *ebpf.Variable `ebpf:"trace_all"`
 	UnusedFxCall    *ebpf.Variable `ebpf:"unused_fx_call"`
 	UnusedFxProc    *ebpf.Variable `ebpf:"unused_fx_proc"`
-	WakeupBytes     *ebpf.Variable `ebpf:"wakeup_bytes"`
+	WakeupEvery     *ebpf.Variable `ebpf:"wakeup_every"`
 }
 
 // forensicPrograms contains all programs after they have been loaded into the kernel.

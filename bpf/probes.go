@@ -113,9 +113,9 @@ func Load(opts Options) (*Objects, error) {
 	if err := set(forensicVarFreezeOnFailure, boolByte(opts.FreezeOnFailure)); err != nil {
 		return nil, err
 	}
-	// Wake the reader early when half the ring is pending, so a burst
-	// cannot overrun a reader that only polls.
-	if err := set(forensicVarWakeupBytes, uint64(opts.RingBytes/2)); err != nil {
+	// Wake the reader after every eighth of the ring's records per CPU,
+	// so a burst cannot overrun a reader that only polls.
+	if err := set(forensicVarWakeupEvery, max(uint64(64), uint64(opts.RingBytes)/recordBytes/8)); err != nil {
 		return nil, err
 	}
 	o := &Objects{}
@@ -146,6 +146,9 @@ func Load(opts Options) (*Objects, error) {
 }
 
 const maxSymbols = 512 // FX_MAX_SYMBOLS
+
+// recordBytes is what one call record takes in the ring (with its header).
+const recordBytes = 168
 
 func boolByte(b bool) uint8 {
 	if b {

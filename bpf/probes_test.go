@@ -102,3 +102,11 @@ func FuzzDecodeRecord(f *testing.F) {
 		}
 	})
 }
+
+// recordBytes sizes the wake-up threshold: a call record plus the ring
+// buffer's 8-byte header.
+func TestRecordBytes(t *testing.T) {
+	if callSize+8 != recordBytes {
+		t.Fatalf("a call record takes %d bytes in the ring, recordBytes says %d", callSize+8, recordBytes)
+	}
+}

@@ -329,6 +329,11 @@ func Run(ctx context.Context, cfg Config) (*Result, error) {
 	}
 	r.onRelease(func() { closeLinks(&r.lifeLinks) })
 	r.onRelease(r.detachProbes)
+	if run.Mode == "pid" {
+		// Before any probe: a thread decides at its first call whether it
+		// is recorded, and keeps that answer.
+		r.trackExisting(uint32(cfg.PID))
+	}
 	attached := 0
 	r.attached = map[[2]uint64]bool{}
 	for _, lf := range libs {
@@ -438,7 +443,6 @@ func Run(ctx context.Context, cfg Config) (*Result, error) {
 		waitErr = make(chan error, 1)
 		go func() { waitErr <- cmd.Wait() }()
 	case "pid":
-		r.trackExisting(uint32(cfg.PID))
 		if cfg.Ready != nil {
 			cfg.Ready()
 		}
