@@ -111,15 +111,18 @@ func (r *rec) onCall(c *bpf.Call) {
 		e.Dev = 0
 		p.ensureDevice(0, r.gpus)
 	}
-	if !p.mapsRead || (e.Result != 0 && e.Stack >= 0) {
-		// Executable mappings, for symbolizing stacks at analysis time;
-		// read while the process is surely alive (a failure with
-		// --freeze-on-failure holds it stopped).
-		if maps := readMappings("/proc", c.Pid); maps != nil {
+	if p.mapsAt == 0 || (e.Result != 0 && e.Stack >= 0 && e.End-p.mapsAt > int64(time.Second)) {
+		// Executable mappings, for symbolizing stacks at analysis time:
+		// at the first call (libcuda is loaded by then), and again at a
+		// failure with a stack (a library loaded since), at most once a
+		// second per process: stacks are stored as build id and offset, so
+		// this is only to know which files to look in, and a failure storm
+		// must not make the reader re-read /proc and every ELF file.
+		if maps := readMappings("/proc", c.Pid, r.buildIDs); maps != nil {
 			p.rec.Maps = maps
 			p.dirty = true
 		}
-		p.mapsRead = true
+		p.mapsAt = e.End
 	}
 	var frames []store.Frame
 	if e.Stack >= 0 && !r.stacksSeen[e.Stack] {
@@ -244,7 +247,7 @@ func (r *rec) onProc(e *bpf.Proc) {
 		}
 		// The executable is mapped now and the process is surely alive:
 		// keep its mappings (and build ids) for symbolizing its stacks.
-		if maps := readMappings("/proc", e.Pid); maps != nil {
+		if maps := readMappings("/proc", e.Pid, r.buildIDs); maps != nil {
 			p.rec.Maps = maps
 		}
 		p.dirty = true

@@ -6,6 +6,7 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"syscall"
 
 	"github.com/retrivium/forensic/internal/elfnote"
 	"github.com/retrivium/forensic/store"
@@ -100,14 +101,36 @@ func readProc(procRoot string, pid uint32) procInfo {
 
 // readMappings lists the executable file mappings of a process, for
 // symbolizing its stacks later (paths through /proc/PID/root, build ids).
-func readMappings(procRoot string, pid uint32) []store.Mapping {
+// buildIDCache remembers the build id of files by device, inode, size and
+// modification time, so a process's mappings are read without opening
+// every ELF file again.
+type buildIDCache map[[4]int64]string
+
+func (c buildIDCache) get(path string) string {
+	st, err := os.Stat(path)
+	if err != nil {
+		return ""
+	}
+	sys, ok := st.Sys().(*syscall.Stat_t)
+	if !ok {
+		return elfnote.BuildID(path)
+	}
+	k := [4]int64{int64(sys.Dev), int64(sys.Ino), st.Size(), st.ModTime().UnixNano()}
+	id, seen := c[k]
+	if !seen {
+		id = elfnote.BuildID(path)
+		c[k] = id
+	}
+	return id
+}
+
+func readMappings(procRoot string, pid uint32, ids buildIDCache) []store.Mapping {
 	dir := filepath.Join(procRoot, strconv.FormatUint(uint64(pid), 10))
 	data, err := os.ReadFile(filepath.Join(dir, "maps"))
 	if err != nil {
 		return nil
 	}
 	var out []store.Mapping
-	ids := map[string]string{}
 	for _, line := range strings.Split(string(data), "\n") {
 		f := strings.Fields(line)
 		if len(f) < 6 || !strings.Contains(f[1], "x") || !strings.HasPrefix(f[5], "/") {
@@ -122,12 +145,7 @@ func readMappings(procRoot string, pid uint32) []store.Mapping {
 		off, _ := strconv.ParseUint(f[2], 16, 64)
 		path := strings.Join(f[5:], " ")
 		host := filepath.Join(dir, "root", path)
-		id, seen := ids[path]
-		if !seen {
-			id = elfnote.BuildID(host)
-			ids[path] = id
-		}
-		out = append(out, store.Mapping{Start: start, End: end, Offset: off, Path: path, Host: hostPathFor(path, host), BuildID: id})
+		out = append(out, store.Mapping{Start: start, End: end, Offset: off, Path: path, Host: hostPathFor(path, host), BuildID: ids.get(host)})
 	}
 	return out
 }

@@ -228,6 +228,8 @@ type rec struct {
 	writeErr    error
 	stopInfo    store.StopInfo
 	closers     []func()
+	// buildIDs is the event reader's cache of ELF build ids.
+	buildIDs buildIDCache
 
 	// event-reader state
 	procs       map[uint32]*procState
@@ -268,7 +270,7 @@ func Run(ctx context.Context, cfg Config) (*Result, error) {
 
 	r := &rec{cfg: cfg, frozen: map[uint32]*frozenProc{}, triggers: make(chan triggerReq, 4096),
 		stopWriting: make(chan struct{}), procs: map[uint32]*procState{},
-		stacksSeen: map[int32]bool{}, rootExited: make(chan struct{})}
+		stacksSeen: map[int32]bool{}, rootExited: make(chan struct{}), buildIDs: buildIDCache{}}
 	r.room = sync.NewCond(&r.mu)
 	r.pending.Stacks = map[int32][]store.Frame{}
 	r.spare.Stacks = map[int32][]store.Frame{}

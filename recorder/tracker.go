@@ -16,7 +16,7 @@ type procState struct {
 	uuid, bus map[int32]string
 	vis       visibility
 	dirty     bool
-	mapsRead  bool
+	mapsAt    int64 // when its mappings were last read (run clock), 0 never
 }
 
 func newProcState(p store.Process) *procState {

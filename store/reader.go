@@ -280,9 +280,14 @@ func (r *Reader) SymbolNames() []string { return append([]string(nil), r.symbols
 // dropMapped tells the kernel this process no longer needs the resident
 // pages of bbolt's read-only shared mapping of the file. Nothing is lost:
 // the next touch reads a page back from the page cache.
-func (r *Reader) dropMapped() {
-	start := r.db.Info().Data
+func (r *Reader) dropMapped() { dropMapped(r.db, r.size) }
+
+// dropMapped releases the resident pages of bbolt's shared mapping of a
+// file of the given size. bbolt only reads through the mapping (it writes
+// with pwrite), so the pages are clean and nothing is lost.
+func dropMapped(db *bolt.DB, size int64) {
+	start := db.Info().Data
 	pg := uintptr(os.Getpagesize())
-	length := (uintptr(r.size) + pg - 1) &^ (pg - 1)
+	length := (uintptr(size) + pg - 1) &^ (pg - 1)
 	unix.Syscall(unix.SYS_MADVISE, start, length, unix.MADV_DONTNEED)
 }
