@@ -7,6 +7,7 @@ import (
 	"strconv"
 	"strings"
 	"syscall"
+	"time"
 
 	"github.com/retrivium/forensic/store"
 )
@@ -30,8 +31,7 @@ var xidRE = regexp.MustCompile(`Xid \([^)]*\): (\d+)`)
 
 // parseKmsg parses one /dev/kmsg record ("prio,seq,usec,flags;text\n"
 // plus continuation lines) and keeps it only if it is an NVIDIA driver line
-// (NVRM) or an Xid. The kernel stamps records with its local clock in
-// microseconds, which tracks CLOCK_MONOTONIC (see README).
+// (NVRM) or an Xid. Time is the kernel's printk clock (see calibrateKmsg).
 func parseKmsg(rec []byte) (store.KernelLog, bool) {
 	head, body, ok := strings.Cut(string(rec), ";")
 	if !ok {
@@ -60,8 +60,65 @@ func parseKmsg(rec []byte) (store.KernelLog, bool) {
 	return l, true
 }
 
-// readKmsg delivers NVRM/Xid lines until f is closed.
-func readKmsg(f *os.File, out func(store.KernelLog)) {
+// kmsgHead returns the printk timestamp (ns) and text of a record.
+func kmsgHead(rec []byte) (int64, string, bool) {
+	head, body, ok := strings.Cut(string(rec), ";")
+	if !ok {
+		return 0, "", false
+	}
+	f := strings.Split(head, ",")
+	if len(f) < 3 {
+		return 0, "", false
+	}
+	usec, err := strconv.ParseInt(f[2], 10, 64)
+	if err != nil {
+		return 0, "", false
+	}
+	text, _, _ := strings.Cut(body, "\n")
+	return usec * 1000, text, true
+}
+
+// calibrateKmsg measures the offset of the kernel log's clock from the run
+// clock. The printk clock is the kernel's local clock, which drifts against
+// CLOCK_MONOTONIC by milliseconds over hours (measured here: +0.8 ms, then
+// -1.8 ms two hours later), too much to place an Xid between two calls. So
+// forensic writes one line to the kernel log, noting the run clock around
+// the write, and reads it back through f (already open at the log's end):
+// offset = printk time - run time, within half the write's duration. Lines
+// read before it are returned, to be converted once the offset is known.
+func calibrateKmsg(f *os.File, note string) (offset, uncertainty int64, before [][]byte, err error) {
+	w, err := os.OpenFile("/dev/kmsg", os.O_WRONLY, 0)
+	if err != nil {
+		return 0, 0, nil, err
+	}
+	t0 := now()
+	_, err = w.WriteString(note + "\n")
+	t1 := now()
+	w.Close()
+	if err != nil {
+		return 0, 0, nil, err
+	}
+	f.SetReadDeadline(time.Now().Add(2 * time.Second))
+	defer f.SetReadDeadline(time.Time{})
+	buf := make([]byte, 8192)
+	for {
+		n, err := f.Read(buf)
+		if err != nil {
+			if errors.Is(err, syscall.EPIPE) {
+				continue
+			}
+			return 0, 0, before, err
+		}
+		if ts, text, ok := kmsgHead(buf[:n]); ok && strings.Contains(text, note) {
+			return ts - (t0+t1)/2, (t1 - t0 + 1) / 2, before, nil
+		}
+		before = append(before, append([]byte(nil), buf[:n]...))
+	}
+}
+
+// readKmsg delivers NVRM/Xid lines, with times converted to the run clock,
+// until f is closed.
+func readKmsg(f *os.File, offset int64, out func(store.KernelLog)) {
 	buf := make([]byte, 8192)
 	for {
 		n, err := f.Read(buf)
@@ -72,6 +129,8 @@ func readKmsg(f *os.File, out func(store.KernelLog)) {
 			return
 		}
 		if l, ok := parseKmsg(buf[:n]); ok {
+			l.Printk = l.Time
+			l.Time -= offset
 			out(l)
 		}
 	}

@@ -228,6 +228,9 @@ type rec struct {
 	writeErr    error
 	stopInfo    store.StopInfo
 	closers     []func()
+	// kmsgOffset is the kernel log clock's offset from the run clock, and
+	// kmsgError its uncertainty (-1: not measured).
+	kmsgOffset, kmsgError int64
 	// buildIDs is the event reader's cache of ELF build ids.
 	buildIDs buildIDCache
 
@@ -412,12 +415,27 @@ func Run(ctx context.Context, cfg Config) (*Result, error) {
 		if kmsg, err = openKmsg("/dev/kmsg"); err != nil {
 			fmt.Fprintf(cfg.Log, "forensic: kernel log not recorded: %v\n", err)
 		} else {
-			go readKmsg(kmsg, func(l store.KernelLog) {
+			keep := func(l store.KernelLog) {
 				r.mu.Lock()
 				r.pending.Kmsg = append(r.pending.Kmsg, l)
 				r.stats.KernelLines++
 				r.mu.Unlock()
-			})
+			}
+			note := fmt.Sprintf("forensic[%d]: recording %s (run %s); this line aligns the kernel log's clock",
+				os.Getpid(), cfg.Output, run.ID)
+			offset, unc, before, err := calibrateKmsg(kmsg, note)
+			if err != nil {
+				fmt.Fprintf(cfg.Log, "forensic: kernel log times not aligned with the run clock (%v); they may be off by milliseconds\n", err)
+				offset, unc = 0, -1
+			}
+			for _, rec := range before {
+				if l, ok := parseKmsg(rec); ok {
+					l.Printk, l.Time = l.Time, l.Time-offset
+					keep(l)
+				}
+			}
+			r.kmsgOffset, r.kmsgError = offset, unc
+			go readKmsg(kmsg, offset, keep)
 		}
 	}
 	var ctl net.Listener
@@ -732,7 +750,7 @@ func (r *rec) shutdown(ctl net.Listener, kmsg *os.File, samplerStop, samplerDone
 	close(writerStop)
 	wg.Wait()
 	r.stopInfo = store.StopInfo{Time: t, Wall: time.Now().UTC(), Reason: reason, Workload: workload,
-		Stats: stats, TriggerDelay: delayStats(delays)}
+		Stats: stats, TriggerDelay: delayStats(delays), KmsgOffset: r.kmsgOffset, KmsgOffsetError: r.kmsgError}
 	if runErr != nil {
 		r.stopInfo.Error = runErr.Error()
 	}

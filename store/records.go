@@ -115,6 +115,11 @@ type StopInfo struct {
 	Workload     *Exit      `json:"workload,omitempty"`
 	Stats        Stats      `json:"stats"`
 	TriggerDelay DelayStats `json:"trigger_delay"`
+	// KmsgOffset is how far the kernel log's printk clock was ahead of the
+	// run clock (kernel lines are stored converted), measured at the start
+	// within KmsgOffsetError (-1: not measured, lines unconverted).
+	KmsgOffset      int64 `json:"kmsg_offset_ns"`
+	KmsgOffsetError int64 `json:"kmsg_offset_error_ns"`
 }
 
 // Library is one libcuda file the recorder attached to.
@@ -362,7 +367,8 @@ type Process struct {
 
 // KernelLog is one NVRM or Xid line of the kernel log.
 type KernelLog struct {
-	Time     int64  `json:"time_ns"`
+	Time     int64  `json:"time_ns"`   // run clock
+	Printk   int64  `json:"printk_ns"` // as the kernel stamped it
 	Seq      uint64 `json:"kmsg_seq"`
 	Priority int    `json:"priority"`
 	Text     string `json:"text"`
