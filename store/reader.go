@@ -22,7 +22,6 @@ const LockWait = 200 * time.Millisecond
 // time.
 type Reader struct {
 	db      *bolt.DB
-	size    int64 // file size at open
 	path    string
 	schema  uint32
 	run     RunInfo
@@ -57,7 +56,7 @@ func Open(path string) (r *Reader, err error) {
 		}
 		return nil, fmt.Errorf("%s: %w: %v", path, ErrNotRunDB, err)
 	}
-	r = &Reader{db: db, path: path, size: st.Size()}
+	r = &Reader{db: db, path: path}
 	if err := r.load(); err != nil {
 		db.Close()
 		return nil, fmt.Errorf("%s: %w", path, err)
@@ -200,7 +199,7 @@ func (r *Reader) Events(fn func(*Event) error) (err error) {
 			// large run does not grow with the file.
 			if read += len(chunk); read >= 16<<20 {
 				read = 0
-				r.dropMapped()
+				r.dropMapped(tx)
 			}
 			return err
 		})
@@ -280,14 +279,24 @@ func (r *Reader) SymbolNames() []string { return append([]string(nil), r.symbols
 // dropMapped tells the kernel this process no longer needs the resident
 // pages of bbolt's read-only shared mapping of the file. Nothing is lost:
 // the next touch reads a page back from the page cache.
-func (r *Reader) dropMapped() { dropMapped(r.db, r.size) }
+func (r *Reader) dropMapped(tx *bolt.Tx) { dropMapped(r.db, tx) }
 
-// dropMapped releases the resident pages of bbolt's shared mapping of a
-// file of the given size. bbolt only reads through the mapping (it writes
-// with pwrite), so the pages are clean and nothing is lost.
-func dropMapped(db *bolt.DB, size int64) {
+// dropMapped releases the resident pages of bbolt's shared mapping of the
+// file. bbolt only reads through the mapping (it writes with pwrite), so
+// the pages are clean and nothing is lost. The range is what the
+// transaction sees (its high-water mark), which bbolt keeps mapped: the
+// file itself may be longer than the mapping (bbolt grows it ahead), and
+// MADV_DONTNEED past the mapping would zero whatever memory lies there.
+func dropMapped(db *bolt.DB, tx *bolt.Tx) {
+	size := tx.Size()
+	if size <= 0 {
+		return
+	}
 	start := db.Info().Data
 	pg := uintptr(os.Getpagesize())
-	length := (uintptr(size) + pg - 1) &^ (pg - 1)
+	length := uintptr(size) &^ (pg - 1) // whole pages only, never past it
+	if length == 0 {
+		return
+	}
 	unix.Syscall(unix.SYS_MADVISE, start, length, unix.MADV_DONTNEED)
 }

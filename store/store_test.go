@@ -360,3 +360,45 @@ func FuzzOpen(f *testing.F) {
 		readAll(r)
 	})
 }
+
+// Commits that grow the file past bbolt's mapping (bbolt extends the file
+// ahead of it) must not release memory beyond the mapping: a past version
+// zeroed whatever followed it, and the Go runtime crashed within a few
+// dozen commits like these.
+func TestManyCommitsKeepMemoryIntact(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "run.db")
+	w, err := Create(path, CreateOptions{}, testRun(), []string{"cuMemAlloc_v2"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	w.Reserve = 0
+	var keep [][]byte
+	for c := 0; c < 80; c++ {
+		evs := make([]Event, 25000)
+		for i := range evs {
+			evs[i] = Event{PID: 7, TID: 7, Start: int64(c*1e9 + i*1000), End: int64(c*1e9 + i*1000 + 500), Dev: 0, Stack: -1,
+				Fields: cuda.Fields{Has: cuda.FieldSize | cuda.FieldPtr, Size: uint64(i), Ptr: uint64(c)<<32 | uint64(i)}}
+		}
+		if err := w.Commit(&Batch{Events: evs}); err != nil {
+			t.Fatal(err)
+		}
+		b := bytes.Repeat([]byte{byte(c)}, 1<<16)
+		keep = append(keep, b)
+	}
+	for c, b := range keep {
+		if bytes.Count(b, []byte{byte(c)}) != len(b) {
+			t.Fatalf("heap memory written by commit %d changed", c)
+		}
+	}
+	w.Close()
+	r, err := Open(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer r.Close()
+	n := 0
+	r.Events(func(*Event) error { n++; return nil })
+	if n != 80*25000 {
+		t.Fatalf("%d events read back, want %d", n, 80*25000)
+	}
+}

@@ -284,9 +284,10 @@ func (w *Writer) Commit(b *Batch) error {
 	// bbolt reads the B+tree through its mapping of the file, and every
 	// page it touched stays resident: over a long run the recorder's memory
 	// would grow with run.db. Let them go after each commit.
-	if st, err := os.Stat(w.path); err == nil {
-		dropMapped(w.db, st.Size())
-	}
+	w.db.View(func(tx *bolt.Tx) error {
+		dropMapped(w.db, tx)
+		return nil
+	})
 	return nil
 }
 
