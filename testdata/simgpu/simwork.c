@@ -94,8 +94,17 @@
  *   mix N                N x cuMemAlloc_v2(64K..4M), cuMemAllocAsync(1M),
  *                        cuMemFreeAsync, cuMemAllocHost_v2(64K), cuMemFreeHost,
  *                        cuMemFree_v2; tight loop
- *   (stress and mix print no per-call lines; if any call failed they print
+ *   paced RATE SECONDS [SIZE]   cuMemAlloc_v2(SIZE, default 4096) + cuMemFree_v2 (the
+ *                        free only after a successful allocation) for SECONDS, issuing
+ *                        calls at RATE calls/s (0: as fast as possible); a thread that
+ *                        falls behind catches up. Waits sleep down to the last 200 us,
+ *                        then spin on clock_gettime. Prints
+ *                        "paced CALLS calls FAILED failed NS ns RATE calls/s"
+ *   (stress, mix and paced print no per-call lines; if any call failed they print
  *    one summary line "simwork: stress: F of C calls failed (first: SYM -> CODE NAME)")
+ * timing
+ *   clock                print "clock NS", CLOCK_MONOTONIC in nanoseconds (for
+ *                        timing a step from inside the process: clock; mix N; clock)
  */
 #define _GNU_SOURCE
 #include "simcuda.h"
@@ -460,6 +469,13 @@ static int write_atomic(const char *path, const void *data, size_t len)
         return -1;
     }
     return 0;
+}
+
+static void sleep_ns(uint64_t ns)
+{
+    struct timespec ts = {(time_t)(ns / 1000000000ull), (long)(ns % 1000000000ull)};
+    while (nanosleep(&ts, &ts) != 0 && errno == EINTR)
+        ;
 }
 
 static void sleep_ms(long ms)
@@ -1236,6 +1252,71 @@ NOINLINE int step_mix(struct exec *e, int argc, char **argv)
     return failed != 0;
 }
 
+static uint64_t mono_ns(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+}
+
+NOINLINE int step_paced(struct exec *e, int argc, char **argv)
+{
+    (void)e;
+    U64(rate, 1);
+    U64(secs, 2);
+    uint64_t size = 4096;
+    if (argc > 3 && arg_u64(argv[0], argv[3], &size) != 0)
+        return 1;
+    if (need(p_cuMemAlloc_v2 && p_cuMemFree_v2, argv[0], "cuMemAlloc_v2/cuMemFree_v2 not found"))
+        return 1;
+    unsigned long allocs = 0, frees = 0, failed = 0;
+    const char *fsym = NULL;
+    int frc = 0;
+    uint64_t t0 = mono_ns(), end = t0 + secs * 1000000000ull, t;
+    while ((t = mono_ns()) < end) {
+        if (rate) {
+            /* Call number allocs+frees is due at t0 + (allocs+frees)/rate. */
+            uint64_t due = t0 + (uint64_t)((double)(allocs + frees) * 1e9 / (double)rate);
+            if (t < due) {
+                if (due - t > 200000)
+                    sleep_ns(due - t - 100000);
+                while (mono_ns() < due)
+                    ;
+            }
+        }
+        CUdeviceptr p = 0;
+        allocs++;
+        int rc = p_cuMemAlloc_v2(&p, (size_t)size);
+        if (rc) {
+            if (!failed++) {
+                fsym = "cuMemAlloc_v2";
+                frc = rc;
+            }
+            continue;
+        }
+        frees++;
+        rc = p_cuMemFree_v2(p);
+        if (rc && !failed++) {
+            fsym = "cuMemFree_v2";
+            frc = rc;
+        }
+    }
+    uint64_t el = mono_ns() - t0;
+    simcalls_add(SC_cuMemAlloc_v2, allocs);
+    simcalls_add(SC_cuMemFree_v2, frees);
+    printf("paced %lu calls %lu failed %llu ns %.0f calls/s\n", allocs + frees, failed,
+           (unsigned long long)el, el ? (double)(allocs + frees) * 1e9 / (double)el : 0.0);
+    load_summary(argv[0], failed, allocs + frees, fsym, frc);
+    return failed != 0;
+}
+
+NOINLINE int step_clock(struct exec *e, int argc, char **argv)
+{
+    (void)e; (void)argc; (void)argv;
+    printf("clock %llu\n", (unsigned long long)mono_ns());
+    return 0;
+}
+
 /* ------------------------------------------------------------------------ */
 /* Steps: process control                                                    */
 /* ------------------------------------------------------------------------ */
@@ -1574,6 +1655,8 @@ static const struct stepdef steps[] = {
     {"free-all", 0, 0, 0, 1, step_free_all},
     {"stress", 1, 1, 0, 1, step_stress},
     {"mix", 1, 1, 0, 1, step_mix},
+    {"paced", 2, 3, 0, 1, step_paced},
+    {"clock", 0, 0, 0, 0, step_clock},
     {"repeat", 1, 1, 1, 0, NULL},
     {"until-fail", 0, 0, 1, 0, NULL},
     {"threads", 1, 1, 1, 0, NULL},

@@ -1,0 +1,251 @@
+#!/usr/bin/env bash
+# make bench: run every benchmark and write the figures to BENCHMARKS.md.
+#
+#   sudo make bench                  full settings (about 10 minutes)
+#   sudo BENCH_QUICK=1 make bench    every duration shortened: a smoke run
+#
+# Needs root (the benchmarks load eBPF programs), Go, and bpftrace (installed
+# here with apt-get when missing). The harness is Go programs under bench/
+# (one per measurement, each printing a markdown section) and
+# `go test -bench BenchmarkCommit ./store`; this script runs them in order
+# and assembles BENCHMARKS.md. Intermediate files go to build/bench/; the
+# large ones are deleted at the end.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+if [[ $(id -u) != 0 ]]; then
+	echo "make bench: run as root (it loads eBPF programs): sudo make bench" >&2
+	exit 1
+fi
+export CGO_CFLAGS=${CGO_CFLAGS:--Wno-deprecated-declarations}
+GO=${GO:-go}
+quick=${BENCH_QUICK:-0}
+work=build/bench
+bin=$work/bin
+out=BENCHMARKS.md
+mkdir -p "$work" "$bin"
+
+if ! command -v bpftrace >/dev/null; then
+	echo "== installing bpftrace (apt-get)"
+	export DEBIAN_FRONTEND=noninteractive
+	apt-get install -y bpftrace >/dev/null || { apt-get update >/dev/null && apt-get install -y bpftrace >/dev/null; }
+fi
+
+echo "== building the harness and the forensic binary it measures"
+# Its own forensic, built from the same tree at the same moment as the
+# harness (whose in-process profile must match it), so that nothing that
+# rebuilds bin/forensic during the run changes what is measured.
+$GO build -trimpath -o "$bin/forensic" ./cmd/forensic
+export BENCH_FORENSIC=$bin/forensic
+for p in overhead probecost storm genrun analyzer faildelay; do
+	$GO build -o "$bin/$p" "./bench/$p"
+done
+commit=$(git rev-parse --short HEAD 2>/dev/null || echo unknown)
+dirty=$(git status --porcelain --untracked-files=no -- ':!BENCHMARKS.md' 2>/dev/null | awk '{print $2}' | tr '\n' ' ')
+
+load() { cut -d' ' -f1-3 /proc/loadavg; }
+busy() { # processes using at least 5% of a CPU over one second (top's second frame)
+	top -b -c -n 2 -d 1 -w 250 2>/dev/null | awk '/^top -/ {n++} n == 2 && $1 ~ /^[0-9]+$/ && $9 + 0 >= 5 {
+		cmd = ""; for (i = 12; i <= NF; i++) cmd = cmd " " $i
+		printf "%5.1f%% CPU  pid %s %s\n", $9, $1, substr(cmd, 1, 140)
+	}' | grep -v -e ' top -b' | head -6 || true
+}
+load_start=$(load)
+busy_start=$(busy)
+started=$(date -u +%Y-%m-%dT%H:%M:%SZ)
+t0=$(date +%s)
+echo "== machine load at start: $load_start"
+if [[ -n $busy_start ]]; then
+	echo "   busy processes:"; echo "$busy_start" | sed 's/^/     /'
+fi
+
+export BENCH_SUMMARY=$work/summary.md
+: >"$BENCH_SUMMARY"
+sections=()
+failed=()
+
+# fail SECTION TITLE OUT LOG STATUS: a benchmark that did not finish gets a
+# section saying so (with the end of its output) instead of figures.
+fail() {
+	local sec=$1 title=$2 out=$3 log=$4 status=$5
+	failed+=("$sec")
+	echo "!! $title failed (status $status); see $log" >&2
+	{
+		echo "## $sec. $title: FAILED"
+		echo
+		echo "The benchmark exited with status $status before it finished; the end of its output:"
+		echo
+		echo '```'
+		grep -m1 -A12 -E '^(panic|fatal error|.*: (exit status|error))' "$log" 2>/dev/null || tail -n 15 "$log"
+		echo '```'
+		echo
+	} >"$out"
+	echo "| $sec | $title | did not finish (status $status) | **failed** |" >>"$BENCH_SUMMARY"
+}
+
+# section SECTION TITLE OUT CMD...: run a harness program whose stdout is
+# the section's markdown; its stderr (progress) is shown and kept.
+section() {
+	local sec=$1 title=$2 out=$3
+	shift 3
+	local log=${out%.md}.log status=0
+	"$@" >"$out" 2> >(tee "$log" >&2) || status=$?
+	wait
+	if ((status != 0)); then
+		fail "$sec" "$title" "$out" "$log" "$status"
+	fi
+	sections+=("$out")
+}
+
+echo "== 1. per-call overhead (bench/overhead, bench/probecost)"
+section 1 "Per-call overhead" "$work/1-overhead.md" "$bin/overhead"
+if [[ ! " ${failed[*]} " =~ " 1 " ]]; then
+	status=0
+	"$bin/probecost" >>"$work/1-overhead.md" 2> >(tee "$work/1-probecost.log" >&2) || status=$?
+	wait
+	((status == 0)) || fail 1 "Per-call overhead (probecost)" "$work/1-probecost.md" "$work/1-probecost.log" "$status"
+	((status == 0)) || sections+=("$work/1-probecost.md")
+fi
+
+echo "== 2, 3. call storms: sustained rate, recorder CPU and memory, bytes per event (bench/storm)"
+section 2 "Sustained call rate, recorder resources" "$work/2-storm.md" "$bin/storm"
+
+echo "== 3. writer benchmark (go test -bench BenchmarkCommit ./store)"
+benchtime=2000000x
+[[ $quick == 1 ]] && benchtime=200000x
+status=0
+$GO test -run '^$' -bench '^BenchmarkCommit$' -benchtime "$benchtime" -count 1 ./store >"$work/commit.txt" 2>&1 || status=$?
+cat "$work/commit.txt"
+if ((status != 0)); then
+	fail 3 "Writer benchmark (go test -bench BenchmarkCommit ./store)" "$work/3-commit.md" "$work/commit.txt" "$status"
+else
+	{
+		echo "### Writer: \`go test -bench BenchmarkCommit ./store\`"
+		echo
+		echo "\`store/writer_bench_test.go\`: one \`Writer.Commit\` per simulated 100 ms flush holding that flush's call events"
+		echo "(the 6-symbol mix, fields decoded by the symbol table) and one NVML round (3 samples), into a fresh run.db;"
+		echo "\`-benchtime $benchtime\` events. batch=1000 is 10,000 calls/s, batch=25000 is 250,000 calls/s."
+		echo "ns/event includes bbolt's fsyncs; bytes/event is the final file's size over the events; written B/event is"
+		echo "what the writer handed to write(2) per event (/proc/self/io wchar)."
+		echo
+		echo "| benchmark | ns/event | events/s | bytes/event (file) | written B/event | B/op | allocs/op |"
+		echo "|---|---:|---:|---:|---:|---:|---:|"
+		awk '/^BenchmarkCommit/ {
+			name=$1; sub(/^BenchmarkCommit\//, "", name); sub(/-[0-9]+$/, "", name)
+			for (i = 3; i < NF; i += 2) v[$(i+1)] = $i
+			printf "| %s | %s | %.0f | %s | %s | %s | %s |\n", name, v["ns/event"], v["events/s"], v["bytes/event"], v["written-B/event"], v["B/op"], v["allocs/op"]
+		}' "$work/commit.txt"
+		echo
+		echo "The writer writes 3.5 to 6 times the event payload (about 24 B/event, section 3 above): every commit rewrites"
+		echo "the last leaf of the events bucket, and bbolt never splits a node of four keys or fewer, so that leaf holds"
+		echo "two to four earlier chunks (each a whole 100 ms flush) that are copied again with the new one."
+		echo
+		echo '```'
+		grep -E '^(goos|goarch|cpu|Benchmark)' "$work/commit.txt"
+		echo '```'
+		echo
+	} >"$work/3-commit.md"
+fi
+sections+=("$work/3-commit.md")
+
+echo "== 4. analyzer on a large run (bench/genrun, bench/analyzer)"
+calls=10000000 samples=100000
+[[ $quick == 1 ]] && calls=1000000 samples=10000
+gen_t0=$(date +%s%N)
+status=0
+"$bin/genrun" -o "$work/big.db" -calls $calls -samples $samples 2> >(tee "$work/4-genrun.log" >&2) || status=$?
+wait
+gen_ms=$((($(date +%s%N) - gen_t0) / 1000000))
+if ((status != 0)); then
+	fail 4 "Analyzer (genrun)" "$work/4-analyzer.md" "$work/4-genrun.log" "$status"
+	sections+=("$work/4-analyzer.md")
+else
+	section 4 "Analyzer" "$work/4-analyzer.md" "$bin/analyzer" -db "$work/big.db" -cpuprofile "$work/analyze.pprof" \
+		-gen " (\`genrun -calls $calls -samples $samples\`, written in $((gen_ms / 1000)).$(((gen_ms % 1000) / 100)) s)"
+fi
+rm -f "$work/big.db" "$work/big-trace.json" "$work/big-report.html"
+
+echo "== 5. failure-to-sample delay (bench/faildelay)"
+section 5 "Failure-to-sample delay" "$work/5-faildelay.md" "$bin/faildelay"
+
+load_end=$(load)
+busy_end=$(busy)
+elapsed=$(($(date +%s) - t0))
+finished=$(date -u +%Y-%m-%dT%H:%M:%SZ)
+
+cpu_model=$(awk -F': ' '/^model name/ {print $2; exit}' /proc/cpuinfo)
+mem_total=$(awk '/^MemTotal/ {printf "%.1f GiB", $2/1048576}' /proc/meminfo)
+os_name=$(. /etc/os-release && echo "$PRETTY_NAME")
+vm=$(systemd-detect-virt --vm 2>/dev/null || true)
+container=$(systemd-detect-virt --container 2>/dev/null || true)
+clocksource=$(cat /sys/devices/system/clocksource/clocksource0/current_clocksource 2>/dev/null || echo unknown)
+mode="full settings"
+[[ $quick == 1 ]] && mode="BENCH_QUICK=1 (every duration shortened: a smoke run, not the reference figures)"
+
+{
+	echo "# Benchmarks"
+	echo
+	echo "Written by \`make bench\` (scripts/bench.sh) on $finished, $mode, in ${elapsed} s,"
+	echo "from commit $commit${dirty:+ with uncommitted changes to: $dirty}."
+	echo "Reproduce with \`sudo make bench\` (root: the benchmarks load eBPF programs); every tool used is public:"
+	echo "the Go programs under \`bench/\`, \`go test -bench\`, Debian's bpftrace, /proc, and the simulated GPU that"
+	echo "\`make\` builds (\`testdata/simgpu\`; no GPU is needed or used). The probes are attached to a private copy"
+	echo "of the simulated libcuda (\`build/bench/lib/libcuda.so.1\`), so nothing else on the machine hits them."
+	echo
+	echo "## Machine"
+	echo
+	echo "| | |"
+	echo "|---|---|"
+	echo "| CPUs (\`nproc\`) | $(nproc) |"
+	echo "| CPU model | $cpu_model |"
+	echo "| memory | $mem_total |"
+	echo "| kernel | $(uname -r) ($(uname -m)) |"
+	echo "| OS | $os_name |"
+	echo "| virtualization (systemd-detect-virt) | VM: ${vm:-none}; container: ${container:-none} |"
+	echo "| clock source | $clocksource |"
+	echo "| Go | $($GO version | awk '{print $3}') |"
+	echo "| bpftrace | $(bpftrace --version 2>/dev/null | awk '{print $2}') |"
+	echo "| load average (1, 5, 15 min) at start / end | $load_start / $load_end |"
+	echo
+	if [[ -n $busy_start$busy_end ]]; then
+		echo "Other processes were using CPU while the benchmarks ran (figures may be perturbed; rerun \`make bench\` on a quiet machine):"
+		echo
+		echo '```'
+		[[ -n $busy_start ]] && echo "at start:" && echo "$busy_start"
+		[[ -n $busy_end ]] && echo "at end:" && echo "$busy_end"
+		echo '```'
+		echo
+	else
+		echo "No other process was using CPU at the start or the end of the run."
+		echo
+	fi
+	echo "## Targets"
+	echo
+	echo "| § | target | measured | |"
+	echo "|---|---|---|---|"
+	cat "$BENCH_SUMMARY"
+	echo
+	echo "Where a target is missed, its section says by how much and why."
+	echo
+	echo "## Method"
+	echo
+	echo "- Workloads are \`simwork\` scripts (testdata/simgpu) against the simulated libcuda; the steps the benchmarks"
+	echo "  use are \`mix N\` (6 hooked calls per iteration), \`paced RATE SECONDS [SIZE]\` (alloc/free pairs at a set rate)"
+	echo "  and \`clock\` (prints CLOCK_MONOTONIC, so a workload times its own loop, excluding process start and probe attach)."
+	echo "- forensic is the script's own build (\`build/bench/bin/forensic\`, built with the harness from the same tree)."
+	echo "  \`forensic record\` runs with \`--libcuda build/bench/lib/libcuda.so.1 --libnvidia-ml build/simgpu/libnvidia-ml.so.1\`"
+	echo "  and otherwise default flags unless a section says otherwise. Losses come from the run's stop record"
+	echo "  (\`store.Open(run.db).Stop().Stats\`: Calls, Events, LostCalls)."
+	echo "- Recorder CPU is utime+stime of the forensic process's own threads from /proc/PID/stat, read after it exited"
+	echo "  and before it was reaped (waitid WNOWAIT), never rusage of a waited child (that would include the workload)."
+	echo "  Recorder memory is VmHWM / VmRSS from /proc/PID/status. Analyzer runs have no children: their peak is"
+	echo "  wait4's maxrss."
+	echo
+	for s in "${sections[@]}"; do
+		cat "$s"
+	done
+} >"$out"
+echo "== wrote $out (${elapsed} s; load at start $load_start, at end $load_end)"
+if ((${#failed[@]} > 0)); then
+	echo "make bench: section(s) ${failed[*]} did not finish; BENCHMARKS.md says so" >&2
+	exit 1
+fi
