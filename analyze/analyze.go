@@ -11,6 +11,7 @@
 package analyze
 
 import (
+	"errors"
 	"fmt"
 	"math"
 	"sort"
@@ -131,7 +132,7 @@ func Analyze(r *store.Reader, opts Options) (*Report, error) {
 		s.syms = append(s.syms, sym)
 		s.counts = append(s.counts, CallCount{Symbol: name})
 	}
-	if err := s.passFailures(); err != nil {
+	if err := s.findFailures(); err != nil {
 		return nil, err
 	}
 	s.pickFirst()
@@ -146,6 +147,7 @@ func Analyze(r *store.Reader, opts Options) (*Report, error) {
 	if err != nil {
 		return nil, err
 	}
+	s.fillCounts()
 	sp, err := s.passSamples(tr)
 	if err != nil {
 		return nil, err
@@ -168,55 +170,115 @@ func (s *state) symbol(id uint16) *cuda.Symbol {
 	return s.syms[id]
 }
 
-// passFailures is the first streaming pass: call counts, every failure,
-// and the landmarks.
-func (s *state) passFailures() error {
-	s.firstAlloc = -1
-	return s.r.Events(func(e *store.Event) error {
-		sym := s.symbol(e.Symbol)
-		if e.Depth > 0 {
-			return nil // a library's call to itself, not the application's
-		}
-		c := &s.counts[e.Symbol]
-		c.Calls++
-		pc := s.procCalls[e.PID]
-		if pc == nil {
-			pc = new([2]uint64)
-			s.procCalls[e.PID] = pc
-		}
-		pc[0]++
-		if e.End > s.lastTime {
-			s.lastTime = e.End
-		}
-		if e.Result == 0 {
-			if sym.Op == cuda.OpAllocation && (s.firstAlloc < 0 || e.End < s.firstAlloc) {
-				s.firstAlloc = e.End
-			}
-			if len(e.Key) > 0 && sym.Creates == cuda.ResNone && sym.Op == cuda.OpMapping && e.Has&cuda.FieldTarget != 0 {
-				// An export (IPC handle, pool pointer): remember which
-				// allocation its bytes name, so an import can be sized.
-				s.exportKeys[string(e.Key)] = exportRef{pid: e.PID, target: e.Target, dev: e.Dev}
+// findFailures collects every failed call from the failures index (a
+// whole pass over the events for files without one), then finds the run's
+// landmarks: the first successful allocation (an early scan) and where the
+// record ends (the last chunk). Call counts come with the live-bytes pass.
+func (s *state) findFailures() error {
+	err := s.r.Failures(func(e *store.Event) error {
+		s.noteFailure(e)
+		return nil
+	})
+	if errors.Is(err, store.ErrNoFailureIndex) {
+		err = s.r.Events(func(e *store.Event) error {
+			if e.Result != 0 {
+				s.noteFailure(e)
 			}
 			return nil
-		}
-		c.Failed++
-		pc[1]++
-		s.failedPIDs[e.PID] = true
-		ev := &event{sym: sym, name: e.Name, e: *e, key: append([]byte(nil), e.Key...)}
-		ev.e.Key = ev.key
-		if len(s.failures) < s.opts.MaxFailures {
-			s.failures = append(s.failures, ev)
-		} else {
-			s.rep.FailuresTruncated++
-		}
-		if sym.Op.Primary() && (s.first == nil || e.End < s.first.e.End) {
-			s.first = ev
-		}
-		if s.firstAny == nil || e.End < s.firstAny.e.End {
-			s.firstAny = ev
+		})
+	}
+	if err != nil {
+		return err
+	}
+	s.firstAlloc = -1
+	err = s.r.Events(func(e *store.Event) error {
+		if e.Result == 0 && e.Depth == 0 && s.symbol(e.Symbol).Op == cuda.OpAllocation {
+			s.firstAlloc = e.End
+			return errStop
 		}
 		return nil
 	})
+	if err != nil && !errors.Is(err, errStop) {
+		return err
+	}
+	s.lastTime, err = s.r.LastEventEnd()
+	return err
+}
+
+// errStop ends a scan early.
+var errStop = errors.New("stop")
+
+// noteFailure records one failed call.
+func (s *state) noteFailure(e *store.Event) {
+	if e.Depth > 0 {
+		return // a library's call to itself, not the application's
+	}
+	sym := s.symbol(e.Symbol)
+	s.failedPIDs[e.PID] = true
+	ev := &event{sym: sym, name: e.Name, e: *e, key: append([]byte(nil), e.Key...)}
+	ev.e.Key = ev.key
+	if len(s.failures) < s.opts.MaxFailures {
+		s.failures = append(s.failures, ev)
+	} else {
+		s.rep.FailuresTruncated++
+	}
+	if sym.Op.Primary() && (s.first == nil || e.End < s.first.e.End) {
+		s.first = ev
+	}
+	if s.firstAny == nil || e.End < s.firstAny.e.End {
+		s.firstAny = ev
+	}
+}
+
+// count tallies one event: calls and failures per symbol and per process,
+// and exports an import can be sized by.
+func (s *state) count(e *store.Event) {
+	if e.Depth > 0 {
+		return
+	}
+	s.symbol(e.Symbol) // grows counts for an id the file did not list
+	c := &s.counts[e.Symbol]
+	c.Calls++
+	pc := s.procCalls[e.PID]
+	if pc == nil {
+		pc = new([2]uint64)
+		s.procCalls[e.PID] = pc
+	}
+	pc[0]++
+	s.lastTime = max(s.lastTime, e.End)
+	if e.Result != 0 {
+		c.Failed++
+		pc[1]++
+		return
+	}
+	if len(e.Key) > 0 && e.Has&cuda.FieldTarget != 0 {
+		if sym := s.symbol(e.Symbol); sym.Creates == cuda.ResNone && sym.Op == cuda.OpMapping {
+			// An export (IPC handle, pool pointer): remember which
+			// allocation its bytes name, so an import can be sized.
+			s.exportKeys[string(e.Key)] = exportRef{pid: e.PID, target: e.Target, dev: e.Dev}
+		}
+	}
+}
+
+// fillCounts puts the call counts, known after the live-bytes pass, into
+// the report.
+func (s *state) fillCounts() {
+	for i := range s.rep.Processes {
+		if pc := s.procCalls[s.rep.Processes[i].PID]; pc != nil {
+			s.rep.Processes[i].Calls, s.rep.Processes[i].Failed = pc[0], pc[1]
+		}
+	}
+	for _, c := range s.counts {
+		if c.Calls > 0 {
+			s.rep.Calls = append(s.rep.Calls, c)
+		}
+	}
+	sort.Slice(s.rep.Calls, func(i, j int) bool { return s.rep.Calls[i].Symbol < s.rep.Calls[j].Symbol })
+	if s.stop == nil {
+		for _, c := range s.counts {
+			s.rep.Run.Events += c.Calls
+		}
+	}
 }
 
 // pickFirst: the first failed operation is the earliest failed allocation,
@@ -528,6 +590,7 @@ func (s *state) passLive() (*traced, error) {
 	// that happened after it.
 	win := &reorder{}
 	err := s.r.Events(func(e *store.Event) error {
+		s.count(e)
 		if next, ok := win.push(e); ok {
 			return replay(next)
 		}
@@ -553,15 +616,17 @@ func (s *state) passLive() (*traced, error) {
 }
 
 // reorderWindow is how many events the live-bytes replay holds to restore
-// time order (about 10 MB).
-const reorderWindow = 1 << 16
+// time order (about 1.2 MB, cache-sized). Recorded runs are out of order by
+// microseconds; an event stored early but stamped late stays in the window
+// however small it is, so only an event stamped earlier than the 8192
+// stored before it would be replayed late.
+const reorderWindow = 1 << 13
 
 // reorder restores time order over a window of events. Input is nearly
 // sorted, so an event usually lands at the end and costs one copy.
 type reorder struct {
 	buf  []store.Event // buf[head:] sorted by End, then Start
 	head int
-	out  store.Event
 }
 
 func eventBefore(a, b *store.Event) bool {
@@ -593,14 +658,13 @@ func (w *reorder) push(e *store.Event) (*store.Event, bool) {
 	return nil, false
 }
 
-// pop returns the earliest event held (valid until the next call).
+// pop returns the earliest event held, valid until the next push.
 func (w *reorder) pop() (*store.Event, bool) {
 	if w.head == len(w.buf) {
 		return nil, false
 	}
-	w.out = w.buf[w.head]
 	w.head++
-	return &w.out, true
+	return &w.buf[w.head-1], true
 }
 
 // flagRecovered marks a failure as recovered in the analysis's copy.
@@ -651,10 +715,7 @@ func (s *state) runInfo() error {
 		}
 		ri.Events = s.stop.Stats.Events
 	} else {
-		ri.Ended = "abrupt"
-		for _, c := range s.counts {
-			ri.Events += c.Calls
-		}
+		ri.Ended = "abrupt" // Events is counted by the live-bytes pass
 	}
 	if ri.EndNS > ri.StartNS {
 		ri.DurationNS = ri.EndNS - ri.StartNS
@@ -688,9 +749,6 @@ func (s *state) context(procs []store.Process) error {
 			Exit: exitOf(p.Exit), Cgroup: p.Cgroup, AttachedLate: p.AttachedLate, Env: p.Env, Devices: []DeviceMap{}}
 		if pi.Args == nil {
 			pi.Args = []string{}
-		}
-		if pc := s.procCalls[p.PID]; pc != nil {
-			pi.Calls, pi.Failed = pc[0], pc[1]
 		}
 		for _, d := range p.Devices {
 			dm := DeviceMap{Ordinal: d.Ordinal, UUID: d.UUID, Method: d.Method, Why: d.Why}
@@ -758,12 +816,6 @@ func (s *state) context(procs []store.Process) error {
 		s.rep.Loss.BeforeFailure = (st.LostCalls > 0 && st.LostFirst != 0 && st.LostFirst <= s.first.e.End) ||
 			st.LostInflight > 0 || st.TooDeep > 0
 	}
-	for _, c := range s.counts {
-		if c.Calls > 0 {
-			s.rep.Calls = append(s.rep.Calls, c)
-		}
-	}
-	sort.Slice(s.rep.Calls, func(i, j int) bool { return s.rep.Calls[i].Symbol < s.rep.Calls[j].Symbol })
 	return nil
 }
 

@@ -83,6 +83,44 @@ func appendEvent(buf []byte, e *Event, prevEnd int64) []byte {
 	return buf
 }
 
+// chunkBytes is the size a chunk is cut at. bbolt never splits a leaf of
+// four keys or fewer, so chunks of many kilobytes each would make every
+// commit rewrite the last few of them (4-6x the payload written); chunks of
+// about a kilobyte let leaves split, so a commit rewrites one small leaf.
+const chunkBytes = 1024
+
+// EncodeChunks encodes events as chunks of about chunkBytes each.
+func EncodeChunks(events []Event) [][]byte {
+	var out [][]byte
+	for len(events) > 0 {
+		buf := make([]byte, 0, chunkBytes+256)
+		buf = append(buf, chunkFormat, 0, 0) // count patched below
+		var prev int64
+		n := 0
+		for n < len(events) && (len(buf) < chunkBytes || n == 0) {
+			buf = appendEvent(buf, &events[n], prev)
+			prev = events[n].End
+			n++
+		}
+		out = append(out, patchCount(buf, n))
+		events = events[n:]
+	}
+	return out
+}
+
+// patchCount writes the event count after the format byte: two bytes of
+// varint were reserved, enough for any chunk cut at chunkBytes.
+func patchCount(buf []byte, n int) []byte {
+	c := binary.AppendUvarint(nil, uint64(n))
+	if len(c) == 2 {
+		copy(buf[1:3], c)
+		return buf
+	}
+	// One byte: move the events left by one.
+	buf[1] = c[0]
+	return append(buf[:2], buf[3:]...)
+}
+
 // EncodeChunk encodes events as one chunk.
 func EncodeChunk(events []Event) []byte {
 	buf := make([]byte, 0, 16+32*len(events))
@@ -106,11 +144,11 @@ type chunkDecoder struct {
 	bad bool
 }
 
-func (d *chunkDecoder) uvarint() uint64 {
-	if i := d.i; uint(i) < uint(len(d.b)) {
-		if c := d.b[i]; c < 0x80 {
-			d.i = i + 1
-			return uint64(c)
+func (d *chunkDecoder) uvarint() (v uint64) {
+	if d.i < len(d.b) {
+		if v = uint64(d.b[d.i]); v < 0x80 {
+			d.i++
+			return
 		}
 	}
 	return d.uvarintSlow()

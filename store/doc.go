@@ -28,6 +28,8 @@
 //	kmsg        uint64 BE sequence -> JSON KernelLog (NVRM and Xid lines)
 //	markers     uint64 BE sequence -> JSON Marker (forensic mark)
 //	drops       uint64 BE sequence -> JSON Drops: the loss counters as read
+//	failures    uint64 BE sequence -> a one-event chunk: a copy of each failed
+//	            call, so readers find failures without decoding every event
 //
 // # Event chunks
 //

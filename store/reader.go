@@ -206,6 +206,51 @@ func (r *Reader) Events(fn func(*Event) error) (err error) {
 	})
 }
 
+// ErrNoFailureIndex: the file has no failures bucket (written before it
+// existed); read every event instead.
+var ErrNoFailureIndex = errors.New("no failure index")
+
+// Failures calls fn for every failed call, in storage order, from the
+// failures index (a copy the writer keeps of each failed event).
+func (r *Reader) Failures(fn func(*Event) error) (err error) {
+	defer recoverCorrupt(&err)
+	defer guardFaults()()
+	return r.db.View(func(tx *bolt.Tx) error {
+		b := tx.Bucket(bucketFailures)
+		if b == nil {
+			return ErrNoFailureIndex
+		}
+		return b.ForEach(func(_, chunk []byte) error {
+			return DecodeChunk(chunk, func(e *Event) error {
+				e.Name = r.SymbolName(e.Symbol)
+				return fn(e)
+			})
+		})
+	})
+}
+
+// LastEventEnd returns the latest return time in the last event chunk
+// (0 when there are no events): where the record ends.
+func (r *Reader) LastEventEnd() (end int64, err error) {
+	defer recoverCorrupt(&err)
+	defer guardFaults()()
+	err = r.db.View(func(tx *bolt.Tx) error {
+		b := tx.Bucket(bucketEvents)
+		if b == nil {
+			return fmt.Errorf("%w: no events bucket", ErrCorrupt)
+		}
+		_, chunk := b.Cursor().Last()
+		if chunk == nil {
+			return nil
+		}
+		return DecodeChunk(chunk, func(e *Event) error {
+			end = max(end, e.End)
+			return nil
+		})
+	})
+	return end, err
+}
+
 // forEachJSON decodes every value of a bucket into a T.
 func forEachJSON[T any](r *Reader, bucket []byte, fn func(*T) error) (err error) {
 	defer recoverCorrupt(&err)

@@ -402,3 +402,31 @@ func TestManyCommitsKeepMemoryIntact(t *testing.T) {
 		t.Fatalf("%d events read back, want %d", n, 80*25000)
 	}
 }
+
+func TestEncodeChunksSplits(t *testing.T) {
+	var evs []Event
+	for i := 0; i < 5000; i++ {
+		evs = append(evs, Event{Symbol: 1, PID: 9, TID: 9, Start: int64(i * 100), End: int64(i*100 + 50), Dev: 0, Stack: -1,
+			Fields: cuda.Fields{Has: cuda.FieldSize, Size: uint64(i)}})
+	}
+	chunks := EncodeChunks(evs)
+	if len(chunks) < 10 {
+		t.Fatalf("%d chunks for 5000 events: not cut", len(chunks))
+	}
+	var got []Event
+	for _, c := range chunks {
+		if len(c) > chunkBytes+128 {
+			t.Errorf("chunk of %d bytes", len(c))
+		}
+		if err := DecodeChunk(c, func(e *Event) error { got = append(got, *e); return nil }); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if !reflect.DeepEqual(got, evs) {
+		t.Fatal("events changed through EncodeChunks")
+	}
+	one := EncodeChunks(evs[:1])
+	if len(one) != 1 {
+		t.Fatalf("%d chunks for one event", len(one))
+	}
+}

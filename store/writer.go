@@ -25,9 +25,10 @@ var (
 	bucketKmsg      = []byte("kmsg")
 	bucketMarkers   = []byte("markers")
 	bucketDrops     = []byte("drops")
+	bucketFailures  = []byte("failures")
 
 	allBuckets = [][]byte{bucketMeta, bucketSymbols, bucketLibraries, bucketEvents, bucketSamples,
-		bucketProcesses, bucketStacks, bucketKmsg, bucketMarkers, bucketDrops}
+		bucketProcesses, bucketStacks, bucketKmsg, bucketMarkers, bucketDrops, bucketFailures}
 
 	keyFormat    = []byte("format")
 	keySchema    = []byte("schema")
@@ -219,8 +220,21 @@ func (w *Writer) Commit(b *Batch) error {
 		if len(b.Events) > 0 {
 			eb := tx.Bucket(bucketEvents)
 			eb.FillPercent = 1 // append-only keys
-			if err := eb.Put(u64key(w.next(bucketEvents)), EncodeChunk(b.Events)); err != nil {
-				return err
+			for _, chunk := range EncodeChunks(b.Events) {
+				if err := eb.Put(u64key(w.next(bucketEvents)), chunk); err != nil {
+					return err
+				}
+			}
+			// Failed calls are also indexed on their own, so a reader finds
+			// them without decoding every event.
+			fb := tx.Bucket(bucketFailures)
+			fb.FillPercent = 1
+			for i := range b.Events {
+				if b.Events[i].Result != 0 {
+					if err := fb.Put(u64key(w.next(bucketFailures)), EncodeChunk(b.Events[i:i+1])); err != nil {
+						return err
+					}
+				}
 			}
 		}
 		sb := tx.Bucket(bucketSamples)
