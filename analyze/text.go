@@ -313,6 +313,21 @@ func WriteText(w io.Writer, rep *Report, o TextOptions) error {
 	for _, n := range notes {
 		t.wrap("  * ", n)
 	}
+	// The "at fail" column is the sample as read. When it was taken after
+	// the traced processes had already released memory, the verdict used a
+	// reconciled value instead; say so here, or the table seems to
+	// contradict the verdict.
+	for _, e := range rep.Evidence {
+		if !strings.HasSuffix(e.Field, "(reconciled)") || e.GPU == nil {
+			continue
+		}
+		v := e.Text
+		if v == "" {
+			v = HumanBytes(*e.Value)
+		}
+		t.wrap("  note: ", fmt.Sprintf("GPU %d \"at fail\" is the sample as read; %s was %s (see EVIDENCE).",
+			*e.GPU, strings.TrimSuffix(e.Field, " (reconciled)"), v))
+	}
 	if len(rep.Phases) > 0 {
 		t.printf("  phases (%s):\n", rep.PhasesFrom)
 		for _, p := range rep.Phases {

@@ -46,3 +46,40 @@ func TestTextFitsHundredColumns(t *testing.T) {
 		t.Error("colour escapes without a TTY")
 	}
 }
+
+// The memory-view table's "at fail" column is the sample as read; when the
+// verdict used a reconciled value, a note under the table says which, so the
+// two never seem to disagree unexplained.
+func TestTextNotesReconciledValue(t *testing.T) {
+	free, sample := uint64(512<<20), uint64(15872<<20)
+	gpu := 0
+	tests := []struct {
+		name     string
+		evidence []Evidence
+		want     string // "" when no note is expected
+	}{
+		{"exact", []Evidence{{Field: "framebuffer free at the failure (reconciled)", Value: &free, GPU: &gpu}},
+			`GPU 0 "at fail" is the sample as read; framebuffer free at the failure was 512.0 MiB`},
+		{"bounds", []Evidence{{Field: "BAR1 free at the failure (reconciled)", Value: &free, Text: "between 512.0 MiB and 1.00 GiB", GPU: &gpu}},
+			`BAR1 free at the failure was between 512.0 MiB and 1.00 GiB`},
+		{"sample only", []Evidence{{Field: "framebuffer free", Value: &sample, GPU: &gpu}}, ""},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			rep := &Report{Evidence: tt.evidence, MemoryViews: []ViewRow{{GPU: 0, Field: "framebuffer free",
+				Support: "supported", At: &sample}}}
+			var b bytes.Buffer
+			if err := WriteText(&b, rep, TextOptions{}); err != nil {
+				t.Fatal(err)
+			}
+			out := strings.Join(strings.Fields(b.String()), " ")
+			if tt.want == "" {
+				if strings.Contains(out, "is the sample as read") {
+					t.Errorf("note without a reconciled value:\n%s", b.String())
+				}
+			} else if !strings.Contains(out, tt.want) {
+				t.Errorf("want %q in:\n%s", tt.want, b.String())
+			}
+		})
+	}
+}
