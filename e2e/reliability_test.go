@@ -212,9 +212,10 @@ func TestStormAccounting(t *testing.T) {
 	// runs again.
 	w := newWorld(t, "SIMGPU_FAIL=cuMemAlloc_v2:120001:2")
 	gate, gate2 := filepath.Join(w.dir, "storm"), filepath.Join(w.dir, "after")
+	started := filepath.Join(w.dir, "started")
 	db := filepath.Join(w.dir, "run.db")
 	cmd := exec.Command(binPath, "record", "-o", db, "--ring-size", "1", "--libcuda", simCUDA, "--libnvidia-ml", simNVML, "--",
-		simwork, "init; use 0; wait-file "+gate+"; threads 2 { use 0; stress 40000 }; stress 40000; touch "+gate2+".storm; wait-file "+gate2+"; alloc 1M; free-all")
+		simwork, "init; use 0; touch "+started+"; wait-file "+gate+"; threads 2 { use 0; stress 40000 }; stress 40000; touch "+gate2+".storm; wait-file "+gate2+"; alloc 1M; free-all")
 	cmd.Env = w.environ()
 	logf, _ := os.Create(filepath.Join(w.dir, "recorder.log"))
 	defer logf.Close()
@@ -222,8 +223,11 @@ func TestStormAccounting(t *testing.T) {
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
-	if !waitFor(10*time.Second, func() bool { b, _ := os.ReadFile(logf.Name()); return bytes.Contains(b, []byte("recording")) }) {
-		t.Fatal("recorder not ready")
+	// The recorder announces itself before it spawns the workload; stopping
+	// it in between would stop the workload from ever starting.
+	if !waitFor(10*time.Second, func() bool { return exists(started) }) {
+		b, _ := os.ReadFile(logf.Name())
+		t.Fatalf("workload not started:\n%s", b)
 	}
 	cmd.Process.Signal(syscall.SIGSTOP)
 	os.WriteFile(gate, nil, 0o600)
