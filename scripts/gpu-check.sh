@@ -14,7 +14,10 @@
 # GPU_CHECK_LIBCUDART (the CUDA runtime to load), GPU_CHECK_WORK (where
 # run.db files and outputs go; default build/gpu-check/run),
 # GPU_CHECK_HELPER (a built test/gpu/gpucheck), GPU_CHECK_BUDGET (seconds
-# after which remaining checks are skipped; default 480), CC, NVCC.
+# after which remaining checks are skipped; default 480), GPU_CHECK_HOLD_MS
+# (how long workloads hold memory at a failure; default 500), CC, NVCC.
+# The report is rewritten after every check, so a run killed from outside
+# leaves the checks that finished.
 #
 # Nothing is downloaded. Every step runs under `timeout`; one failed check
 # never stops the others. Exit status: 0 when no check failed, 1 when one
@@ -295,7 +298,7 @@ fi
 
 # find_cudart prints the path of a CUDA runtime library, if the machine
 # has one: GPU_CHECK_LIBCUDART, the loader cache, the toolkit, Python's
-# nvidia-cuda-runtime wheel, conda.
+# nvidia-cuda-runtime wheel, a bounded find.
 find_cudart() {
 	local c
 	if [[ -n ${GPU_CHECK_LIBCUDART:-} ]]; then
@@ -761,60 +764,63 @@ check_overhead() {
 	fi
 }
 
+# write_report writes the whole report from what has run so far. It runs
+# after every check, so a run killed by an outer timeout still leaves a
+# report of the checks that finished.
+write_report() { # state (complete, or what is still running)
+	npass=0 nfail=0 nskip=0
+	for r in "${results[@]}"; do
+		case $r in
+		PASS*) npass=$((npass + 1)) ;;
+		FAIL*) nfail=$((nfail + 1)) ;;
+		SKIP*) nskip=$((nskip + 1)) ;;
+		esac
+	done
+	overall=PASS
+	((nfail)) && overall=FAIL
+	[[ $1 == complete ]] || overall="INCOMPLETE ($1)"
+	{
+		echo "forensic gpu-check report"
+		echo "========================="
+		echo "mode:     $mode"
+		echo "date:     $(date -u +%FT%TZ)"
+		echo "host:     $(uname -n) $(uname -r)"
+		echo "repo:     $repo ($(git -C "$repo" rev-parse --short HEAD 2>/dev/null || echo 'no git'))"
+		echo "libcuda:  ${libcuda:-found by forensic}"
+		echo "work:     $work (run.db files, analyses, workload outputs)"
+		echo "duration: $(elapsed) s"
+		for b in "${build_notes[@]}"; do
+			echo "build:    $b"
+		done
+		echo ""
+		echo "SUMMARY"
+		printf '  %s\n' "${results[@]}"
+		echo ""
+		echo "RESULT: $overall ($npass passed, $nfail failed, $nskip skipped)"
+		echo ""
+		echo "Each check's commands, outputs, analyses (text and JSON) follow."
+		cat "$body"
+	} >"$report.tmp" && mv -f "$report.tmp" "$report"
+}
+
 # ---------------------------------------------------------------------------
 # Run.
 # ---------------------------------------------------------------------------
 mode=real
 ((sim)) && mode="simulated ($simdir)"
 log "gpu-check: mode $mode; report $report; work $work"
-check_environment
-check_no_failure
-check_exports
-check_driver_oom
-check_runtime_oom
-check_framework_oom
-check_host_register
-check_vmm
-check_overhead
+checks=(check_environment check_no_failure check_exports check_driver_oom check_runtime_oom
+	check_framework_oom check_host_register check_vmm check_overhead)
+for i in "${!checks[@]}"; do
+	write_report "stopped during ${checks[i]#check_}"
+	"${checks[i]}"
+done
 
 if [[ -n $libcuda && -e $libcuda ]] && command -v nm >/dev/null 2>&1; then
 	section "appendix: nm -D --defined-only $libcuda"
 	timeout 30 nm -D --defined-only "$libcuda" >>"$body" 2>&1
 fi
-
-npass=0 nfail=0 nskip=0
-for r in "${results[@]}"; do
-	case $r in
-	PASS*) npass=$((npass + 1)) ;;
-	FAIL*) nfail=$((nfail + 1)) ;;
-	SKIP*) nskip=$((nskip + 1)) ;;
-	esac
-done
-overall=PASS
-((nfail)) && overall=FAIL
-
-{
-	echo "forensic gpu-check report"
-	echo "========================="
-	echo "mode:     $mode"
-	echo "date:     $(date -u +%FT%TZ)"
-	echo "host:     $(uname -n) $(uname -r)"
-	echo "repo:     $repo ($(git -C "$repo" rev-parse --short HEAD 2>/dev/null || echo 'no git'))"
-	echo "libcuda:  ${libcuda:-found by forensic}"
-	echo "work:     $work (run.db files, analyses, workload outputs)"
-	echo "duration: $(elapsed) s"
-	for b in "${build_notes[@]}"; do
-		echo "build:    $b"
-	done
-	echo ""
-	echo "SUMMARY"
-	printf '  %s\n' "${results[@]}"
-	echo ""
-	echo "RESULT: $overall ($npass passed, $nfail failed, $nskip skipped)"
-	echo ""
-	echo "Each check's commands, outputs, analyses (text and JSON) follow."
-	cat "$body"
-} >"$report"
+write_report complete
 
 echo ""
 printf '%s\n' "${results[@]}"
