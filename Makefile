@@ -4,7 +4,7 @@
 #   make demo       record the out-of-memory scenario on the simulated GPU and analyze it (root)
 #   make test       every test, end-to-end BPF tests included (root; see README)
 #   make bench      benchmarks; figures go to BENCHMARKS.md (root)
-#   make generate   rebuild the BPF object from bpf/forensic.bpf.c (needs clang, bpftool)
+#   make generate   rebuild the BPF object from bpf/forensic.bpf.c (needs clang, bpftool, libbpf-dev)
 #   make gpu-check  validation run on a real NVIDIA GPU (root; see scripts/gpu-check.sh)
 
 GO      ?= go

@@ -75,7 +75,7 @@ type RunInfo struct {
 	EndNS        int64    `json:"end_ns"`
 	WallStart    string   `json:"wall_start"`
 	DurationNS   int64    `json:"duration_ns"`
-	Ended        string   `json:"ended"` // clean: <reason>, or abrupt
+	Ended        string   `json:"ended"` // clean or abrupt; the reason is StopReason
 	StopReason   string   `json:"stop_reason,omitempty"`
 	StopError    string   `json:"stop_error,omitempty"`
 	WorkloadExit *Exit    `json:"workload_exit,omitempty"`
@@ -178,7 +178,7 @@ type ViewRow struct {
 	GPU      int    `json:"gpu"`
 	GPUUUID  string `json:"gpu_uuid,omitempty"`
 	Field    string `json:"field"`
-	View     string `json:"view"` // framebuffer, bar1, traced
+	View     string `json:"view"` // framebuffer or bar1; traced rows say so in Scope
 	Meaning  string `json:"meaning"`
 	Unit     string `json:"unit"`
 	Scope    string `json:"scope"`
