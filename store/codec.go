@@ -89,36 +89,29 @@ func appendEvent(buf []byte, e *Event, prevEnd int64) []byte {
 // about a kilobyte let leaves split, so a commit rewrites one small leaf.
 const chunkBytes = 1024
 
+// chunkEvents caps the events in a chunk so that its count is a one-byte
+// varint, written in place once the chunk is cut. An event takes at least
+// nine bytes, so a chunk cut at chunkBytes holds fewer anyway.
+const chunkEvents = 127
+
 // EncodeChunks encodes events as chunks of about chunkBytes each.
 func EncodeChunks(events []Event) [][]byte {
 	var out [][]byte
 	for len(events) > 0 {
 		buf := make([]byte, 0, chunkBytes+256)
-		buf = append(buf, chunkFormat, 0, 0) // count patched below
+		buf = append(buf, chunkFormat, 0) // the count, set below
 		var prev int64
 		n := 0
-		for n < len(events) && (len(buf) < chunkBytes || n == 0) {
+		for n < len(events) && n < chunkEvents && (len(buf) < chunkBytes || n == 0) {
 			buf = appendEvent(buf, &events[n], prev)
 			prev = events[n].End
 			n++
 		}
-		out = append(out, patchCount(buf, n))
+		buf[1] = byte(n) // a varint below 128 is the number itself
+		out = append(out, buf)
 		events = events[n:]
 	}
 	return out
-}
-
-// patchCount writes the event count after the format byte: two bytes of
-// varint were reserved, enough for any chunk cut at chunkBytes.
-func patchCount(buf []byte, n int) []byte {
-	c := binary.AppendUvarint(nil, uint64(n))
-	if len(c) == 2 {
-		copy(buf[1:3], c)
-		return buf
-	}
-	// One byte: move the events left by one.
-	buf[1] = c[0]
-	return append(buf[:2], buf[3:]...)
 }
 
 // EncodeChunk encodes events as one chunk.
@@ -194,7 +187,8 @@ func DecodeChunk(chunk []byte, fn func(*Event) error) error {
 	if d.bad {
 		return fmt.Errorf("%w: truncated event chunk", ErrCorrupt)
 	}
-	// Each event takes at least 9 bytes; a count beyond that is corrupt.
+	// A count beyond the chunk's length is corrupt on its face (an event
+	// takes at least 9 bytes; decoding catches a count between the two).
 	if n > uint64(len(chunk)) {
 		return fmt.Errorf("%w: event count %d exceeds chunk size", ErrCorrupt, n)
 	}

@@ -109,7 +109,7 @@ type DelayStats struct {
 type StopInfo struct {
 	Time   int64     `json:"time_ns"`
 	Wall   time.Time `json:"wall"`
-	Reason string    `json:"reason"` // workload-exited, target-exited, signal, disk-full, error
+	Reason string    `json:"reason"` // workload-exited, target-exited, signal, stopped, disk-full, write-error, error
 	Error  string    `json:"error,omitempty"`
 	// Workload is the spawned command's exit.
 	Workload     *Exit      `json:"workload,omitempty"`
@@ -320,8 +320,9 @@ type DeviceMap struct {
 	PCIBusID string `json:"pci_bus_id,omitempty"`
 	GPU      int    `json:"gpu"` // NVML index, -1 when unknown
 	MIG      *int   `json:"mig_index,omitempty"`
-	// Method: uuid, pci-bus-id, visible-devices-uuid, visible-devices-index,
-	// single-gpu, order, or unknown (with Why).
+	// Method: uuid, pci-bus-id, visible-devices-uuid,
+	// visible-devices-index+order-pci-bus-id, visible-devices-index+order-same-model,
+	// single-gpu, order-pci-bus-id, order-same-model, or unknown (with Why).
 	Method string `json:"method"`
 	Why    string `json:"why,omitempty"`
 }

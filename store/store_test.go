@@ -430,3 +430,38 @@ func TestEncodeChunksSplits(t *testing.T) {
 		t.Fatalf("%d chunks for one event", len(one))
 	}
 }
+
+// The presence bits stored with each event are cuda.Field's values: the
+// file format depends on them, so reordering that list must fail here (and
+// bump SchemaVersion), not silently change what old files mean.
+func TestPresenceBitsPinned(t *testing.T) {
+	for _, tc := range []struct {
+		f    cuda.Field
+		want uint16
+	}{
+		{cuda.FieldSize, 1}, {cuda.FieldFlags, 2}, {cuda.FieldPtr, 4}, {cuda.FieldTarget, 8},
+		{cuda.FieldDevice, 16}, {cuda.FieldPeer, 32}, {cuda.FieldCount, 64}, {cuda.FieldKey, 128},
+	} {
+		if uint16(tc.f) != tc.want {
+			t.Errorf("field bit %d, the file format says %d", tc.f, tc.want)
+		}
+	}
+}
+
+// Tiny events still make chunks whose count fits one varint byte.
+func TestEncodeChunksCountFitsOneByte(t *testing.T) {
+	evs := make([]Event, 1000)
+	for i := range evs {
+		evs[i] = Event{Symbol: 1, PID: 1, TID: 1, Dev: -1, Stack: -1}
+	}
+	n := 0
+	for _, c := range EncodeChunks(evs) {
+		if c[1] >= 0x80 {
+			t.Fatalf("count byte %#x is not a one-byte varint", c[1])
+		}
+		DecodeChunk(c, func(*Event) error { n++; return nil })
+	}
+	if n != len(evs) {
+		t.Fatalf("decoded %d of %d events", n, len(evs))
+	}
+}

@@ -52,7 +52,6 @@ type Writer struct {
 	// freeSpace reports the filesystem's free bytes; replaced in tests.
 	freeSpace func() (uint64, error)
 	full      bool
-	seq       map[string]uint64
 }
 
 // CreateOptions adjust Create.
@@ -87,7 +86,7 @@ func Create(path string, opts CreateOptions, run RunInfo, symbols []string) (*Wr
 		return nil, fmt.Errorf("open %s: %w", path, err)
 	}
 	dir := filepath.Dir(path)
-	w := &Writer{db: db, path: path, Reserve: DefaultReserve, seq: map[string]uint64{},
+	w := &Writer{db: db, path: path, Reserve: DefaultReserve,
 		freeSpace: func() (uint64, error) { return fsFree(dir) }}
 	err = db.Update(func(tx *bolt.Tx) error {
 		for _, b := range allBuckets {
@@ -120,9 +119,6 @@ func Create(path string, opts CreateOptions, run RunInfo, symbols []string) (*Wr
 	}
 	return w, nil
 }
-
-// Path returns the file's path.
-func (w *Writer) Path() string { return w.path }
 
 func fsFree(dir string) (uint64, error) {
 	var st syscall.Statfs_t
@@ -192,9 +188,19 @@ func (b *Batch) Reset() {
 	b.Inventory = nil
 }
 
-func (w *Writer) next(bucket []byte) uint64 {
-	w.seq[string(bucket)]++
-	return w.seq[string(bucket)]
+// appendJSON stores each record under the bucket's next sequence number.
+// The sequence is bbolt's own: it rolls back with a failed transaction.
+func appendJSON[T any](b *bolt.Bucket, recs []T) error {
+	for i := range recs {
+		seq, err := b.NextSequence()
+		if err != nil {
+			return err
+		}
+		if err := putJSON(b, u64key(seq), recs[i]); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 // Commit writes the batch in one transaction. Sample sequence numbers are
@@ -212,16 +218,13 @@ func (w *Writer) Commit(b *Batch) error {
 			return fmt.Errorf("%w: %d bytes left on the filesystem of %s", ErrDiskFull, free, w.path)
 		}
 	}
-	saved := make(map[string]uint64, len(w.seq))
-	for k, v := range w.seq {
-		saved[k] = v
-	}
 	err := w.db.Update(func(tx *bolt.Tx) error {
 		if len(b.Events) > 0 {
 			eb := tx.Bucket(bucketEvents)
 			eb.FillPercent = 1 // append-only keys
 			for _, chunk := range EncodeChunks(b.Events) {
-				if err := eb.Put(u64key(w.next(bucketEvents)), chunk); err != nil {
+				seq, _ := eb.NextSequence() // fails only in a read-only tx
+				if err := eb.Put(u64key(seq), chunk); err != nil {
 					return err
 				}
 			}
@@ -231,7 +234,8 @@ func (w *Writer) Commit(b *Batch) error {
 			fb.FillPercent = 1
 			for i := range b.Events {
 				if b.Events[i].Result != 0 {
-					if err := fb.Put(u64key(w.next(bucketFailures)), EncodeChunk(b.Events[i:i+1])); err != nil {
+					seq, _ := fb.NextSequence()
+					if err := fb.Put(u64key(seq), EncodeChunk(b.Events[i:i+1])); err != nil {
 						return err
 					}
 				}
@@ -241,7 +245,7 @@ func (w *Writer) Commit(b *Batch) error {
 		sb.FillPercent = 1
 		for i := range b.Samples {
 			s := &b.Samples[i]
-			s.Seq = w.next(bucketSamples)
+			s.Seq, _ = sb.NextSequence()
 			if err := putJSON(sb, u64key(s.Seq), s); err != nil {
 				return err
 			}
@@ -259,24 +263,19 @@ func (w *Writer) Commit(b *Batch) error {
 				return err
 			}
 		}
-		for _, l := range b.Kmsg {
-			if err := putJSON(tx.Bucket(bucketKmsg), u64key(w.next(bucketKmsg)), l); err != nil {
-				return err
-			}
+		if err := appendJSON(tx.Bucket(bucketKmsg), b.Kmsg); err != nil {
+			return err
 		}
-		for _, m := range b.Markers {
-			if err := putJSON(tx.Bucket(bucketMarkers), u64key(w.next(bucketMarkers)), m); err != nil {
-				return err
-			}
+		if err := appendJSON(tx.Bucket(bucketMarkers), b.Markers); err != nil {
+			return err
 		}
-		for _, d := range b.Drops {
-			if err := putJSON(tx.Bucket(bucketDrops), u64key(w.next(bucketDrops)), d); err != nil {
-				return err
-			}
+		if err := appendJSON(tx.Bucket(bucketDrops), b.Drops); err != nil {
+			return err
 		}
+		lb := tx.Bucket(bucketLibraries)
 		for _, l := range b.Libraries {
-			k := binary.BigEndian.AppendUint32(nil, uint32(w.next(bucketLibraries)))
-			if err := putJSON(tx.Bucket(bucketLibraries), k, l); err != nil {
+			seq, _ := lb.NextSequence()
+			if err := putJSON(lb, binary.BigEndian.AppendUint32(nil, uint32(seq)), l); err != nil {
 				return err
 			}
 		}
@@ -288,7 +287,6 @@ func (w *Writer) Commit(b *Batch) error {
 		return nil
 	})
 	if err != nil {
-		w.seq = saved
 		err = diskErr(err)
 		if errors.Is(err, ErrDiskFull) {
 			w.full = true
