@@ -125,9 +125,15 @@ func TestKillNineKeepsCommitted(t *testing.T) {
 				return nil
 			})
 			stop, _ := r.Stop()
+			drops, _ := r.Drops()
 			r.Close()
 			if stop != nil {
 				t.Error("a stop record after kill -9")
+			}
+			// Loss counters are read about once a second, so a run killed
+			// later than that still has a reading.
+			if after > 1200*time.Millisecond && (len(drops) == 0 || drops[len(drops)-1].Stats.Events == 0) {
+				t.Errorf("no loss-counter reading with events after %v: %+v", after, drops)
 			}
 			// The workload calls every ~5 ms; everything older than the
 			// flush bound (250 ms) must have been committed.

@@ -29,28 +29,29 @@ const maxPending = 1 << 20
 // probes were detached.
 func (r *rec) readEvents() {
 	var (
-		rec      ringbuf.Record
-		call     bpf.Call
-		proc     bpf.Proc
-		flushing bool
+		rec  ringbuf.Record
+		call bpf.Call
+		proc bpf.Proc
 	)
 	rec.RawSample = make([]byte, 0, 1024)
+	// The deadline is set once per poll interval, not per record: a
+	// deadline already past makes a read of an empty ring return at once,
+	// and process records are published every interval even when a
+	// failure storm keeps the ring busy (a deadline pushed forward on
+	// every record would never expire then).
+	r.reader.SetDeadline(time.Now().Add(pollInterval))
 	for {
-		if !flushing {
-			r.reader.SetDeadline(time.Now().Add(pollInterval))
-		}
 		err := r.reader.ReadInto(&rec)
 		switch {
 		case err == nil:
 		case errors.Is(err, os.ErrDeadlineExceeded):
 			r.publishProcesses()
+			r.reader.SetDeadline(time.Now().Add(pollInterval))
 			continue
-		case errors.Is(err, ringbuf.ErrFlushed):
-			// Everything submitted before the flush has been read; the
-			// probes are detached, so nothing more will come.
-			r.publishProcesses()
-			return
 		default:
+			// ringbuf.ErrFlushed: everything submitted before the flush
+			// has been read and the probes are detached, so nothing more
+			// will come. Any other error ends reading too.
 			r.publishProcesses()
 			return
 		}
@@ -81,10 +82,13 @@ func (r *rec) onCall(c *bpf.Call) {
 		return
 	}
 	sym := &cuda.Symbols[c.Symbol]
-	raw := c.Raw()
+	// r.raw is reused: Decode hands it to the symbol's SizeFrom, which
+	// would make a local escape to the heap on every event. Decode copies
+	// what it keeps (the key).
+	r.raw = c.Raw()
 	e := store.Event{
 		Symbol: c.Symbol, PID: c.Pid, TID: c.Tid, Start: int64(c.TsEntry), End: int64(c.TsExit),
-		Result: c.Result, Depth: c.Depth, Fields: sym.Decode(&raw), Dev: -1, Stack: c.StackId,
+		Result: c.Result, Depth: c.Depth, Fields: sym.Decode(&r.raw), Dev: -1, Stack: c.StackId,
 	}
 	if c.Flags&bpf.CallFrozen != 0 {
 		e.Flags |= store.EventFrozen
@@ -106,11 +110,6 @@ func (r *rec) onCall(c *bpf.Call) {
 	if p.rec.AttachedLate {
 		e.Flags |= store.EventLateAttach
 	}
-	if e.Dev < 0 && len(r.gpus) == 1 && p.vis.CUDAVisible == "" {
-		// One GPU and no restriction: every ordinal-0 call is on it.
-		e.Dev = 0
-		p.ensureDevice(0, r.gpus)
-	}
 	if p.mapsAt == 0 || (e.Result != 0 && e.Stack >= 0 && e.End-p.mapsAt > int64(time.Second)) {
 		// Executable mappings, for symbolizing stacks at analysis time:
 		// at the first call (libcuda is loaded by then), and again at a
@@ -131,9 +130,6 @@ func (r *rec) onCall(c *bpf.Call) {
 			r.stacksSeen[e.Stack] = true
 		}
 	}
-	if e.Key != nil {
-		e.Key = append([]byte(nil), e.Key...)
-	}
 
 	r.mu.Lock()
 	for len(r.pending.Events) >= maxPending && r.writeErr == nil {
@@ -147,7 +143,7 @@ func (r *rec) onCall(c *bpf.Call) {
 	if e.Result != 0 && e.Depth == 0 {
 		t := store.Trigger{PID: e.PID, TID: e.TID, Symbol: sym.Name, End: e.End, Frozen: e.Flags&store.EventFrozen != 0}
 		if t.Frozen {
-			r.frozen[e.PID] = &frozenProc{pid: e.PID, callEnd: e.End}
+			r.frozen[e.PID] = &frozenProc{callEnd: e.End}
 			limit := r.cfg.FreezeLimit
 			pid := e.PID
 			time.AfterFunc(limit-time.Duration(now()-e.End), func() { r.resume(pid) })
@@ -252,12 +248,7 @@ func (r *rec) onProc(e *bpf.Proc) {
 		}
 		p.dirty = true
 	case bpf.ProcExit:
-		r.mu.Lock()
-		p := r.procs[e.Pid]
-		r.mu.Unlock()
-		if p == nil {
-			p = r.proc(e.Pid, ts)
-		}
+		p := r.proc(e.Pid, ts)
 		p.rec.Exit = store.ExitFromWaitStatus(ts, e.ExitCode)
 		p.dirty = true
 		r.resume(e.Pid)

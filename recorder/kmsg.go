@@ -33,26 +33,17 @@ var xidRE = regexp.MustCompile(`Xid \([^)]*\): (\d+)`)
 // plus continuation lines) and keeps it only if it is an NVIDIA driver line
 // (NVRM) or an Xid. Time is the kernel's printk clock (see calibrateKmsg).
 func parseKmsg(rec []byte) (store.KernelLog, bool) {
-	head, body, ok := strings.Cut(string(rec), ";")
-	if !ok {
+	h, ok := splitKmsg(rec)
+	if !ok || !strings.Contains(h.text, "NVRM") && !strings.Contains(h.text, "Xid") {
 		return store.KernelLog{}, false
 	}
-	text, _, _ := strings.Cut(body, "\n")
-	if !strings.Contains(text, "NVRM") && !strings.Contains(text, "Xid") {
+	prio, err1 := strconv.Atoi(h.fields[0])
+	seq, err2 := strconv.ParseUint(h.fields[1], 10, 64)
+	if err1 != nil || err2 != nil {
 		return store.KernelLog{}, false
 	}
-	f := strings.Split(head, ",")
-	if len(f) < 3 {
-		return store.KernelLog{}, false
-	}
-	prio, err1 := strconv.Atoi(f[0])
-	seq, err2 := strconv.ParseUint(f[1], 10, 64)
-	usec, err3 := strconv.ParseInt(f[2], 10, 64)
-	if err1 != nil || err2 != nil || err3 != nil {
-		return store.KernelLog{}, false
-	}
-	l := store.KernelLog{Time: usec * 1000, Seq: seq, Priority: prio & 7, Text: text}
-	if m := xidRE.FindStringSubmatch(text); m != nil {
+	l := store.KernelLog{Time: h.ns, Seq: seq, Priority: prio & 7, Text: h.text}
+	if m := xidRE.FindStringSubmatch(h.text); m != nil {
 		if x, err := strconv.Atoi(m[1]); err == nil {
 			l.Xid = &x
 		}
@@ -60,22 +51,34 @@ func parseKmsg(rec []byte) (store.KernelLog, bool) {
 	return l, true
 }
 
-// kmsgHead returns the printk timestamp (ns) and text of a record.
-func kmsgHead(rec []byte) (int64, string, bool) {
+// kmsgRecord is a /dev/kmsg record split at its header.
+type kmsgRecord struct {
+	fields []string // prio, seq, usec, flags...
+	ns     int64    // printk time
+	text   string   // first line of the message
+}
+
+func splitKmsg(rec []byte) (kmsgRecord, bool) {
 	head, body, ok := strings.Cut(string(rec), ";")
 	if !ok {
-		return 0, "", false
+		return kmsgRecord{}, false
 	}
 	f := strings.Split(head, ",")
 	if len(f) < 3 {
-		return 0, "", false
+		return kmsgRecord{}, false
 	}
 	usec, err := strconv.ParseInt(f[2], 10, 64)
 	if err != nil {
-		return 0, "", false
+		return kmsgRecord{}, false
 	}
 	text, _, _ := strings.Cut(body, "\n")
-	return usec * 1000, text, true
+	return kmsgRecord{fields: f, ns: usec * 1000, text: text}, true
+}
+
+// kmsgHead returns the printk timestamp (ns) and text of a record.
+func kmsgHead(rec []byte) (int64, string, bool) {
+	h, ok := splitKmsg(rec)
+	return h.ns, h.text, ok
 }
 
 // calibrateKmsg measures the offset of the kernel log's clock from the run

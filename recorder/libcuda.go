@@ -66,13 +66,11 @@ func mappedLibCUDA(procRoot string) (map[[2]uint64]LibFile, map[uint32]bool) {
 		if err != nil {
 			continue
 		}
-		for _, path := range mappedPaths(filepath.Join(procRoot, ent.Name(), "maps"), isLibCUDA) {
+		lfs, mapped := libCUDAOf(procRoot, uint32(pid))
+		if mapped {
 			pids[uint32(pid)] = true
-			host := filepath.Join(procRoot, ent.Name(), "root", path)
-			lf, err := newLibFile(path, host)
-			if err != nil {
-				continue
-			}
+		}
+		for _, lf := range lfs {
 			key := [2]uint64{lf.Dev, lf.Ino}
 			if _, ok := files[key]; !ok {
 				files[key] = lf
@@ -80,6 +78,20 @@ func mappedLibCUDA(procRoot string) (map[[2]uint64]LibFile, map[uint32]bool) {
 		}
 	}
 	return files, pids
+}
+
+// libCUDAOf returns the libcuda files a process maps, opened through its
+// root (it may live in a container), and whether it maps any at all (a
+// file that cannot be opened still counts as mapped).
+func libCUDAOf(procRoot string, pid uint32) (files []LibFile, mapped bool) {
+	dir := filepath.Join(procRoot, strconv.FormatUint(uint64(pid), 10))
+	paths := mappedPaths(filepath.Join(dir, "maps"), isLibCUDA)
+	for _, path := range paths {
+		if lf, err := newLibFile(path, filepath.Join(dir, "root", path)); err == nil {
+			files = append(files, lf)
+		}
+	}
+	return files, len(paths) > 0
 }
 
 // mappedPaths returns the distinct file paths in a maps file that match.
@@ -172,11 +184,9 @@ func FindLibCUDA(o FindOptions) ([]LibFile, error) {
 		return sorted(byKey), nil
 	}
 	for _, pid := range o.PIDs {
-		dir := filepath.Join(o.ProcRoot, strconv.FormatUint(uint64(pid), 10))
-		for _, path := range mappedPaths(filepath.Join(dir, "maps"), isLibCUDA) {
-			if lf, err := newLibFile(path, filepath.Join(dir, "root", path)); err == nil {
-				add(lf)
-			}
+		lfs, _ := libCUDAOf(o.ProcRoot, pid)
+		for _, lf := range lfs {
+			add(lf)
 		}
 	}
 	if o.All {

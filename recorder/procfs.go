@@ -48,31 +48,17 @@ func FilterEnv(env []string) map[string]string {
 // missing (the process may already be gone); callers keep what BPF said.
 type procInfo struct {
 	PPID     uint32
-	Start    uint64 // starttime, clock ticks since boot
 	Exe      string
 	Args     []string
 	Cgroup   string
 	Env      map[string]string
-	HasCUDA  bool // a libcuda is mapped
 	Readable bool
 }
 
 func readProc(procRoot string, pid uint32) procInfo {
 	dir := filepath.Join(procRoot, strconv.FormatUint(uint64(pid), 10))
 	var pi procInfo
-	if stat, err := os.ReadFile(filepath.Join(dir, "stat")); err == nil {
-		pi.Readable = true
-		// The command name may contain spaces and parentheses: parse after
-		// the last ')'.
-		if i := bytes.LastIndexByte(stat, ')'); i >= 0 {
-			f := strings.Fields(string(stat[i+1:]))
-			if len(f) > 19 {
-				ppid, _ := strconv.ParseUint(f[1], 10, 32)
-				pi.PPID = uint32(ppid)
-				pi.Start, _ = strconv.ParseUint(f[19], 10, 64)
-			}
-		}
-	}
+	pi.PPID, pi.Readable = readPPID(procRoot, pid)
 	pi.Exe, _ = os.Readlink(filepath.Join(dir, "exe"))
 	if b, err := os.ReadFile(filepath.Join(dir, "cmdline")); err == nil {
 		for _, a := range bytes.Split(bytes.TrimRight(b, "\x00"), []byte{0}) {
@@ -95,7 +81,6 @@ func readProc(procRoot string, pid uint32) procInfo {
 	if b, err := os.ReadFile(filepath.Join(dir, "environ")); err == nil {
 		pi.Env = FilterEnv(strings.Split(string(b), "\x00"))
 	}
-	pi.HasCUDA = len(mappedPaths(filepath.Join(dir, "maps"), isLibCUDA)) > 0
 	return pi
 }
 
@@ -162,9 +147,6 @@ func hostPathFor(path, host string) string {
 	return host
 }
 
-// clockTicks is USER_HZ, the unit of /proc/PID/stat starttime.
-const clockTicks = 100
-
 // descendants returns pid's descendants among live processes.
 func descendants(procRoot string, pid uint32) []uint32 {
 	children := map[uint32][]uint32{}
@@ -174,8 +156,8 @@ func descendants(procRoot string, pid uint32) []uint32 {
 		if err != nil {
 			continue
 		}
-		pi := readProcStat(procRoot, uint32(p))
-		children[pi] = append(children[pi], uint32(p))
+		ppid, _ := readPPID(procRoot, uint32(p))
+		children[ppid] = append(children[ppid], uint32(p))
 	}
 	var out []uint32
 	queue := []uint32{pid}
@@ -190,19 +172,20 @@ func descendants(procRoot string, pid uint32) []uint32 {
 	return out
 }
 
-func readProcStat(procRoot string, pid uint32) uint32 {
+// readPPID reads a process's parent from /proc/PID/stat; ok is false when
+// the process is gone or hidden.
+func readPPID(procRoot string, pid uint32) (ppid uint32, ok bool) {
 	stat, err := os.ReadFile(filepath.Join(procRoot, strconv.FormatUint(uint64(pid), 10), "stat"))
 	if err != nil {
-		return 0
+		return 0, false
 	}
-	i := bytes.LastIndexByte(stat, ')')
-	if i < 0 {
-		return 0
+	// The command name may contain spaces and parentheses: parse after
+	// the last ')'.
+	if i := bytes.LastIndexByte(stat, ')'); i >= 0 {
+		if f := strings.Fields(string(stat[i+1:])); len(f) >= 2 {
+			v, _ := strconv.ParseUint(f[1], 10, 32)
+			ppid = uint32(v)
+		}
 	}
-	f := strings.Fields(string(stat[i+1:]))
-	if len(f) < 2 {
-		return 0
-	}
-	ppid, _ := strconv.ParseUint(f[1], 10, 32)
-	return uint32(ppid)
+	return ppid, true
 }

@@ -184,7 +184,6 @@ func CheckPrivileges() error {
 }
 
 type frozenProc struct {
-	pid      uint32
 	callEnd  int64
 	resumed  bool
 	resumeAt int64
@@ -218,6 +217,8 @@ type rec struct {
 	// room is signalled when the writer takes the pending batch.
 	room *sync.Cond
 
+	countersAt int64 // when flush last read the loss counters (writer goroutine)
+
 	round uint64 // sample rounds taken (the sampler goroutine owns it after the first)
 	// triggers asks the sampler for a round now, for a failed call on a GPU.
 	triggers chan triggerReq
@@ -235,6 +236,7 @@ type rec struct {
 	buildIDs buildIDCache
 
 	// event-reader state
+	raw         cuda.Raw // scratch for decoding one call
 	procs       map[uint32]*procState
 	lateAtStart map[uint32]bool
 	stacksSeen  map[int32]bool
@@ -635,8 +637,11 @@ func (r *rec) trackExisting(pid uint32) {
 	pids := append([]uint32{pid}, descendants("/proc", pid)...)
 	for i, p := range pids {
 		pi := readProc("/proc", p)
+		// A process that already maps libcuda may have allocated before
+		// the recorder was there.
+		_, late := libCUDAOf("/proc", p)
 		st := store.Process{PID: p, PPID: pi.PPID, Start: now(), Root: i == 0, Exe: pi.Exe, Args: pi.Args,
-			Cgroup: pi.Cgroup, Env: pi.Env, AttachedLate: pi.HasCUDA}
+			Cgroup: pi.Cgroup, Env: pi.Env, AttachedLate: late}
 		r.mu.Lock()
 		if i == 0 {
 			r.rootPID = p
@@ -729,21 +734,8 @@ func (r *rec) shutdown(ctl net.Listener, kmsg *os.File, samplerStop, samplerDone
 	r.resumeAll()
 	st, err := r.objs.Stats()
 	r.mu.Lock()
-	if err == nil {
-		r.stats.Calls = st.Calls
-		r.stats.LostCalls = st.LostCalls
-		r.stats.LostFirst = int64(st.LostFirstNs)
-		r.stats.LostLast = int64(st.LostLastNs)
-		r.stats.LostInflight = st.LostInflight
-		r.stats.TooDeep = st.TooDeep
-		r.stats.Unmatched = st.UnmatchedReturns
-		r.stats.LostProc = st.LostProc
-		r.stats.LostProcFirst = int64(st.LostProcFirstNs)
-		r.stats.StackErrors = st.StackErrors
-		r.stats.Frozen = st.Frozen
-	}
 	t := now()
-	r.pending.Drops = append(r.pending.Drops, store.Drops{Time: t, Stats: r.stats})
+	r.readCounters(st, err, t)
 	stats := r.stats
 	delays := append([]int64(nil), r.delays...)
 	r.mu.Unlock()
@@ -802,8 +794,45 @@ func (r *rec) writeLoop(stop chan struct{}) {
 	}
 }
 
+// readCounters takes the probes' loss counters into r.stats and queues a
+// reading, so a run whose recorder is killed (no stop record) still has
+// them. Called with r.mu held, with the counters read just before.
+func (r *rec) readCounters(st bpf.Stats, err error, t int64) {
+	if err != nil {
+		return
+	}
+	r.stats.Calls = st.Calls
+	r.stats.LostCalls = st.LostCalls
+	r.stats.LostFirst = int64(st.LostFirstNs)
+	r.stats.LostLast = int64(st.LostLastNs)
+	r.stats.LostInflight = st.LostInflight
+	r.stats.TooDeep = st.TooDeep
+	r.stats.Unmatched = st.UnmatchedReturns
+	r.stats.LostProc = st.LostProc
+	r.stats.LostProcFirst = int64(st.LostProcFirstNs)
+	r.stats.StackErrors = st.StackErrors
+	r.stats.Frozen = st.Frozen
+	r.pending.Drops = append(r.pending.Drops, store.Drops{Time: t, Stats: r.stats})
+}
+
+// countersEvery is how often the loss counters are read during a run.
+const countersEvery = time.Second
+
 func (r *rec) flush() {
+	var st bpf.Stats
+	var stErr error
+	t := now()
+	reading := t-r.countersAt >= int64(countersEvery)
+	if reading {
+		st, stErr = r.objs.Stats()
+		r.countersAt = t
+	}
 	r.mu.Lock()
+	if reading {
+		// In the same critical section as taking the batch: the reading's
+		// event count is what this commit brings the file to.
+		r.readCounters(st, stErr, t)
+	}
 	b := r.pending
 	r.pending = r.spare
 	r.spare = store.Batch{}

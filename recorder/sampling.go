@@ -94,15 +94,12 @@ func (r *rec) sampleLoop(stop chan struct{}) {
 	for {
 		select {
 		case <-stop:
-			// Failures read in the final drain still get their round.
-			for {
-				select {
-				case req := <-r.triggers:
-					triggered(req)
-					continue
-				default:
-				}
-				break
+			// Failures read in the final drain still get their round
+			// (triggered takes every request queued).
+			select {
+			case req := <-r.triggers:
+				triggered(req)
+			default:
 			}
 			r.round++
 			s := r.smp.Round(r.round, -1, nil)

@@ -72,6 +72,12 @@ func (p *procState) annotate(e *store.Event, sym *cuda.Symbol, gpus []gpuID) {
 	if e.Has&cuda.FieldDevice != 0 {
 		e.Dev = e.Device
 	}
+	if e.Dev < 0 && len(gpus) == 1 && p.vis.CUDAVisible == "" {
+		// No context seen (a process attached late), but one GPU and no
+		// restriction: the only ordinal is 0.
+		e.Dev = 0
+		p.ensureDevice(0, gpus)
+	}
 	if e.Result != 0 {
 		return
 	}

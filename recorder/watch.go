@@ -1,8 +1,6 @@
 package recorder
 
 import (
-	"path/filepath"
-	"strconv"
 	"time"
 )
 
@@ -41,12 +39,8 @@ func (r *rec) watchLibraries(stop chan struct{}) {
 			}
 			r.mu.Unlock()
 			for _, pid := range pids {
-				dir := filepath.Join("/proc", strconv.FormatUint(uint64(pid), 10))
-				for _, path := range mappedPaths(filepath.Join(dir, "maps"), isLibCUDA) {
-					if lf, err := newLibFile(path, filepath.Join(dir, "root", path)); err == nil {
-						found = append(found, lf)
-					}
-				}
+				lfs, _ := libCUDAOf("/proc", pid)
+				found = append(found, lfs...)
 			}
 		}
 		for _, lf := range found {

@@ -24,17 +24,19 @@
 //	samples     uint64 BE sequence -> JSON Sample: one NVML query on one GPU
 //	processes   uint32 BE pid + uint64 BE first-seen time -> JSON Process,
 //	            rewritten as the process forks, execs and exits
-//	stacks      uint32 BE stack id -> user stack, uint64 little-endian addresses
+//	stacks      uint32 BE stack id -> JSON list of frames, {build_id, offset} or {ip}
 //	kmsg        uint64 BE sequence -> JSON KernelLog (NVRM and Xid lines)
 //	markers     uint64 BE sequence -> JSON Marker (forensic mark)
-//	drops       uint64 BE sequence -> JSON Drops: the loss counters as read
+//	drops       uint64 BE sequence -> JSON Drops: the loss counters, read about
+//	            once a second and at the stop, so a killed run keeps them
 //	failures    uint64 BE sequence -> a one-event chunk: a copy of each failed
 //	            call, so readers find failures without decoding every event
 //
 // # Event chunks
 //
-// Call events dominate the file, so they are stored in chunks, one chunk per
-// writer commit, each a varint stream: a format byte, the event count, then
+// Call events dominate the file, so they are stored in chunks of about 1 KiB
+// (at most 127 events; a commit writes as many as it needs), each a varint
+// stream: a format byte, the event count, then
 // per event the symbol id, pid, tid-pid, the exit time as a delta from the
 // previous event's, the duration, the result, depth, flags, a presence mask
 // and the present fields. A typical allocation event costs about 30 bytes.

@@ -186,9 +186,6 @@ func cmdRecord(args []string, stdout, stderr io.Writer) error {
 	if reserveMiB == 0 {
 		cfg.DiskReserve = 1 // 0 means the default in recorder.Config
 	}
-	if err := recorder.CheckPrivileges(); err != nil {
-		return err
-	}
 	// The first SIGINT or SIGTERM stops recording cleanly; a second one
 	// exits at once (what was committed is already safe in run.db).
 	sigs := make(chan os.Signal, 2)

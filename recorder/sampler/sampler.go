@@ -61,8 +61,8 @@ type migDev struct {
 type gpu struct {
 	ref store.GPURef
 	h   nvml.Device
-	// memV1 is set once the v2 query proved unusable; memWhy says why.
-	memV1  bool
+	// memWhy, once set, says why the v2 query proved unusable; the
+	// sampler then uses v1.
 	memWhy string
 	mig    []migDev
 }
@@ -70,7 +70,6 @@ type gpu struct {
 // Sampler queries NVML. It is used from one goroutine.
 type Sampler struct {
 	lib   nvml.Interface
-	path  string
 	clock Clock
 	ok    bool
 	gpus  []*gpu
@@ -84,7 +83,7 @@ type Sampler struct {
 // initializes it and takes the inventory. It never fails: an NVML that does
 // not start is recorded in the inventory and the sampler takes no samples.
 func Open(path string, clock Clock) *Sampler {
-	s := &Sampler{path: path, clock: clock, has: map[string]bool{}}
+	s := &Sampler{clock: clock, has: map[string]bool{}}
 	var opts []nvml.LibraryOption
 	if path != "" {
 		opts = append(opts, nvml.WithLibraryPath(path))
@@ -113,15 +112,6 @@ func (s *Sampler) OK() bool { return s.ok }
 
 // Inventory returns the inventory taken by Open.
 func (s *Sampler) Inventory() store.Inventory { return s.inv }
-
-// GPUs returns the identities of the GPUs NVML enumerated.
-func (s *Sampler) GPUs() []store.GPURef {
-	out := make([]store.GPURef, len(s.gpus))
-	for i, g := range s.gpus {
-		out[i] = g.ref
-	}
-	return out
-}
 
 // Close shuts NVML down.
 func (s *Sampler) Close() {
@@ -286,9 +276,9 @@ func ptr(v uint64) *uint64 { return &v }
 // or unsupported, and saying so in every v1 sample.
 func (s *Sampler) memory(g *gpu, round uint64) store.Sample {
 	smp := store.Sample{Round: round, GPU: g.ref, Kind: store.KindFramebuffer, Scope: store.ScopeDevice}
-	if !g.memV1 {
+	if g.memWhy == "" {
 		if !s.exported("nvmlDeviceGetMemoryInfo_v2") {
-			g.memV1, g.memWhy = true, "nvmlDeviceGetMemoryInfo_v2 is not exported by the library"
+			g.memWhy = "nvmlDeviceGetMemoryInfo_v2 is not exported by the library"
 		} else {
 			var m nvml.Memory_v2
 			var r nvml.Return
@@ -299,7 +289,7 @@ func (s *Sampler) memory(g *gpu, round uint64) store.Sample {
 				smp.Total, smp.Reserved, smp.Used, smp.Free = ptr(m.Total), ptr(m.Reserved), ptr(m.Used), ptr(m.Free)
 				return smp
 			case nvml.ERROR_NOT_SUPPORTED, nvml.ERROR_FUNCTION_NOT_FOUND, nvml.ERROR_ARGUMENT_VERSION_MISMATCH:
-				g.memV1, g.memWhy = true, "nvmlDeviceGetMemoryInfo_v2 returned "+StatusOf(r).Name
+				g.memWhy = "nvmlDeviceGetMemoryInfo_v2 returned " + StatusOf(r).Name
 			default:
 				smp.API, smp.Struct, smp.Status = "nvmlDeviceGetMemoryInfo_v2", "nvmlMemory_v2_t", StatusOf(r)
 				return smp
@@ -366,7 +356,7 @@ func (s *Sampler) processes(g *gpu, round uint64) store.Sample {
 	return smp
 }
 
-func (s *Sampler) migMemory(g *gpu, m migDev, round uint64) store.Sample {
+func (s *Sampler) migMemory(m migDev, round uint64) store.Sample {
 	smp := store.Sample{Round: round, GPU: m.ref, Kind: store.KindFramebuffer, Scope: store.ScopeMIG,
 		API: "nvmlDeviceGetMemoryInfo", Struct: "nvmlMemory_t"}
 	var mem nvml.Memory
@@ -400,7 +390,7 @@ func (s *Sampler) Round(round uint64, first int, triggers []store.Trigger) []sto
 	for _, g := range order {
 		out = append(out, s.memory(g, round), s.bar1(g, round), s.processes(g, round))
 		for _, m := range g.mig {
-			out = append(out, s.migMemory(g, m, round))
+			out = append(out, s.migMemory(m, round))
 		}
 	}
 	if len(triggers) > 0 {
