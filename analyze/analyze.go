@@ -32,18 +32,12 @@ type Options struct {
 	MaxStacks int
 }
 
-// event is the part of a stored event the analysis keeps.
+// event is the part of a stored event the analysis keeps (with its own
+// copy of the key bytes).
 type event struct {
-	sym   *cuda.Symbol
-	name  string
-	e     store.Event
-	key   []byte
-	order int // position among failures
-}
-
-type procKey struct {
-	pid   uint32
-	start int64
+	sym  *cuda.Symbol
+	name string
+	e    store.Event
 }
 
 // state is one analysis in progress.
@@ -54,6 +48,7 @@ type state struct {
 	stop    *store.StopInfo
 	inv     *store.Inventory
 	procs   map[uint32]*store.Process // by pid; the latest record of a pid
+	libs    []store.Library
 	gpuUUID map[int]string
 	rep     *Report
 
@@ -66,6 +61,8 @@ type state struct {
 	counts     []CallCount
 	procCalls  map[uint32]*[2]uint64
 	firstAlloc int64
+	// lastTime is where the record ends (the latest return in the last
+	// event chunk): Run.EndNS of an abrupt run, and what it says of it.
 	lastTime   int64
 	abnormal   []uint32 // processes killed by a signal with no failed call
 	failedPIDs map[uint32]bool
@@ -76,9 +73,8 @@ type state struct {
 }
 
 type exportRef struct {
-	pid    uint32
-	target uint64
-	dev    int32
+	pid uint32
+	dev int32
 }
 
 // Analyze reads a run and produces its report.
@@ -123,22 +119,16 @@ func Analyze(r *store.Reader, opts Options) (*Report, error) {
 	for i := range procs {
 		s.procs[procs[i].PID] = &procs[i]
 	}
-	for _, name := range r.SymbolNames() {
-		sym, _, ok := cuda.Lookup(name)
-		if !ok {
-			// A symbol this forensic no longer has: judged as "other".
-			sym = &cuda.Symbol{Name: name, Family: name, Op: cuda.OpOther}
-		}
-		s.syms = append(s.syms, sym)
+	names := r.SymbolNames()
+	s.syms = resolveSymbols(names)
+	for _, name := range names {
 		s.counts = append(s.counts, CallCount{Symbol: name})
 	}
 	if err := s.findFailures(); err != nil {
 		return nil, err
 	}
 	s.pickFirst()
-	if err := s.runInfo(); err != nil {
-		return nil, err
-	}
+	s.runInfo()
 	if err := s.context(procs); err != nil {
 		return nil, err
 	}
@@ -157,6 +147,34 @@ func Analyze(r *store.Reader, opts Options) (*Report, error) {
 	return s.rep, nil
 }
 
+// resolveSymbols looks a file's symbol names up in the symbol table once,
+// so that no pass looks a name up per event. The result is indexed by the
+// file's symbol ids; a name this forensic no longer has is judged as
+// "other".
+func resolveSymbols(names []string) []*cuda.Symbol {
+	syms := make([]*cuda.Symbol, len(names))
+	for i, name := range names {
+		sym, _, ok := cuda.Lookup(name)
+		if !ok {
+			sym = &cuda.Symbol{Name: name, Family: name, Op: cuda.OpOther}
+		}
+		syms[i] = sym
+	}
+	return syms
+}
+
+// unlisted stands for a symbol id the file's symbol list lacks (a corrupt
+// file): judged as "other".
+var unlisted = &cuda.Symbol{Name: "unknown", Family: "unknown", Op: cuda.OpOther}
+
+// symbolAt returns the row of a file symbol id from resolveSymbols.
+func symbolAt(syms []*cuda.Symbol, id uint16) *cuda.Symbol {
+	if int(id) < len(syms) {
+		return syms[id]
+	}
+	return unlisted
+}
+
 // symbol returns the table row of a file symbol id.
 func (s *state) symbol(id uint16) *cuda.Symbol {
 	if int(id) < len(s.syms) {
@@ -164,7 +182,7 @@ func (s *state) symbol(id uint16) *cuda.Symbol {
 	}
 	// An id the file's symbol list lacks (a corrupt file): keep counting.
 	for len(s.syms) <= int(id) {
-		s.syms = append(s.syms, &cuda.Symbol{Name: "unknown", Family: "unknown", Op: cuda.OpOther})
+		s.syms = append(s.syms, unlisted)
 		s.counts = append(s.counts, CallCount{Symbol: fmt.Sprintf("symbol#%d", len(s.counts))})
 	}
 	return s.syms[id]
@@ -215,8 +233,8 @@ func (s *state) noteFailure(e *store.Event) {
 	}
 	sym := s.symbol(e.Symbol)
 	s.failedPIDs[e.PID] = true
-	ev := &event{sym: sym, name: e.Name, e: *e, key: append([]byte(nil), e.Key...)}
-	ev.e.Key = ev.key
+	ev := &event{sym: sym, name: e.Name, e: *e}
+	ev.e.Key = append([]byte(nil), e.Key...)
 	if len(s.failures) < s.opts.MaxFailures {
 		s.failures = append(s.failures, ev)
 	} else {
@@ -236,7 +254,7 @@ func (s *state) count(e *store.Event) {
 	if e.Depth > 0 {
 		return
 	}
-	s.symbol(e.Symbol) // grows counts for an id the file did not list
+	sym := s.symbol(e.Symbol) // grows counts for an id the file did not list
 	c := &s.counts[e.Symbol]
 	c.Calls++
 	pc := s.procCalls[e.PID]
@@ -245,19 +263,22 @@ func (s *state) count(e *store.Event) {
 		s.procCalls[e.PID] = pc
 	}
 	pc[0]++
-	s.lastTime = max(s.lastTime, e.End)
 	if e.Result != 0 {
 		c.Failed++
 		pc[1]++
 		return
 	}
-	if len(e.Key) > 0 && e.Has&cuda.FieldTarget != 0 {
-		if sym := s.symbol(e.Symbol); sym.Creates == cuda.ResNone && sym.Op == cuda.OpMapping {
-			// An export (IPC handle, pool pointer): remember which
-			// allocation its bytes name, so an import can be sized.
-			s.exportKeys[string(e.Key)] = exportRef{pid: e.PID, target: e.Target, dev: e.Dev}
-		}
+	if isExport(sym, e) {
+		// An export (IPC handle, pool pointer): remember where the
+		// allocation its bytes name lies, so an import can be placed.
+		s.exportKeys[string(e.Key)] = exportRef{pid: e.PID, dev: e.Dev}
 	}
+}
+
+// isExport reports whether a successful call exports a live allocation:
+// export bytes naming its target.
+func isExport(sym *cuda.Symbol, e *store.Event) bool {
+	return len(sym.Exports) > 0 && len(e.Key) > 0 && e.Has&cuda.FieldTarget != 0
 }
 
 // fillCounts puts the call counts, known after the live-bytes pass, into
@@ -289,17 +310,14 @@ func (s *state) pickFirst() {
 		s.first = s.firstAny
 	}
 	sort.SliceStable(s.failures, func(i, j int) bool { return s.failures[i].e.End < s.failures[j].e.End })
-	for i, f := range s.failures {
-		f.order = i
-	}
 }
 
 // liveRes is one live resource created by a traced call.
 type liveRes struct {
 	size  uint64
-	sized bool
 	gpu   int
 	mig   int // MIG instance, -1 for the whole GPU
+	sized bool
 	view  cuda.View
 }
 
@@ -436,37 +454,20 @@ func (s *state) passLive() (*traced, error) {
 	}
 	// A process's exit releases what it still held (the driver frees it),
 	// so a sample taken after the failing process exited is reconciled too.
-	type exit struct {
-		pid uint32
-		t   int64
-	}
-	var exits []exit
+	var exits []procExit
 	for _, p := range s.procs {
 		if p.Exit != nil {
-			exits = append(exits, exit{p.PID, p.Exit.Time})
+			exits = append(exits, procExit{p.PID, p.Exit.Time})
 		}
 	}
-	sort.Slice(exits, func(i, j int) bool { return exits[i].t < exits[j].t })
+	eq := newExitQueue(exits)
 	releaseUpTo := func(t int64) {
-		for len(exits) > 0 && exits[0].t <= t {
-			x := exits[0]
-			exits = exits[1:]
-			freed := map[viewKey]uint64{}
-			for k, l := range live {
-				if k.pid == x.pid {
-					delete(live, k)
-					if l.sized && l.view != cuda.ViewNone {
-						freed[l.key()] += l.size
-					}
-				}
-			}
-			for vk, n := range freed {
-				sl := tr.slot(vk)
-				sl.total -= n
-				logChange(vk, x.t, x.t, -int64(n))
-				sl.acc.observe(sl.total, x.t, s)
-			}
-		}
+		eq.releaseUpTo(t, live, func(vk viewKey, at int64, n uint64) {
+			sl := tr.slot(vk)
+			sl.total -= n
+			logChange(vk, at, at, -int64(n))
+			sl.acc.observe(sl.total, at, s)
+		})
 	}
 	// Failures waiting for a later success of the same operation.
 	pendingRecov := map[[2]uint64][]*event{}
@@ -532,7 +533,7 @@ func (s *state) passLive() (*traced, error) {
 			if e.Has&cuda.FieldSize != 0 {
 				l.size, l.sized = e.Size, true
 			}
-			if sym.Creates == cuda.ResIPC || sym.Creates == cuda.ResPoolImport {
+			if sym.Imports {
 				if ref, ok := s.exportKeys[string(e.Key)]; ok {
 					if sz, ok := s.exportSize[string(e.Key)]; ok {
 						l.size, l.sized = sz, true
@@ -543,8 +544,8 @@ func (s *state) passLive() (*traced, error) {
 					}
 				}
 			}
-			if sym.Creates == cuda.ResAccess && !sym.UsesBAR1(e.Dev, int32(e.Peer)) {
-				return nil
+			if sym.BAR1 == cuda.BAR1Peer && !sym.UsesBAR1(e.Dev, peerDevice(sym, e)) {
+				return nil // a grant to the owning device maps nothing
 			}
 			k := resKey{e.PID, sym.Creates, e.Ptr}
 			if old, ok := live[k]; ok && old.sized {
@@ -575,8 +576,8 @@ func (s *state) passLive() (*traced, error) {
 		}
 		// An export names a live allocation: remember its size for the
 		// processes that import it.
-		if len(e.Key) > 0 && sym.Creates == cuda.ResNone && sym.Op == cuda.OpMapping && e.Has&cuda.FieldTarget != 0 {
-			for _, res := range []cuda.Resource{cuda.ResDevPtr, cuda.ResMemHandle} {
+		if isExport(sym, e) {
+			for _, res := range sym.Exports {
 				if l, ok := live[resKey{e.PID, res, e.Target}]; ok && l.sized {
 					s.exportSize[string(e.Key)] = l.size
 				}
@@ -584,25 +585,8 @@ func (s *state) passLive() (*traced, error) {
 		}
 		return nil
 	}
-	// Replay in time order. Stored events are nearly ordered already (one
-	// ring buffer, committed in arrival order); a bounded reorder window
-	// repairs what is not, so totals at a moment never count a release
-	// that happened after it.
-	win := &reorder{}
-	err := s.r.Events(func(e *store.Event) error {
-		s.count(e)
-		if next, ok := win.push(e); ok {
-			return replay(next)
-		}
-		return nil
-	})
-	if err != nil {
+	if err := eventsInOrder(s.r, s.count, replay); err != nil {
 		return nil, err
-	}
-	for next, ok := win.pop(); ok; next, ok = win.pop() {
-		if err := replay(next); err != nil {
-			return nil, err
-		}
 	}
 	if firstEnd >= 0 && !atFailureTaken {
 		releaseUpTo(firstEnd)
@@ -613,6 +597,70 @@ func (s *state) passLive() (*traced, error) {
 		sl.acc.end = some(sl.total)
 	}
 	return tr, nil
+}
+
+// eventsInOrder streams the run's events: each first goes to tally, in
+// storage order, then to replay, in time order. Stored events are nearly
+// ordered already (one ring buffer, committed in arrival order); a bounded
+// reorder window repairs what is not, so totals at a moment never count a
+// release that happened after it. tally may be nil.
+func eventsInOrder(r *store.Reader, tally func(*store.Event), replay func(*store.Event) error) error {
+	win := &reorder{}
+	err := r.Events(func(e *store.Event) error {
+		if tally != nil {
+			tally(e)
+		}
+		if next, ok := win.push(e); ok {
+			return replay(next)
+		}
+		return nil
+	})
+	if err != nil {
+		return err
+	}
+	for next, ok := win.pop(); ok; next, ok = win.pop() {
+		if err := replay(next); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// procExit is when a process ended.
+type procExit struct {
+	pid uint32
+	t   int64
+}
+
+// exitQueue holds process exits in time order, for a replay that releases
+// what each process still held when it ended (the driver frees it).
+type exitQueue []procExit
+
+func newExitQueue(exits []procExit) exitQueue {
+	sort.Slice(exits, func(i, j int) bool { return exits[i].t < exits[j].t })
+	return exits
+}
+
+// releaseUpTo removes from live everything held by the processes that
+// exited by t, in exit order, and reports each traced total that lost
+// sized bytes: freed(total, exit time, bytes).
+func (q *exitQueue) releaseUpTo(t int64, live map[resKey]liveRes, freed func(vk viewKey, at int64, n uint64)) {
+	for len(*q) > 0 && (*q)[0].t <= t {
+		x := (*q)[0]
+		*q = (*q)[1:]
+		lost := map[viewKey]uint64{}
+		for k, l := range live {
+			if k.pid == x.pid {
+				delete(live, k)
+				if l.sized && l.view != cuda.ViewNone {
+					lost[l.key()] += l.size
+				}
+			}
+		}
+		for vk, n := range lost {
+			freed(vk, x.t, n)
+		}
+	}
 }
 
 // reorderWindow is how many events the live-bytes replay holds to restore
@@ -699,7 +747,7 @@ func (s *state) wall(t int64) string {
 	return s.run.WallStart.Add(time.Duration(t - s.run.ClockStart)).UTC().Format(time.RFC3339Nano)
 }
 
-func (s *state) runInfo() error {
+func (s *state) runInfo() {
 	ri := RunInfo{Path: s.r.Path(), ID: s.run.ID, Mode: s.run.Mode, Command: s.run.Command, TargetPID: s.run.TargetPID,
 		Host: s.run.Hostname, Kernel: s.run.Kernel, Clock: s.run.Clock, StartNS: s.run.ClockStart,
 		WallStart: s.run.WallStart.UTC().Format(time.RFC3339Nano), Interval: int64(s.run.Interval),
@@ -721,7 +769,6 @@ func (s *state) runInfo() error {
 		ri.DurationNS = ri.EndNS - ri.StartNS
 	}
 	s.rep.Run = ri
-	return nil
 }
 
 var signalNames = map[int]string{1: "SIGHUP", 2: "SIGINT", 3: "SIGQUIT", 4: "SIGILL", 5: "SIGTRAP", 6: "SIGABRT",
@@ -766,11 +813,11 @@ func (s *state) context(procs []store.Process) error {
 			s.abnormal = append(s.abnormal, p.PID)
 		}
 	}
-	libs, err := s.r.Libraries()
-	if err != nil {
+	var err error
+	if s.libs, err = s.r.Libraries(); err != nil {
 		return err
 	}
-	for _, l := range libs {
+	for _, l := range s.libs {
 		lib := Library{Path: l.Path, BuildID: l.BuildID, Hooked: l.Attached, Absent: l.Absent, Unknown: l.Unknown, Error: l.Error}
 		for _, p := range []*[]string{&lib.Hooked, &lib.Absent, &lib.Unknown} {
 			if *p == nil {
@@ -802,21 +849,34 @@ func (s *state) context(procs []store.Process) error {
 		s.rep.Markers = append(s.rep.Markers, Marker{TimeNS: m.Time, Label: m.Label})
 	}
 	var st store.Stats
+	known := false
 	if s.stop != nil {
-		st = s.stop.Stats
-		s.rep.Loss.Known = true
+		st, known = s.stop.Stats, true
 	} else if drops, err := s.r.Drops(); err == nil && len(drops) > 0 {
-		st = drops[len(drops)-1].Stats
-		s.rep.Loss.Known = true
+		st, known = drops[len(drops)-1].Stats, true
 	}
-	s.rep.Loss = Loss{Calls: st.Calls, Events: st.Events, LostCalls: st.LostCalls, LostFirstNS: st.LostFirst,
-		LostInflight: st.LostInflight, TooDeep: st.TooDeep, Unmatched: st.Unmatched, LostProc: st.LostProc,
-		DecodeErrors: st.DecodeErrors, Known: s.rep.Loss.Known}
+	s.rep.Loss = lossOf(st)
+	s.rep.Loss.Known = known
 	if s.first != nil {
 		s.rep.Loss.BeforeFailure = (st.LostCalls > 0 && st.LostFirst != 0 && st.LostFirst <= s.first.e.End) ||
 			st.LostInflight > 0 || st.TooDeep > 0
 	}
 	return nil
+}
+
+// lossOf reports the recorder's loss counters; Loss.stats gives them back.
+func lossOf(st store.Stats) Loss {
+	return Loss{Calls: st.Calls, Events: st.Events, LostCalls: st.LostCalls, LostFirstNS: st.LostFirst,
+		LostInflight: st.LostInflight, TooDeep: st.TooDeep, Unmatched: st.Unmatched, LostProc: st.LostProc,
+		DecodeErrors: st.DecodeErrors}
+}
+
+// stats gives back the recorder's counters a Loss reports, so that what
+// counts as lost evidence is store.Stats.Lost's to say.
+func (l Loss) stats() store.Stats {
+	return store.Stats{Calls: l.Calls, Events: l.Events, LostCalls: l.LostCalls, LostFirst: l.LostFirstNS,
+		LostInflight: l.LostInflight, TooDeep: l.TooDeep, Unmatched: l.Unmatched, LostProc: l.LostProc,
+		DecodeErrors: l.DecodeErrors}
 }
 
 // phases splits the run at the markers; without markers, at its own
@@ -900,6 +960,7 @@ func (s *state) failure(f *event) Failure {
 
 func (s *state) failureList() {
 	stacks := 0
+	var ff *Failure
 	for _, f := range s.failures {
 		fl := s.failure(f)
 		if f.e.Stack >= 0 && stacks < s.opts.MaxStacks {
@@ -907,15 +968,23 @@ func (s *state) failureList() {
 			stacks++
 		}
 		s.rep.Failures = append(s.rep.Failures, fl)
+		if f == s.first {
+			c := fl
+			ff = &c
+		}
 	}
 	if s.first != nil {
-		ff := s.failure(s.first)
-		if s.first.e.Stack >= 0 {
+		// The first failure is listed unless the list was truncated; its
+		// stack is symbolized even past MaxStacks.
+		if ff == nil {
+			c := s.failure(s.first)
+			ff = &c
+		}
+		if ff.Stack == nil && s.first.e.Stack >= 0 {
 			ff.Stack = s.stack(s.first)
 		}
-		s.rep.FirstFailure = &ff
+		s.rep.FirstFailure = ff
 	}
-	// Live bytes at the first failure, per process, GPU and view.
 }
 
 // stack symbolizes a failure's user stack.
@@ -950,10 +1019,8 @@ func (s *state) files() []File {
 		}
 		add(File{Path: p.Exe})
 	}
-	if libs, err := s.r.Libraries(); err == nil {
-		for _, l := range libs {
-			add(File{Path: l.Path, Open: l.HostPath, BuildID: l.BuildID})
-		}
+	for _, l := range s.libs {
+		add(File{Path: l.Path, Open: l.HostPath, BuildID: l.BuildID})
 	}
 	if s.fileList == nil {
 		s.fileList = []File{}

@@ -114,7 +114,6 @@ type series struct {
 	points int
 	gaps   int
 	peak   uint64
-	api    string
 }
 
 type timeScale struct {
@@ -160,27 +159,69 @@ func (s *series) gap(ts timeScale, t int64) {
 
 // gpuPanel is what the samples say about one GPU.
 type gpuPanel struct {
-	index       int
-	uuid, name  string
-	fb          map[string]*series // used, free, reserved
-	bar         map[string]*series // used, free
-	traced      *series            // traced device allocations
-	fbTotal     uint64
-	barTotal    uint64
-	fbAPI       string
-	barAPI      string
-	fbStatus    map[string]int // status name -> samples, for unusable ones
-	barStatus   map[string]int
-	fbUsable    int
-	barUsable   int
-	fbUnusable  []int64 // times of unusable samples, bounded
-	barUnusable []int64
-	mig         int // MIG-scope samples (in the table, not drawn)
+	index      int
+	uuid, name string
+	fb         viewPanel // used, free, reserved
+	bar        viewPanel // used, free
+	traced     *series   // traced device allocations
+	mig        int       // MIG-scope samples (in the table, not drawn)
+}
+
+// viewPanel is what the samples say about one memory view of a GPU.
+type viewPanel struct {
+	series   map[string]*series // per field
+	total    uint64
+	api      string
+	status   map[string]int // status name -> samples, for unusable ones
+	unusable []int64        // times of unusable samples, bounded
 }
 
 func newGPUPanel(i int) *gpuPanel {
-	return &gpuPanel{index: i, fb: map[string]*series{}, bar: map[string]*series{},
-		fbStatus: map[string]int{}, barStatus: map[string]int{}}
+	return &gpuPanel{index: i, fb: newViewPanel(), bar: newViewPanel()}
+}
+
+func newViewPanel() viewPanel {
+	return viewPanel{series: map[string]*series{}, status: map[string]int{}}
+}
+
+// seriesValue is one field of a sample, for a view's series.
+type seriesValue struct {
+	field string
+	v     *uint64
+}
+
+// add draws one sample of the view: its fields' values, or a gap in
+// every field when the query gave none.
+func (v *viewPanel) add(ts timeScale, s *store.Sample, values ...seriesValue) {
+	v.api = apiOf(s.API, s.Struct)
+	if !s.Usable() {
+		v.status[s.Status.Name]++
+		if len(v.unusable) < 4*htmlSeriesBuckets {
+			v.unusable = append(v.unusable, s.Start)
+		}
+		for _, f := range values {
+			v.field(f.field).gap(ts, s.Start)
+		}
+		return
+	}
+	if s.Total != nil {
+		v.total = max(v.total, *s.Total)
+	}
+	for _, f := range values {
+		if f.v != nil {
+			v.field(f.field).add(ts, s.Start, *f.v)
+		}
+	}
+}
+
+// field returns the series of field f, making it on first use.
+func (v *viewPanel) field(f string) *series {
+	s := v.series[f]
+	if s == nil {
+		s = newSeries()
+		v.series[f] = s
+	}
+	return s
 }
 
 // htmlData is what the streaming passes collect for the timeline.
@@ -191,7 +232,7 @@ type htmlData struct {
 	drawnFails  int
 	binnedFails uint64
 	liveCapped  bool
-	symbols     map[uint16]string
+	symName     func(uint16) string // the file's name of a symbol id
 	inv         *store.Inventory
 	// lead are the last calls of the failing process up to and including
 	// the first failure, by time (at most htmlLeadCalls).
@@ -228,17 +269,6 @@ func (d *htmlData) gpu(i int) *gpuPanel {
 	return g
 }
 
-type liveKey struct {
-	pid uint32
-	res cuda.Resource
-	ptr uint64
-}
-
-type liveVal struct {
-	gpu  int
-	size uint64
-}
-
 // collect streams the run's events and samples into fixed-size bins.
 func collectHTML(r *store.Reader, rep *Report) (*htmlData, error) {
 	run := r.Run()
@@ -253,7 +283,7 @@ func collectHTML(r *store.Reader, rep *Report) (*htmlData, error) {
 	if t1 <= t0 {
 		t1 = t0 + int64(time.Millisecond)
 	}
-	d := &htmlData{ts: timeScale{t0, t1}, procs: map[uint32]*htmlProc{}, gpus: map[int]*gpuPanel{}, symbols: map[uint16]string{}}
+	d := &htmlData{ts: timeScale{t0, t1}, procs: map[uint32]*htmlProc{}, gpus: map[int]*gpuPanel{}, symName: r.SymbolName}
 	var err error
 	if d.inv, err = r.Inventory(); err != nil {
 		return nil, err
@@ -268,10 +298,10 @@ func collectHTML(r *store.Reader, rep *Report) (*htmlData, error) {
 				p.name = *g.Name.Value
 			}
 			if g.FBTotal.Value != nil {
-				p.fbTotal = *g.FBTotal.Value
+				p.fb.total = *g.FBTotal.Value
 			}
 			if g.BAR1Total.Value != nil {
-				p.barTotal = *g.BAR1Total.Value
+				p.bar.total = *g.BAR1Total.Value
 			}
 		}
 	}
@@ -292,55 +322,36 @@ func collectHTML(r *store.Reader, rep *Report) (*htmlData, error) {
 			}
 		}
 	}
-	live := map[liveKey]liveVal{}
+	syms := resolveSymbols(r.SymbolNames())
+	live := map[resKey]liveRes{}
 	totals := map[int]uint64{}
 	// A process's exit releases what it still held (the driver frees it),
 	// as the analysis counts it.
-	type exit struct {
-		pid uint32
-		t   int64
-	}
-	var exits []exit
+	var exits []procExit
 	for _, p := range rep.Processes {
 		if p.Exit != nil {
-			exits = append(exits, exit{p.PID, p.Exit.TimeNS})
+			exits = append(exits, procExit{p.PID, p.Exit.TimeNS})
 		}
 	}
-	sort.Slice(exits, func(i, j int) bool { return exits[i].t < exits[j].t })
+	eq := newExitQueue(exits)
 	releaseUpTo := func(t int64) {
-		for len(exits) > 0 && exits[0].t <= t {
-			x := exits[0]
-			exits = exits[1:]
-			freed := map[int]uint64{}
-			for k, l := range live {
-				if k.pid == x.pid {
-					delete(live, k)
-					freed[l.gpu] += l.size
-				}
-			}
-			for g, n := range freed {
-				totals[g] -= n
-				d.gpu(g).traced.add(d.ts, x.t, totals[g])
-			}
-		}
+		eq.releaseUpTo(t, live, func(vk viewKey, at int64, n uint64) {
+			totals[vk.gpu] -= n
+			d.gpu(vk.gpu).traced.add(d.ts, at, totals[vk.gpu])
+		})
 	}
-	err = r.Events(func(e *store.Event) error {
+	// Replayed in time order, as the analysis replays them, so that a
+	// release stored before its allocation still frees it.
+	err = eventsInOrder(r, nil, func(e *store.Event) error {
 		if e.Depth > 0 {
 			return nil // a library's call to itself
 		}
 		releaseUpTo(e.End - 1)
-		if _, ok := d.symbols[e.Symbol]; !ok {
-			d.symbols[e.Symbol] = e.Name
-		}
-		sym, _, known := cuda.Lookup(e.Name)
-		op := cuda.OpOther
-		if known {
-			op = sym.Op
-		}
+		sym := symbolAt(syms, e.Symbol)
 		p := d.proc(e.PID)
 		p.calls++
 		p.bins[d.ts.bin(e.Start, htmlCallBins)]++
-		m := htmlMark{start: e.Start, end: e.End, pid: e.PID, tid: e.TID, result: e.Result, sym: e.Symbol, op: op, dev: e.Dev, live: -1}
+		m := htmlMark{start: e.Start, end: e.End, pid: e.PID, tid: e.TID, result: e.Result, sym: e.Symbol, op: sym.Op, dev: e.Dev, live: -1}
 		if e.Has&cuda.FieldSize != 0 {
 			m.size, m.hasSize = e.Size, true
 		}
@@ -351,12 +362,6 @@ func collectHTML(r *store.Reader, rep *Report) (*htmlData, error) {
 				p.marks = append(p.marks, m)
 			}
 		}
-		defer func() {
-			if g, ok := devGPU[e.PID][e.Dev]; ok && e.Dev >= 0 && !d.liveCapped {
-				m.live = int64(totals[g])
-			}
-			d.keepLead(m, rep.FirstFailure)
-		}()
 		if e.Result != 0 {
 			p.failed++
 			if d.drawnFails < htmlMaxFailureMarks {
@@ -369,41 +374,13 @@ func collectHTML(r *store.Reader, rep *Report) (*htmlData, error) {
 				p.fbins[d.ts.bin(e.End, htmlCallBins)]++
 				d.binnedFails++
 			}
-			return nil
+		} else if !d.liveCapped {
+			d.traceLive(e, sym, live, totals, devGPU)
 		}
-		if !known || d.liveCapped {
-			return nil
+		if g, ok := devGPU[e.PID][e.Dev]; ok && e.Dev >= 0 && !d.liveCapped {
+			m.live = int64(totals[g])
 		}
-		// Traced live device allocations (framebuffer view only), per GPU.
-		if sym.Creates != cuda.ResNone && sym.Creates.View() == cuda.ViewFramebuffer && e.Has&cuda.FieldPtr != 0 && e.Has&cuda.FieldSize != 0 {
-			g, ok := devGPU[e.PID][e.Dev]
-			if !ok || e.Dev < 0 {
-				return nil
-			}
-			k := liveKey{e.PID, sym.Creates, e.Ptr}
-			if old, ok := live[k]; ok {
-				totals[old.gpu] -= old.size
-			} else if len(live) >= htmlMaxLive {
-				d.liveCapped = true
-				return nil
-			}
-			live[k] = liveVal{g, e.Size}
-			totals[g] += e.Size
-			gp := d.gpu(g)
-			if gp.traced == nil {
-				gp.traced = newSeries()
-				gp.traced.add(d.ts, d.ts.t0, 0)
-			}
-			gp.traced.add(d.ts, e.End, totals[g])
-		}
-		for _, res := range sym.Releases {
-			k := liveKey{e.PID, res, e.Target}
-			if l, ok := live[k]; ok {
-				delete(live, k)
-				totals[l.gpu] -= l.size
-				d.gpu(l.gpu).traced.add(d.ts, e.End, totals[l.gpu])
-			}
-		}
+		d.keepLead(m, rep.FirstFailure)
 		return nil
 	})
 	if err != nil {
@@ -423,47 +400,9 @@ func collectHTML(r *store.Reader, rep *Report) (*htmlData, error) {
 		}
 		switch s.Kind {
 		case store.KindFramebuffer:
-			g.fbAPI = apiOf(s)
-			if !s.Usable() {
-				g.fbStatus[s.Status.Name]++
-				if len(g.fbUnusable) < 4*htmlSeriesBuckets {
-					g.fbUnusable = append(g.fbUnusable, s.Start)
-				}
-				for _, f := range []string{"used", "free", "reserved"} {
-					g.fbSeries(f).gap(d.ts, s.Start)
-				}
-				return nil
-			}
-			g.fbUsable++
-			if s.Total != nil {
-				g.fbTotal = max(g.fbTotal, *s.Total)
-			}
-			for f, v := range map[string]*uint64{"used": s.Used, "free": s.Free, "reserved": s.Reserved} {
-				if v != nil {
-					g.fbSeries(f).add(d.ts, s.Start, *v)
-				}
-			}
+			g.fb.add(d.ts, s, seriesValue{"used", s.Used}, seriesValue{"free", s.Free}, seriesValue{"reserved", s.Reserved})
 		case store.KindBAR1:
-			g.barAPI = apiOf(s)
-			if !s.Usable() {
-				g.barStatus[s.Status.Name]++
-				if len(g.barUnusable) < 4*htmlSeriesBuckets {
-					g.barUnusable = append(g.barUnusable, s.Start)
-				}
-				for _, f := range []string{"used", "free"} {
-					g.barSeries(f).gap(d.ts, s.Start)
-				}
-				return nil
-			}
-			g.barUsable++
-			if s.Total != nil {
-				g.barTotal = max(g.barTotal, *s.Total)
-			}
-			for f, v := range map[string]*uint64{"used": s.Used, "free": s.Free} {
-				if v != nil {
-					g.barSeries(f).add(d.ts, s.Start, *v)
-				}
-			}
+			g.bar.add(d.ts, s, seriesValue{"used", s.Used}, seriesValue{"free", s.Free})
 		}
 		return nil
 	})
@@ -473,29 +412,46 @@ func collectHTML(r *store.Reader, rep *Report) (*htmlData, error) {
 	return d, nil
 }
 
-func apiOf(s *store.Sample) string {
-	if s.Struct != "" {
-		return s.API + " / " + s.Struct
+// traceLive replays one successful call into the traced live device
+// allocations (framebuffer view only), per GPU.
+func (d *htmlData) traceLive(e *store.Event, sym *cuda.Symbol, live map[resKey]liveRes, totals map[int]uint64, devGPU map[uint32]map[int32]int) {
+	if sym.Creates != cuda.ResNone && sym.Creates.View() == cuda.ViewFramebuffer && e.Has&cuda.FieldPtr != 0 && e.Has&cuda.FieldSize != 0 {
+		g, ok := devGPU[e.PID][e.Dev]
+		if !ok || e.Dev < 0 {
+			return
+		}
+		k := resKey{e.PID, sym.Creates, e.Ptr}
+		if old, ok := live[k]; ok {
+			totals[old.gpu] -= old.size
+		} else if len(live) >= htmlMaxLive {
+			d.liveCapped = true
+			return
+		}
+		live[k] = liveRes{size: e.Size, sized: true, gpu: g, mig: -1, view: cuda.ViewFramebuffer}
+		totals[g] += e.Size
+		gp := d.gpu(g)
+		if gp.traced == nil {
+			gp.traced = newSeries()
+			gp.traced.add(d.ts, d.ts.t0, 0)
+		}
+		gp.traced.add(d.ts, e.End, totals[g])
 	}
-	return s.API
+	for _, res := range sym.Releases {
+		k := resKey{e.PID, res, e.Target}
+		if l, ok := live[k]; ok {
+			delete(live, k)
+			totals[l.gpu] -= l.size
+			d.gpu(l.gpu).traced.add(d.ts, e.End, totals[l.gpu])
+		}
+	}
 }
 
-func (g *gpuPanel) fbSeries(f string) *series {
-	s := g.fb[f]
-	if s == nil {
-		s = newSeries()
-		g.fb[f] = s
+// apiOf names the NVML function and structure version a value came from.
+func apiOf(api, strct string) string {
+	if strct != "" {
+		return api + " / " + strct
 	}
-	return s
-}
-
-func (g *gpuPanel) barSeries(f string) *series {
-	s := g.bar[f]
-	if s == nil {
-		s = newSeries()
-		g.bar[f] = s
-	}
-	return s
+	return api
 }
 
 func (d *htmlData) proc(pid uint32) *htmlProc {
@@ -739,7 +695,7 @@ func (h *htmlWriter) lead(f *Failure) {
 	for _, m := range lead {
 		before := "failure"
 		cls := ` class="first"`
-		if !(m.end == f.TimeNS && m.tid == f.TID && m.result != 0) {
+		if !h.isFirstMark(&m) {
 			before = "−" + fmtDur(f.TimeNS-m.end)
 			cls = ""
 		}
@@ -757,7 +713,7 @@ func (h *htmlWriter) lead(f *Failure) {
 			live = esc(HumanBytes(uint64(m.live)))
 		}
 		h.f("<tr%s><td class=\"num\">%s</td><td class=\"num\">%d</td><td><code>%s</code></td><td class=\"num\">%s</td><td>%s</td><td class=\"num\">%s</td></tr>\n",
-			cls, esc(before), m.tid, esc(h.d.symbols[m.sym]), size, resHTML, live)
+			cls, esc(before), m.tid, esc(h.d.symName(m.sym)), size, resHTML, live)
 	}
 	h.s("</tbody></table></div>\n")
 }
@@ -884,8 +840,12 @@ func (h *htmlWriter) missing() {
 }
 
 func (h *htmlWriter) isFirst(f *Failure) bool {
-	ff := h.rep.FirstFailure
-	return ff != nil && f.TimeNS == ff.TimeNS && f.PID == ff.PID && f.TID == ff.TID && f.Symbol == ff.Symbol
+	return isFirstFailure(h.rep.FirstFailure, f.TimeNS, f.PID, f.TID, f.Symbol)
+}
+
+// isFirstMark reports whether a drawn call is the first failure.
+func (h *htmlWriter) isFirstMark(m *htmlMark) bool {
+	return m.result != 0 && isFirstFailure(h.rep.FirstFailure, m.end, m.pid, m.tid, h.d.symName(m.sym))
 }
 
 func (h *htmlWriter) failures() {
@@ -1181,7 +1141,8 @@ type line struct {
 }
 
 // panel draws one memory view of one GPU with its own y-axis.
-func (h *htmlWriter) panel(y0, ph float64, title, sub string, total uint64, totalLabel string, lines []line, unusable []int64, status map[string]int, api string) {
+func (h *htmlWriter) panel(y0, ph float64, title, sub, totalLabel string, v *viewPanel, lines []line) {
+	total, unusable, status, api := v.total, v.unusable, v.status, v.api
 	top := total
 	for _, l := range lines {
 		if l.s != nil {
@@ -1370,17 +1331,17 @@ func (h *htmlWriter) gpuPanels(g *gpuPanel, fbY, barY float64) {
 	}
 	h.f(`<text x="8" y="%.1f" class="gpuhead">%s</text>`, fbY-8, esc(head))
 	fbLines := []line{
-		{name: "used", colour: colFBUsed, s: g.fb["used"]},
-		{name: "free", colour: colFBFree, s: g.fb["free"]},
-		{name: "reserved", colour: colFBReserved, s: g.fb["reserved"]},
+		{name: "used", colour: colFBUsed, s: g.fb.series["used"]},
+		{name: "free", colour: colFBFree, s: g.fb.series["free"]},
+		{name: "reserved", colour: colFBReserved, s: g.fb.series["reserved"]},
 		{name: "traced live allocs", colour: colTraced, dash: "6 3", s: g.traced, step: true},
 	}
-	h.panel(fbY, fbPanelH, "Framebuffer", "device memory", g.fbTotal, "framebuffer total", fbLines, g.fbUnusable, g.fbStatus, g.fbAPI)
+	h.panel(fbY, fbPanelH, "Framebuffer", "device memory", "framebuffer total", &g.fb, fbLines)
 	barLines := []line{
-		{name: "used", colour: colBARUsed, s: g.bar["used"]},
-		{name: "free", colour: colBARFree, s: g.bar["free"]},
+		{name: "used", colour: colBARUsed, s: g.bar.series["used"]},
+		{name: "free", colour: colBARFree, s: g.bar.series["free"]},
 	}
-	h.panel(barY, barPanelH, "BAR1 aperture", "PCIe mappings, own axis", g.barTotal, "BAR1 total (aperture size)", barLines, g.barUnusable, g.barStatus, g.barAPI)
+	h.panel(barY, barPanelH, "BAR1 aperture", "PCIe mappings, own axis", "BAR1 total (aperture size)", &g.bar, barLines)
 }
 
 func (h *htmlWriter) procRow(p *htmlProc, y float64, i int) {
@@ -1441,15 +1402,13 @@ func (h *htmlWriter) procRow(p *htmlProc, y float64, i int) {
 		}
 	}
 	lastLabel := -1e9
-	ff := h.rep.FirstFailure
 	for _, m := range p.fails {
 		x := ts.x(m.end)
-		first := ff != nil && m.end == ff.TimeNS && m.pid == ff.PID && m.tid == ff.TID
 		h.f(`<g class="fail"><title>FAILED %s</title><line x1="%.1f" y1="%.1f" x2="%.1f" y2="%.1f"/><path d="M%.1f %.1fl-4.5 -6h9z"/>`,
 			esc(h.markTitle(&m)), x, y+4, x, y+procRowH-3, x, y+9)
 		if x-lastLabel > 150 && x < svgLeft+plotW-40 {
-			label := h.d.symbols[m.sym] + " " + strings.TrimPrefix(cuda.LookupResult(m.result).Name, "CUDA_ERROR_")
-			if first {
+			label := h.d.symName(m.sym) + " " + strings.TrimPrefix(cuda.LookupResult(m.result).Name, "CUDA_ERROR_")
+			if h.isFirstMark(&m) {
 				label = "FIRST: " + label
 			}
 			anchor, lx := "start", x+5
@@ -1466,7 +1425,7 @@ func (h *htmlWriter) procRow(p *htmlProc, y float64, i int) {
 
 func (h *htmlWriter) markTitle(m *htmlMark) string {
 	var b strings.Builder
-	b.WriteString(h.d.symbols[m.sym])
+	b.WriteString(h.d.symName(m.sym))
 	if m.hasSize {
 		fmt.Fprintf(&b, "(%s)", HumanBytes(m.size))
 	}
@@ -1515,10 +1474,7 @@ func (h *htmlWriter) memoryViews() {
 		if v.Change != nil {
 			change = fmt.Sprintf(`<td class="num" title="%d bytes">%+.1f</td>`, *v.Change, float64(*v.Change)/(1<<20))
 		}
-		src := v.API
-		if v.Struct != "" {
-			src += " / " + v.Struct
-		}
+		src := apiOf(v.API, v.Struct)
 		h.f(`<tr class="%s"><td class="num">%d</td><td><span class="chip c-%s">%s</span></td><td title="%s — examines %s">%s</td><td>%s</td>%s%s%s%s%s%s%s<td><code>%s</code></td><td>%s</td></tr>`+"\n",
 			cls, v.GPU, esc(v.View), esc(view), esc(v.Meaning), esc(v.Examines), esc(v.Field), esc(v.Scope),
 			mibCell(v.Start), mibCell(v.Before), mibCell(v.At), mibCell(v.End), mibCell(v.Peak), mibCell(v.Low), change,
@@ -1642,7 +1598,7 @@ func (h *htmlWriter) lossAndSampling() {
 		lost := fmt.Sprintf("%d calls seen, %d events stored, %d lost (in-flight table %d, too deep %d), %d unmatched returns, %d lost process records",
 			l.Calls, l.Events, l.LostCalls, l.LostInflight, l.TooDeep, l.Unmatched, l.LostProc)
 		cls := "ok"
-		if l.LostCalls+l.LostInflight+l.TooDeep+l.LostProc > 0 {
+		if l.stats().Lost() {
 			cls = "warn"
 		}
 		h.kv("calls", fmt.Sprintf(`<span class="%s">%s</span>`, cls, esc(lost)))
@@ -1697,16 +1653,13 @@ func (h *htmlWriter) calls() {
 	}
 	h.s(`<div class="tablewrap"><table class="data narrow"><thead><tr><th>symbol</th><th>operation</th><th class="num">calls</th><th class="num">failed</th></tr></thead><tbody>` + "\n")
 	for _, c := range cs {
-		op := "other"
-		if sym, _, ok := cuda.Lookup(c.Symbol); ok {
-			op = sym.Op.String()
-		}
+		op := opOf(c.Symbol)
 		failed := fmt.Sprint(c.Failed)
 		if c.Failed > 0 {
 			failed = `<span class="bad">` + failed + `</span>`
 		}
 		h.f("<tr><td><code>%s</code></td><td><span class=\"chip\" style=\"border-color:%s\">%s</span></td><td class=\"num\">%d</td><td class=\"num\">%s</td></tr>\n",
-			esc(c.Symbol), opColours[opOf(c.Symbol)], esc(op), c.Calls, failed)
+			esc(c.Symbol), opColours[op], esc(op.String()), c.Calls, failed)
 	}
 	h.s("</tbody></table></div></section>\n")
 }

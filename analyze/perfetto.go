@@ -32,7 +32,8 @@ import (
 // read, so memory does not grow with the number of calls.
 func WritePerfetto(w io.Writer, r *store.Reader) error {
 	p := &perfettoWriter{w: w, buf: make([]byte, 0, perfettoBuf+4096), t0: r.Run().ClockStart,
-		threads: map[[2]uint32]bool{}, last: [2]uint32{^uint32(0), ^uint32(0)}, procs: map[uint32]bool{}, results: map[int32][]byte{}}
+		threads: map[[2]uint32]bool{}, last: [2]uint32{^uint32(0), ^uint32(0)}, procs: map[uint32]bool{}, results: map[int32][]byte{},
+		syms: resolveSymbols(r.SymbolNames())}
 	return p.write(r)
 }
 
@@ -51,7 +52,9 @@ type perfettoWriter struct {
 	threads map[[2]uint32]bool
 	last    [2]uint32 // the thread of the previous event (named already)
 	procs   map[uint32]bool
-	// Per symbol id: the start of its X event up to `"pid":`.
+	// Per symbol id: the file's symbols resolved, and the start of its X
+	// event up to `"pid":`.
+	syms   []*cuda.Symbol
 	prefix [][]byte
 	// Per result code: `"CUDA_…"` quoted.
 	results map[int32][]byte
@@ -324,7 +327,7 @@ func (p *perfettoWriter) argUint(k string, v uint64) {
 func (p *perfettoWriter) argHex(k string, v uint64) {
 	p.argKey(k)
 	p.buf = append(p.buf, `"0x`...)
-	p.buf = appendHex(p.buf, v)
+	p.buf = strconv.AppendUint(p.buf, v, 16)
 	p.buf = append(p.buf, '"')
 }
 
@@ -457,13 +460,9 @@ func (p *perfettoWriter) event(e *store.Event) error {
 	}
 	pre := p.prefix[e.Symbol]
 	if pre == nil {
-		cat := "other"
-		if sym, _, ok := cuda.Lookup(e.Name); ok {
-			cat = sym.Op.String()
-		}
 		pre = append([]byte(`{"ph":"X","name":`), appendJSONString(nil, e.Name)...)
 		pre = append(pre, `,"cat":"`...)
-		pre = append(pre, cat...)
+		pre = append(pre, symbolAt(p.syms, e.Symbol).Op.String()...)
 		pre = append(pre, `","pid":`...)
 		p.prefix[e.Symbol] = pre
 	}
@@ -486,10 +485,11 @@ func (p *perfettoWriter) event(e *store.Event) error {
 	if e.Result == 0 {
 		return nil
 	}
-	return p.instant("p", int64(e.PID), int64(e.TID), "FAILED "+e.Name+": "+cuda.LookupResult(e.Result).Name, "failure", e.End, func() {
+	res := cuda.LookupResult(e.Result)
+	return p.instant("p", int64(e.PID), int64(e.TID), "FAILED "+e.Name+": "+res.Name, "failure", e.End, func() {
 		p.argStr("symbol", e.Name)
-		p.argStr("result", cuda.LookupResult(e.Result).Name)
-		p.argStr("meaning", cuda.LookupResult(e.Result).Meaning.String())
+		p.argStr("result", res.Name)
+		p.argStr("meaning", res.Meaning.String())
 		p.callArgs(e)
 	})
 }
@@ -543,22 +543,6 @@ func (p *perfettoWriter) callArgs(e *store.Event) {
 		p.argKey("attached_late")
 		p.buf = append(p.buf, "true"...)
 	}
-}
-
-// appendHex appends v in lower-case hex without leading zeros.
-func appendHex(b []byte, v uint64) []byte {
-	const hexd = "0123456789abcdef"
-	var tmp [16]byte
-	i := len(tmp)
-	for {
-		i--
-		tmp[i] = hexd[v&0xf]
-		v >>= 4
-		if v == 0 {
-			break
-		}
-	}
-	return append(b, tmp[i:]...)
 }
 
 // appendMicros appends ns as microseconds with three decimals (exact).

@@ -110,6 +110,13 @@ func clip(s string, n int) string {
 	return string(r[:n-1]) + "…"
 }
 
+// isFirstFailure reports whether the failed call of symbol by thread tid
+// of pid, returning at end, is the first failure ff (nil: there is none).
+// A thread makes one call at a time, so these name one call.
+func isFirstFailure(ff *Failure, end int64, pid, tid uint32, symbol string) bool {
+	return ff != nil && end == ff.TimeNS && pid == ff.PID && tid == ff.TID && symbol == ff.Symbol
+}
+
 // WriteText writes the human report: the verdict first, then the evidence,
 // the failures and the memory-view table. It fits 100 columns.
 func WriteText(w io.Writer, rep *Report, o TextOptions) error {
@@ -280,7 +287,7 @@ func WriteText(w io.Writer, rep *Report, o TextOptions) error {
 			size = HumanBytes(*f.Size)
 		}
 		tags := []string{}
-		if rep.FirstFailure != nil && f.TimeNS == rep.FirstFailure.TimeNS && f.PID == rep.FirstFailure.PID && f.TID == rep.FirstFailure.TID {
+		if isFirstFailure(rep.FirstFailure, f.TimeNS, f.PID, f.TID, f.Symbol) {
 			tags = append(tags, "FIRST")
 		}
 		if f.Recovered {

@@ -141,7 +141,7 @@ func (s *state) generalGaps() {
 		s.miss(what, "load the NVIDIA kernel driver, or point --libnvidia-ml at the driver's libnvidia-ml.so.1", false)
 	}
 	if s.stop == nil {
-		s.miss(fmt.Sprintf("the recorder did not stop cleanly (killed, crashed or out of disk before its stop record); the record ends at %s", s.rel(s.lastTime)),
+		s.miss(fmt.Sprintf("the recorder did not stop cleanly (killed, crashed or out of disk before its stop record); the record ends at %s", s.rel(s.rep.Run.EndNS)),
 			"stop the recorder with SIGINT or SIGTERM, on a filesystem with room", false)
 	} else if s.stop.Reason == "disk-full" || s.stop.Reason == "write-error" {
 		s.miss("the recorder stopped writing early: "+s.stop.Error, "record on a filesystem with more free space", false)
@@ -245,24 +245,22 @@ func (s *state) capacity(f *event, sp *samplesPass, tr *traced, attribution stri
 	gpu, mig, method := s.gpuOfDev(f.e.PID, f.e.Dev)
 	size, sized := f.e.Size, f.e.Has&cuda.FieldSize != 0
 	switch f.sym.Op {
-	case cuda.OpHostAllocation, cuda.OpOther:
-		return CapNotApplicable
-	case cuda.OpFree:
+	case cuda.OpHostAllocation, cuda.OpOther, cuda.OpFree:
 		return CapNotApplicable
 	case cuda.OpMapping:
 		owner := f.e.Dev
-		if ref, ok := s.exportKeys[string(f.key)]; ok && len(f.key) > 0 {
+		if ref, ok := s.exportKeys[string(f.e.Key)]; ok && len(f.e.Key) > 0 {
 			// An import maps the exporter's memory: its GPU's aperture.
 			if g, _, _ := s.gpuOfDev(ref.pid, ref.dev); g >= 0 {
 				gpu, owner = g, ref.dev
 			}
-			if sz, ok := s.exportSize[string(f.key)]; ok && !sized {
+			if sz, ok := s.exportSize[string(f.e.Key)]; ok && !sized {
 				size, sized = sz, true
 				s.evidence(Evidence{Field: "mapped size (from the exporter's allocation)", Value: ptr(sz), Unit: "bytes",
 					Source: fmt.Sprintf("export by pid %d (traced)", ref.pid), Status: "recorded", TimeNS: f.e.End})
 			}
 		}
-		if !f.sym.UsesBAR1(owner, peerDevice(f)) {
+		if !f.sym.UsesBAR1(owner, peerDevice(f.sym, &f.e)) {
 			s.evidence(Evidence{Field: "BAR1 relevance", Text: "this mapping's path does not use the BAR1 aperture",
 				Unit: "-", Source: "symbol table (" + f.sym.Family + ")", Status: "rule 7", TimeNS: f.e.End})
 			return CapNotApplicable
@@ -274,10 +272,11 @@ func (s *state) capacity(f *event, sp *samplesPass, tr *traced, attribution stri
 	return s.judge(f, sp, tr, gpu, mig, method, store.KindFramebuffer, size, sized, CapFBExhausted, CapFBHadRoom)
 }
 
-// peerDevice is the device a grant names (cuMemSetAccess), or -1.
-func peerDevice(f *event) int32 {
-	if f.e.Has&cuda.FieldPeer != 0 && f.sym.BAR1 == cuda.BAR1Peer {
-		return int32(f.e.Peer)
+// peerDevice is the device a grant names (cuMemSetAccess), or -1 when
+// the call grants none or the record lacks it.
+func peerDevice(sym *cuda.Symbol, e *store.Event) int32 {
+	if e.Has&cuda.FieldPeer != 0 && sym.BAR1 == cuda.BAR1Peer {
+		return int32(e.Peer)
 	}
 	return -1
 }
@@ -304,10 +303,11 @@ func (s *state) judge(f *event, sp *samplesPass, tr *traced, gpu int, mig *int, 
 			"set CUDA_DEVICE_ORDER=PCI_BUS_ID or CUDA_VISIBLE_DEVICES=GPU-<uuid>, or start the recorder before the process creates its context", true)
 		return CapUnknown
 	}
-	key := kind
-	if mig != nil && kind == store.KindFramebuffer {
-		key = fmt.Sprintf("%s/mig%d", kind, *mig)
+	var keyMIG *int // BAR1 is whole-GPU
+	if kind == store.KindFramebuffer {
+		keyMIG = mig
 	}
+	key := kindKeyOf(kind, keyMIG)
 	vk := viewKey{gpu, -1, cuda.ViewFramebuffer}
 	if kind == store.KindBAR1 {
 		vk.view = cuda.ViewBAR1
@@ -354,7 +354,7 @@ func (s *state) judge(f *event, sp *samplesPass, tr *traced, gpu int, mig *int, 
 				bad = lb
 			}
 			what, fix := "failed with", "check the driver (nvidia-smi -q) and the kernel log"
-			if bad.Status.Code == 3 { // NVML_ERROR_NOT_SUPPORTED
+			if bad.Status.Code == nvmlErrorNotSupported {
 				what, fix = "is not supported here:", "none on this GPU and driver: this view cannot be read here"
 			}
 			s.miss(fmt.Sprintf("%s on GPU %d %s %s: the %s view cannot be read", bad.API, gpu, what, bad.Status.Name, view), fix, true)
@@ -373,10 +373,7 @@ func (s *state) judge(f *event, sp *samplesPass, tr *traced, gpu int, mig *int, 
 		}
 	}
 	ref := best.smp
-	src := ref.API
-	if ref.Struct != "" {
-		src += " / " + ref.Struct
-	}
+	src := apiOf(ref.API, ref.Struct)
 	note := best.note
 	if t, ok := triggeredBy(ref, f); ok {
 		note += fmt.Sprintf(", %v after it", time.Duration(ref.Start-t.End))
@@ -467,7 +464,7 @@ func (s *state) liveEvidence(f *event, sp *samplesPass, tr *traced) {
 		}
 		g := gpu
 		ref := sp.ref[store.KindProcesses]
-		s.evidence(Evidence{Field: "NVML usage of " + who, Value: p.Used, Unit: "bytes", Source: ref.API + " / " + ref.Struct,
+		s.evidence(Evidence{Field: "NVML usage of " + who, Value: p.Used, Unit: "bytes", Source: apiOf(ref.API, ref.Struct),
 			Status: ref.Status.Name, TimeNS: ref.Start, GPU: &g, Scope: "process"})
 	}
 }

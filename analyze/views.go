@@ -35,7 +35,7 @@ type fieldAcc struct {
 	beforeT                           int64
 	phases                            []phaseAcc
 	phase                             int // index of the phase last observed (times only grow)
-	api, strct, support               string
+	api, strct                        string
 	lastStatus                        string
 	usable                            bool
 	scope                             string
@@ -102,15 +102,27 @@ type samplesPass struct {
 	// procUse: per-process usage on the failure's GPU in the reference
 	// round.
 	procUse []store.ProcUsage
-	gpus    map[int]string
 }
 
+// nvmlErrorNotSupported is NVML_ERROR_NOT_SUPPORTED: the query does not
+// exist on this GPU and driver.
+const nvmlErrorNotSupported = 3
+
+// kindKey names a sample's kind, per MIG instance for MIG-scope samples.
 func kindKey(smp *store.Sample) string {
-	k := smp.Kind
-	if smp.Scope == store.ScopeMIG && smp.GPU.MIGIndex != nil {
-		k = fmt.Sprintf("%s/mig%d", smp.Kind, *smp.GPU.MIGIndex)
+	var mig *int
+	if smp.Scope == store.ScopeMIG {
+		mig = smp.GPU.MIGIndex
 	}
-	return k
+	return kindKeyOf(smp.Kind, mig)
+}
+
+// kindKeyOf is "kind", or "kind/migN" for MIG instance N.
+func kindKeyOf(kind string, mig *int) string {
+	if mig == nil {
+		return kind
+	}
+	return fmt.Sprintf("%s/mig%d", kind, *mig)
 }
 
 func triggeredBy(smp *store.Sample, f *event) (store.Trigger, bool) {
@@ -122,17 +134,17 @@ func triggeredBy(smp *store.Sample, f *event) (store.Trigger, bool) {
 	return store.Trigger{}, false
 }
 
-func sampleRef(smp *store.Sample, f *event) SampleRef {
+// sampleRef describes a sample; t is the first failure's trigger of it,
+// nil when the failure did not trigger it.
+func sampleRef(smp *store.Sample, t *store.Trigger) SampleRef {
 	r := SampleRef{Seq: smp.Seq, Kind: smp.Kind, Scope: smp.Scope, API: smp.API, Struct: smp.Struct,
 		Status: smp.Status.Name, StartNS: smp.Start, EndNS: smp.End, Total: smp.Total, Reserved: smp.Reserved,
 		Used: smp.Used, Free: smp.Free, Fallback: smp.Fallback}
-	if f != nil {
-		if t, ok := triggeredBy(smp, f); ok {
-			d := smp.Start - t.End
-			r.DelayNS = &d
-			r.Frozen = t.Frozen
-			r.FreezeNS = t.Freeze
-		}
+	if t != nil {
+		d := smp.Start - t.End
+		r.DelayNS = &d
+		r.Frozen = t.Frozen
+		r.FreezeNS = t.Freeze
 	}
 	return r
 }
@@ -140,8 +152,7 @@ func sampleRef(smp *store.Sample, f *event) SampleRef {
 // passSamples streams the samples once.
 func (s *state) passSamples(tr *traced) (*samplesPass, error) {
 	sp := &samplesPass{fields: map[sampleField]*fieldAcc{}, ref: map[string]*store.Sample{},
-		lastBefore: map[string]*store.Sample{}, unsupported: map[string]bool{}, triggeredRounds: map[uint64]bool{},
-		gpus: map[int]string{}}
+		lastBefore: map[string]*store.Sample{}, unsupported: map[string]bool{}, triggeredRounds: map[uint64]bool{}}
 	firstGPU := -1
 	var f *event = s.first
 	if f != nil {
@@ -151,29 +162,33 @@ func (s *state) passSamples(tr *traced) (*samplesPass, error) {
 	after := map[string]bool{}
 	err := s.r.Samples(func(smp *store.Sample) error {
 		sp.count++
-		if smp.GPU.UUID != "" {
-			sp.gpus[smp.GPU.Index] = smp.GPU.UUID
-		}
 		if len(smp.Triggers) > 0 && !sp.triggeredRounds[smp.Round] {
 			sp.triggeredRounds[smp.Round] = true
 			for _, t := range smp.Triggers {
 				sp.delays = append(sp.delays, smp.Start-t.End)
 			}
 		}
-		if smp.Status.Code == 3 { // NVML_ERROR_NOT_SUPPORTED
+		if smp.Status.Code == nvmlErrorNotSupported {
 			sp.unsupported[smp.API] = true
 		}
-		s.observeSample(sp, smp)
+		// Whether the first failure triggered this sample: it then stands
+		// for the state at the failure.
+		var trig store.Trigger
+		isTrig := false
+		if f != nil {
+			trig, isTrig = triggeredBy(smp, f)
+		}
+		s.observeSample(sp, smp, isTrig)
 		if f == nil || smp.GPU.Index != firstGPU {
 			return nil
 		}
 		k := kindKey(smp)
-		if _, ok := triggeredBy(smp, f); ok {
+		if isTrig {
 			if smp.Usable() || sp.ref[k] == nil {
 				c := *smp
 				sp.ref[k] = &c
 			}
-			sp.nearest.At = append(sp.nearest.At, sampleRef(smp, f))
+			sp.nearest.At = append(sp.nearest.At, sampleRef(smp, &trig))
 			return nil
 		}
 		if smp.End <= f.e.End {
@@ -183,7 +198,7 @@ func (s *state) passSamples(tr *traced) (*samplesPass, error) {
 		}
 		if !after[k] {
 			after[k] = true
-			sp.nearest.After = append(sp.nearest.After, sampleRef(smp, f))
+			sp.nearest.After = append(sp.nearest.After, sampleRef(smp, nil))
 		}
 		return nil
 	})
@@ -198,7 +213,8 @@ func (s *state) passSamples(tr *traced) (*samplesPass, error) {
 		sort.Strings(kinds)
 		for _, k := range kinds {
 			lb := sp.lastBefore[k]
-			sp.nearest.Before = append(sp.nearest.Before, sampleRef(lb, f))
+			// A sample the failure triggered is never kept as "before".
+			sp.nearest.Before = append(sp.nearest.Before, sampleRef(lb, nil))
 			if sp.ref[k] == nil && lb.Usable() && f.e.End-lb.End <= s.window {
 				sp.ref[k] = lb
 			}
@@ -212,26 +228,31 @@ func (s *state) passSamples(tr *traced) (*samplesPass, error) {
 	return sp, nil
 }
 
-// observeSample feeds a sample's values into the field accumulators.
-func (s *state) observeSample(sp *samplesPass, smp *store.Sample) {
+// field returns the accumulator of k, making it on first use.
+func (sp *samplesPass) field(k sampleField, scope string) *fieldAcc {
+	a := sp.fields[k]
+	if a == nil {
+		a = &fieldAcc{scope: scope}
+		if k.mig >= 0 {
+			m := k.mig
+			a.migIndex = &m
+		}
+		sp.fields[k] = a
+	}
+	return a
+}
+
+// observeSample feeds a sample's values into the field accumulators; trig
+// says the first failure triggered it, so it stands for the state at the
+// failure.
+func (s *state) observeSample(sp *samplesPass, smp *store.Sample, trig bool) {
 	mig := -1
 	if smp.Scope == store.ScopeMIG && smp.GPU.MIGIndex != nil {
 		mig = *smp.GPU.MIGIndex
 	}
 	t := smp.End
-	// The sample a failure triggered stands for the state at the failure.
-	_, trig := triggered(smp, s.first)
 	feed := func(name string, v *uint64, unsupportedWhy string) {
-		k := sampleField{gpu: smp.GPU.Index, mig: mig, field: name}
-		a := sp.fields[k]
-		if a == nil {
-			a = &fieldAcc{scope: smp.Scope}
-			if mig >= 0 {
-				m := mig
-				a.migIndex = &m
-			}
-			sp.fields[k] = a
-		}
+		a := sp.field(sampleField{gpu: smp.GPU.Index, mig: mig, field: name}, smp.Scope)
 		a.api, a.strct = smp.API, smp.Struct
 		switch {
 		case !smp.Status.OK():
@@ -258,22 +279,12 @@ func (s *state) observeSample(sp *samplesPass, smp *store.Sample) {
 		feed("BAR1 free", smp.Free, "")
 	case store.KindProcesses:
 		if !smp.Status.OK() {
-			k := sampleField{gpu: smp.GPU.Index, mig: -1, field: "process used"}
-			a := sp.fields[k]
-			if a == nil {
-				a = &fieldAcc{scope: store.ScopeProcess}
-				sp.fields[k] = a
-			}
+			a := sp.field(sampleField{gpu: smp.GPU.Index, mig: -1, field: "process used"}, store.ScopeProcess)
 			a.api, a.strct, a.lastStatus = smp.API, smp.Struct, smp.Status.Name
 			return
 		}
 		for _, p := range smp.Processes {
-			k := sampleField{gpu: smp.GPU.Index, mig: -1, field: "process used", pid: p.PID}
-			a := sp.fields[k]
-			if a == nil {
-				a = &fieldAcc{scope: store.ScopeProcess}
-				sp.fields[k] = a
-			}
+			a := sp.field(sampleField{gpu: smp.GPU.Index, mig: -1, field: "process used", pid: p.PID}, store.ScopeProcess)
 			a.api, a.strct = smp.API, smp.Struct
 			if p.Used == nil {
 				a.lastStatus = "NVML_VALUE_NOT_AVAILABLE"
@@ -286,13 +297,6 @@ func (s *state) observeSample(sp *samplesPass, smp *store.Sample) {
 			}
 		}
 	}
-}
-
-func triggered(smp *store.Sample, f *event) (store.Trigger, bool) {
-	if f == nil {
-		return store.Trigger{}, false
-	}
-	return triggeredBy(smp, f)
 }
 
 var fieldMeaning = map[string][2]string{
@@ -356,15 +360,7 @@ func (s *state) rows(sp *samplesPass, tr *traced) {
 		vks = append(vks, sl.key)
 		accs[sl.key] = &sl.acc
 	}
-	sort.Slice(vks, func(i, j int) bool {
-		if vks[i].gpu != vks[j].gpu {
-			return vks[i].gpu < vks[j].gpu
-		}
-		if vks[i].mig != vks[j].mig {
-			return vks[i].mig < vks[j].mig
-		}
-		return vks[i].view < vks[j].view
-	})
+	sort.Slice(vks, func(i, j int) bool { return viewKeyLess(vks[i], vks[j]) })
 	for _, vk := range vks {
 		if vk.view == cuda.ViewNone || vk.view == cuda.ViewHost {
 			continue // host memory belongs to no GPU view
@@ -405,12 +401,7 @@ func (s *state) rows(sp *samplesPass, tr *traced) {
 		for vk := range m {
 			vks = append(vks, vk)
 		}
-		sort.Slice(vks, func(i, j int) bool {
-			if vks[i].gpu != vks[j].gpu {
-				return vks[i].gpu < vks[j].gpu
-			}
-			return vks[i].view < vks[j].view
-		})
+		sort.Slice(vks, func(i, j int) bool { return viewKeyLess(vks[i], vks[j]) })
 		for _, vk := range vks {
 			if vk.view == cuda.ViewNone {
 				continue
@@ -418,6 +409,17 @@ func (s *state) rows(sp *samplesPass, tr *traced) {
 			s.rep.LiveAtFailure = append(s.rep.LiveAtFailure, *m[vk])
 		}
 	}
+}
+
+// viewKeyLess orders traced totals by GPU, MIG instance and view.
+func viewKeyLess(a, b viewKey) bool {
+	if a.gpu != b.gpu {
+		return a.gpu < b.gpu
+	}
+	if a.mig != b.mig {
+		return a.mig < b.mig
+	}
+	return a.view < b.view
 }
 
 // supportText says in words why a field has no values: "not supported"

@@ -195,3 +195,48 @@ func TestDecodeDerivedSizes(t *testing.T) {
 		t.Error("pointer decoded from a failed call")
 	}
 }
+
+// Exports and imports are properties of the table, so the analysis never
+// names a symbol: the exporting calls name a device allocation or a
+// physical handle by Target and carry their export bytes in Key; the
+// importing calls create a mapping keyed by those bytes.
+func TestExportImportRows(t *testing.T) {
+	wantExports := map[string][]Resource{
+		"cuIpcGetMemHandle":      {ResDevPtr, ResMemHandle},
+		"cuMemPoolExportPointer": {ResDevPtr, ResMemHandle},
+	}
+	wantImports := map[string]bool{"cuIpcOpenMemHandle": true, "cuIpcOpenMemHandle_v2": true, "cuMemPoolImportPointer": true}
+	for _, s := range Symbols {
+		want := wantExports[s.Name]
+		if len(s.Exports) != len(want) {
+			t.Errorf("%s exports %v, want %v", s.Name, s.Exports, want)
+		} else {
+			for i := range want {
+				if s.Exports[i] != want[i] {
+					t.Errorf("%s exports %v, want %v", s.Name, s.Exports, want)
+				}
+			}
+		}
+		if len(s.Exports) > 0 && (s.Key.Src == SrcNone || s.Target.Src == SrcNone || s.Creates != ResNone || s.Op != OpMapping) {
+			t.Errorf("%s exports but is not a mapping call with a key and a target that creates nothing", s.Name)
+		}
+		if s.Imports != wantImports[s.Name] {
+			t.Errorf("%s Imports = %v, want %v", s.Name, s.Imports, wantImports[s.Name])
+		}
+		if s.Imports && (s.Key.Src == SrcNone || s.Creates == ResNone || s.Creates.View() != ViewBAR1) {
+			t.Errorf("%s imports but has no key or creates no aperture mapping", s.Name)
+		}
+	}
+}
+
+// LookupResult's index agrees with the table row for row.
+func TestLookupResultIndex(t *testing.T) {
+	for _, r := range Results {
+		if got := LookupResult(r.Code); got != r {
+			t.Errorf("LookupResult(%d) = %+v, want %+v", r.Code, got, r)
+		}
+	}
+	if got := LookupResult(-5); got.Name != "CUDA_ERROR_-5" || got.Meaning != MeaningUnknown {
+		t.Errorf("LookupResult(-5) = %+v", got)
+	}
+}

@@ -165,11 +165,21 @@ var Results = []Result{
 // LookupResult returns the row for code. A code missing from the table gets
 // a row named CUDA_ERROR_<code> with MeaningUnknown, so callers never guess.
 func LookupResult(code int32) Result {
-	for _, r := range Results {
-		if r.Code == code {
-			return r
-		}
+	if i, ok := resultIndex[code]; ok {
+		return Results[i]
 	}
 	return Result{Code: code, Name: fmt.Sprintf("CUDA_ERROR_%d", code), Meaning: MeaningUnknown,
 		Cause: "a result code forensic's table does not know"}
 }
+
+// resultIndex indexes Results by code (the first row of a code, as a scan
+// would find it). It is built once and never changed.
+var resultIndex = func() map[int32]int {
+	m := make(map[int32]int, len(Results))
+	for i, r := range Results {
+		if _, ok := m[r.Code]; !ok {
+			m[r.Code] = i
+		}
+	}
+	return m
+}()

@@ -239,6 +239,15 @@ type Symbol struct {
 	Releases []Resource
 	Ctx      CtxEffect
 	Identity Identity
+	// Exports: the call names a live resource of one of these kinds
+	// (keyed by Target) with export bytes in Key (an IPC handle, a pool
+	// export), so that a process importing those bytes can be sized by
+	// the exporter's allocation.
+	Exports []Resource
+	// Imports: the call maps memory another process exported, named by
+	// the bytes in Key; what it creates lies on the exporting GPU and has
+	// the exported allocation's size.
+	Imports bool
 
 	// What the probes read.
 	In, OutA, OutB Capture
@@ -402,15 +411,18 @@ func buildSymbols() []Symbol {
 		OutA: ptrTo(0, 8), Ptr: outA(0, 8), Target: arg(1, 8), Flags: arg(2, 4)})
 	add(Symbol{Name: "cuMemImportFromShareableHandle", Op: OpMapping,
 		OutA: ptrTo(0, 8), Ptr: outA(0, 8), Target: arg(1, 8), Flags: arg(2, 4)})
-	add(Symbol{Name: "cuMemPoolExportPointer", Op: OpMapping,
+	// What an export names: a device allocation (cuMemAlloc*, a pool's) or
+	// a physical allocation handle.
+	exported := []Resource{ResDevPtr, ResMemHandle}
+	add(Symbol{Name: "cuMemPoolExportPointer", Op: OpMapping, Exports: exported,
 		OutA: ptrTo(0, 32), Key: outA(0, 32), Target: arg(1, 8)})
-	add(Symbol{Name: "cuMemPoolImportPointer", Op: OpMapping, BAR1: BAR1May, Creates: ResPoolImport,
+	add(Symbol{Name: "cuMemPoolImportPointer", Op: OpMapping, BAR1: BAR1May, Creates: ResPoolImport, Imports: true,
 		OutA: ptrTo(0, 8), Ptr: outA(0, 8), Target: arg(1, 8), In: ptrTo(2, 32), Key: in(0, 32)})
-	add(Symbol{Name: "cuIpcGetMemHandle", Op: OpMapping,
+	add(Symbol{Name: "cuIpcGetMemHandle", Op: OpMapping, Exports: exported,
 		OutA: ptrTo(0, 32), Key: outA(0, 32), Target: arg(1, 8)})
 	{
 		// CUipcMemHandle (64 bytes) is passed by value, on the stack.
-		s := Symbol{Name: "cuIpcOpenMemHandle", Op: OpMapping, BAR1: BAR1May, Creates: ResIPC,
+		s := Symbol{Name: "cuIpcOpenMemHandle", Op: OpMapping, BAR1: BAR1May, Creates: ResIPC, Imports: true,
 			OutA: ptrTo(0, 8), Ptr: outA(0, 8), In: Capture{Arg: -1, Len: 32, FromStack: true},
 			Key: in(0, 32), Flags: arg(1, 4)}
 		variants(s, "cuIpcOpenMemHandle", "cuIpcOpenMemHandle_v2")
