@@ -6,6 +6,7 @@ import (
 	"io"
 	"strings"
 
+	"github.com/retrivium/forensic/report"
 	"github.com/retrivium/forensic/store"
 )
 
@@ -27,7 +28,7 @@ func obsBytes(o store.Obs[uint64]) string {
 	if o.Value == nil {
 		return "unknown (" + o.Status.Name + " from " + o.API + ")"
 	}
-	return fmt.Sprintf("%s  [%s]", HumanBytes(*o.Value), o.API)
+	return fmt.Sprintf("%s  [%s]", report.HumanBytes(*o.Value), o.API)
 }
 
 // WriteInventoryText writes an inventory for people. Framebuffer and BAR1
@@ -56,7 +57,7 @@ func WriteInventoryText(w io.Writer, inv store.Inventory) error {
 		if len(g.BARs) > 0 {
 			var parts []string
 			for _, bar := range g.BARs {
-				parts = append(parts, fmt.Sprintf("BAR%d %s", bar.Index, HumanBytes(bar.Size)))
+				parts = append(parts, fmt.Sprintf("BAR%d %s", bar.Index, report.HumanBytes(bar.Size)))
 			}
 			fmt.Fprintf(&b, "  PCI regions: %s (%s)\n", strings.Join(parts, ", "), g.BARsSource)
 		} else if g.BARsSource != "" {

@@ -6,7 +6,16 @@ import (
 	"time"
 
 	"github.com/retrivium/forensic/cuda"
+	"github.com/retrivium/forensic/internal/runfixture"
+	"github.com/retrivium/forensic/report"
 	"github.com/retrivium/forensic/store"
+)
+
+// Names the fixture's run uses.
+const (
+	tClock = runfixture.TClock
+	gib    = uint64(1) << 30
+	mibB   = uint64(1) << 20
 )
 
 // Events written out of time order (a later release stored before earlier
@@ -14,7 +23,7 @@ import (
 // restores time order.
 func TestTotalsIgnoreStorageOrder(t *testing.T) {
 	for _, extra := range []int{0, 200000} {
-		r, err := store.Open(buildRun(t, extra))
+		r, err := store.Open(runfixture.BuildRun(t, extra))
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -35,7 +44,7 @@ func TestTotalsIgnoreStorageOrder(t *testing.T) {
 
 // writeRun stores events (in the order given) for one process whose CUDA
 // device 0 is GPU 0, and returns the analysis and the reader.
-func writeRun(t *testing.T, symbols []string, events []store.Event) (*store.Reader, *Report) {
+func writeRun(t *testing.T, symbols []string, events []store.Event) (*store.Reader, *report.Report) {
 	t.Helper()
 	path := filepath.Join(t.TempDir(), "run.db")
 	run := store.RunInfo{ID: "order", Version: "test", Clock: store.ClockName, ClockStart: tClock, Mode: "pid", TargetPID: 7,
@@ -61,42 +70,39 @@ func callAt(sym uint16, at int64, res int32, f cuda.Fields) store.Event {
 	return store.Event{Symbol: sym, PID: 7, TID: 7, Start: at, End: at + 1000, Result: res, Fields: f, Dev: 0, Stack: -1}
 }
 
-// The HTML report replays live bytes in time order too: a release stored
-// before its allocation still frees it, in the traced line and in the
-// calls leading up to the failure.
-func TestHTMLTracedLiveIgnoresStorageOrder(t *testing.T) {
+// The timeline shares the analysis' replay: a release stored before its
+// allocation still frees it, in the traced line and in the calls leading
+// up to the failure.
+func TestTimelineTracedLiveIgnoresStorageOrder(t *testing.T) {
 	ms := int64(time.Millisecond)
-	r, rep := writeRun(t, []string{"cuMemAlloc_v2", "cuMemFree_v2"}, []store.Event{
+	_, rep := writeRun(t, []string{"cuMemAlloc_v2", "cuMemFree_v2"}, []store.Event{
 		callAt(1, tClock+200*ms, 0, cuda.Fields{Has: cuda.FieldTarget, Target: 0x1000}),
 		callAt(0, tClock+100*ms, 0, cuda.Fields{Has: cuda.FieldSize | cuda.FieldPtr, Size: gib, Ptr: 0x1000}),
 		callAt(0, tClock+300*ms, 2, cuda.Fields{Has: cuda.FieldSize, Size: 80 * gib}),
 	})
-	d, err := collectHTML(r, rep)
-	if err != nil {
-		t.Fatal(err)
+	d := rep.Timeline
+	if len(d.Lead) != 3 {
+		t.Fatalf("%d calls lead up to the failure, want 3", len(d.Lead))
 	}
-	if len(d.lead) != 3 {
-		t.Fatalf("%d calls lead up to the failure, want 3", len(d.lead))
-	}
-	for _, m := range d.lead {
-		want := int64(0) // freed at +200 ms
-		if m.end == tClock+100*ms+1000 {
-			want = int64(gib)
+	for _, m := range d.Lead {
+		want := uint64(0) // freed at +200 ms
+		if m.EndNS == tClock+100*ms+1000 {
+			want = gib
 		}
-		if m.live != want {
-			t.Errorf("traced live after the call ending at %d: %d, want %d", m.end-tClock, m.live, want)
+		if m.Live == nil || *m.Live != want {
+			t.Errorf("traced live after the call ending at %d: %v, want %d", m.EndNS-tClock, m.Live, want)
 		}
 	}
-	tr := d.gpus[0].traced
-	last := bucket{}
-	for _, b := range tr.b {
-		if b.n > 0 {
+	tr := d.GPUs[0].Traced
+	last := report.Bucket{}
+	for _, b := range tr.Buckets {
+		if b.N > 0 {
 			last = b
 		}
 	}
-	end := last.min // the bucket's later value
-	if last.maxT > last.minT {
-		end = last.max
+	end := last.Min // the bucket's later value
+	if last.MaxT > last.MinT {
+		end = last.Max
 	}
 	if end != 0 {
 		t.Errorf("the traced line ends at %d bytes, want 0", end)
@@ -122,5 +128,34 @@ func TestGrantWithoutPeerCounted(t *testing.T) {
 	}
 	if got != int64(24*mibB) {
 		t.Errorf("traced aperture mappings at the failure = %d, want %d (the grant to device 1 and the one with no peer)", got, 24*mibB)
+	}
+}
+
+// The timeline's traced line agrees with the memory-view table, and keeps
+// the calls leading up to the failure.
+func TestTimelineAgreesWithTable(t *testing.T) {
+	_, rep := openAnalyzed(t, runfixture.BuildRun(t, 0))
+	tl := rep.Timeline
+	rows := 0
+	for _, v := range rep.MemoryViews {
+		if v.Field != "traced device allocations" || v.Peak == nil {
+			continue
+		}
+		rows++
+		var g *report.GPUTrack
+		for i := range tl.GPUs {
+			if tl.GPUs[i].Index == v.GPU {
+				g = &tl.GPUs[i]
+			}
+		}
+		if g == nil || g.Traced == nil || g.Traced.Peak != *v.Peak {
+			t.Errorf("GPU %d: traced line peak differs from the table's %d", v.GPU, *v.Peak)
+		}
+	}
+	if rows != 2 {
+		t.Errorf("%d traced rows, want one per GPU", rows)
+	}
+	if len(tl.Lead) != 10 {
+		t.Errorf("%d calls leading up to the failure, want its 10 calls (3 setup, 6 allocations, the failure)", len(tl.Lead))
 	}
 }

@@ -9,6 +9,7 @@ import (
 	"strings"
 
 	"github.com/retrivium/forensic/internal/elfnote"
+	"github.com/retrivium/forensic/report"
 	"github.com/retrivium/forensic/store"
 )
 
@@ -17,7 +18,7 @@ type Symbolizer interface {
 	// Symbolize names frames of a process. files lists every file the run
 	// saw (mapped files, attached libraries, executables); maps are the
 	// process's own mappings, for frames stored as bare addresses.
-	Symbolize(frames []store.Frame, files []File, maps []store.Mapping) *Stack
+	Symbolize(frames []store.Frame, files []File, maps []store.Mapping) *report.Stack
 }
 
 // File is a file the recording saw, with its build id when recorded.
@@ -155,7 +156,7 @@ func (z *ELFSymbolizer) buildID(path string) string {
 }
 
 // name resolves a file offset in path to function+offset.
-func (z *ELFSymbolizer) name(path string, off uint64, fr *Frame) {
+func (z *ELFSymbolizer) name(path string, off uint64, fr *report.Frame) {
 	es := z.load(path)
 	if v, ok := es.vaddr(off); ok {
 		if sy, ok := es.lookup(v); ok {
@@ -166,12 +167,12 @@ func (z *ELFSymbolizer) name(path string, off uint64, fr *Frame) {
 }
 
 // Symbolize resolves each frame to function+offset in its library.
-func (z *ELFSymbolizer) Symbolize(frames []store.Frame, files []File, maps []store.Mapping) *Stack {
-	st := &Stack{Frames: []Frame{}}
+func (z *ELFSymbolizer) Symbolize(frames []store.Frame, files []File, maps []store.Mapping) *report.Stack {
+	st := &report.Stack{Frames: []report.Frame{}}
 	unresolved := 0
 	var notes []string
 	for i, f := range frames {
-		fr := Frame{}
+		fr := report.Frame{}
 		// Frames above the innermost are return addresses: look up the byte
 		// before, so a call that ends a function is attributed to it.
 		adj := uint64(0)

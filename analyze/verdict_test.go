@@ -4,6 +4,7 @@ import (
 	"testing"
 
 	"github.com/retrivium/forensic/cuda"
+	"github.com/retrivium/forensic/report"
 )
 
 func sym(name string) *cuda.Symbol {
@@ -19,24 +20,24 @@ func TestAttributionOf(t *testing.T) {
 	tests := []struct {
 		symbol string
 		code   int32
-		want   string
+		want   report.Attribution
 	}{
-		{"cuMemAlloc_v2", 2, AttrAllocation},          // out of memory
-		{"cuMemAlloc_v2", 1, AttrAllocation},          // a bad size
-		{"cuMemAllocHost_v2", 2, AttrAllocation},      // host allocation
-		{"cuCtxCreate_v2", 2, AttrAllocation},         // a context needs memory too
-		{"cuIpcOpenMemHandle_v2", 205, AttrMapping},   // map failed
-		{"cuMemHostRegister_v2", 712, AttrMapping},    // already registered
-		{"cuCtxEnablePeerAccess", 711, AttrMapping},   // too many peers
-		{"cuMemAlloc_v2", 3, AttrNotMemory},           // not initialized
-		{"cuMemAlloc_v2", 201, AttrNotMemory},         // no context
-		{"cuIpcOpenMemHandle_v2", 100, AttrNotMemory}, // no device
-		{"cuMemAlloc_v2", 700, AttrMissingEvidence},   // sticky: a kernel faulted earlier
-		{"cuMemAlloc_v2", 999, AttrMissingEvidence},   // the driver does not say
-		{"cuMemAlloc_v2", 12345, AttrMissingEvidence}, // a code not in the table
-		{"cuMemFree_v2", 1, AttrAllocation},           // a bad free is the allocation side's
-		{"cuIpcCloseMemHandle", 400, AttrMapping},     // a bad unmap is the mapping side's
-		{"cuInit", 100, AttrNotMemory},                // identity/initialization
+		{"cuMemAlloc_v2", 2, report.AttrAllocation},          // out of memory
+		{"cuMemAlloc_v2", 1, report.AttrAllocation},          // a bad size
+		{"cuMemAllocHost_v2", 2, report.AttrAllocation},      // host allocation
+		{"cuCtxCreate_v2", 2, report.AttrAllocation},         // a context needs memory too
+		{"cuIpcOpenMemHandle_v2", 205, report.AttrMapping},   // map failed
+		{"cuMemHostRegister_v2", 712, report.AttrMapping},    // already registered
+		{"cuCtxEnablePeerAccess", 711, report.AttrMapping},   // too many peers
+		{"cuMemAlloc_v2", 3, report.AttrNotMemory},           // not initialized
+		{"cuMemAlloc_v2", 201, report.AttrNotMemory},         // no context
+		{"cuIpcOpenMemHandle_v2", 100, report.AttrNotMemory}, // no device
+		{"cuMemAlloc_v2", 700, report.AttrMissingEvidence},   // sticky: a kernel faulted earlier
+		{"cuMemAlloc_v2", 999, report.AttrMissingEvidence},   // the driver does not say
+		{"cuMemAlloc_v2", 12345, report.AttrMissingEvidence}, // a code not in the table
+		{"cuMemFree_v2", 1, report.AttrAllocation},           // a bad free is the allocation side's
+		{"cuIpcCloseMemHandle", 400, report.AttrMapping},     // a bad unmap is the mapping side's
+		{"cuInit", 100, report.AttrNotMemory},                // identity/initialization
 	}
 	for _, tt := range tests {
 		got := attributionOf(sym(tt.symbol), cuda.LookupResult(tt.code).Meaning)
@@ -49,7 +50,6 @@ func TestAttributionOf(t *testing.T) {
 // The bounds of the traced difference between what a sample saw and the
 // state at the failure (at t=100).
 func TestTracedBetween(t *testing.T) {
-	vk := viewKey{0, -1, cuda.ViewFramebuffer}
 	tests := []struct {
 		name    string
 		changes []change
@@ -65,8 +65,7 @@ func TestTracedBetween(t *testing.T) {
 		{"an allocation overlapping an earlier sample", []change{{25, 35, +10}}, 20, 30, 0, 10},
 	}
 	for _, tt := range tests {
-		tr := &traced{changes: map[viewKey][]change{vk: tt.changes}}
-		lo, hi := tr.between(vk, 100, tt.s, tt.e)
+		lo, hi := between(tt.changes, 100, tt.s, tt.e)
 		if lo != tt.lo || hi != tt.hi {
 			t.Errorf("%s: between = [%d, %d], want [%d, %d]", tt.name, lo, hi, tt.lo, tt.hi)
 		}
@@ -75,7 +74,7 @@ func TestTracedBetween(t *testing.T) {
 
 func TestHumanBytes(t *testing.T) {
 	for v, want := range map[uint64]string{0: "0 B", 1023: "1023 B", 1 << 20: "1.0 MiB", 3 << 29: "1.50 GiB"} {
-		if got := HumanBytes(v); got != want {
+		if got := report.HumanBytes(v); got != want {
 			t.Errorf("HumanBytes(%d) = %s, want %s", v, got, want)
 		}
 	}

@@ -6,6 +6,7 @@ import (
 	"strings"
 
 	"github.com/retrivium/forensic/cuda"
+	"github.com/retrivium/forensic/report"
 	"github.com/retrivium/forensic/store"
 )
 
@@ -26,6 +27,24 @@ func (v val) ptr() *uint64 {
 	return &x
 }
 
+// landmarks are the times a field's values are reported at: the first
+// failure (-1 when none) and the phases.
+type landmarks struct {
+	first  int64
+	phases []report.Phase
+}
+
+// landmarks returns the run's landmarks (phases are set before the passes).
+func (s *state) landmarks() *landmarks {
+	if s.marks == nil {
+		s.marks = &landmarks{first: -1, phases: s.rep.Phases}
+		if s.first != nil {
+			s.marks.first = s.first.e.End
+		}
+	}
+	return s.marks
+}
+
 // phaseAcc is one phase's last and peak value.
 type phaseAcc struct{ last, peak val }
 
@@ -42,7 +61,7 @@ type fieldAcc struct {
 	migIndex                          *int
 }
 
-func (a *fieldAcc) observe(v uint64, t int64, s *state) {
+func (a *fieldAcc) observe(v uint64, t int64, lm *landmarks) {
 	if !a.start.ok {
 		a.start = some(v)
 	}
@@ -53,10 +72,13 @@ func (a *fieldAcc) observe(v uint64, t int64, s *state) {
 	if !a.low.ok || v < a.low.v {
 		a.low = some(v)
 	}
-	if s.first != nil && t <= s.first.e.End {
+	if lm.first >= 0 && t <= lm.first {
 		a.before, a.beforeT = some(v), t
 	}
-	ph := s.rep.Phases
+	a.observePhase(v, t, lm.phases)
+}
+
+func (a *fieldAcc) observePhase(v uint64, t int64, ph []report.Phase) {
 	if len(ph) == 0 {
 		return
 	}
@@ -86,148 +108,6 @@ type sampleField struct {
 	pid   uint32
 }
 
-// samplesPass is what the samples say around the first failure.
-type samplesPass struct {
-	fields map[sampleField]*fieldAcc
-	// For the first failure's GPU: the reference samples per kind (the
-	// triggered one, else the nearest usable before it within the window),
-	// and the latest attempt before it (usable or not), to say why a
-	// reference is missing.
-	ref, lastBefore map[string]*store.Sample
-	nearest         *NearestSamples
-	unsupported     map[string]bool
-	triggeredRounds map[uint64]bool
-	count           int
-	delays          []int64
-	// procUse: per-process usage on the failure's GPU in the reference
-	// round.
-	procUse []store.ProcUsage
-}
-
-// nvmlErrorNotSupported is NVML_ERROR_NOT_SUPPORTED: the query does not
-// exist on this GPU and driver.
-const nvmlErrorNotSupported = 3
-
-// kindKey names a sample's kind, per MIG instance for MIG-scope samples.
-func kindKey(smp *store.Sample) string {
-	var mig *int
-	if smp.Scope == store.ScopeMIG {
-		mig = smp.GPU.MIGIndex
-	}
-	return kindKeyOf(smp.Kind, mig)
-}
-
-// kindKeyOf is "kind", or "kind/migN" for MIG instance N.
-func kindKeyOf(kind string, mig *int) string {
-	if mig == nil {
-		return kind
-	}
-	return fmt.Sprintf("%s/mig%d", kind, *mig)
-}
-
-func triggeredBy(smp *store.Sample, f *event) (store.Trigger, bool) {
-	for _, t := range smp.Triggers {
-		if t.PID == f.e.PID && t.TID == f.e.TID && t.End == f.e.End {
-			return t, true
-		}
-	}
-	return store.Trigger{}, false
-}
-
-// sampleRef describes a sample; t is the first failure's trigger of it,
-// nil when the failure did not trigger it.
-func sampleRef(smp *store.Sample, t *store.Trigger) SampleRef {
-	r := SampleRef{Seq: smp.Seq, Kind: smp.Kind, Scope: smp.Scope, API: smp.API, Struct: smp.Struct,
-		Status: smp.Status.Name, StartNS: smp.Start, EndNS: smp.End, Total: smp.Total, Reserved: smp.Reserved,
-		Used: smp.Used, Free: smp.Free, Fallback: smp.Fallback}
-	if t != nil {
-		d := smp.Start - t.End
-		r.DelayNS = &d
-		r.Frozen = t.Frozen
-		r.FreezeNS = t.Freeze
-	}
-	return r
-}
-
-// passSamples streams the samples once.
-func (s *state) passSamples(tr *traced) (*samplesPass, error) {
-	sp := &samplesPass{fields: map[sampleField]*fieldAcc{}, ref: map[string]*store.Sample{},
-		lastBefore: map[string]*store.Sample{}, unsupported: map[string]bool{}, triggeredRounds: map[uint64]bool{}}
-	firstGPU := -1
-	var f *event = s.first
-	if f != nil {
-		firstGPU, _, _ = s.gpuOfDev(f.e.PID, f.e.Dev)
-		sp.nearest = &NearestSamples{GPU: firstGPU, Before: []SampleRef{}, At: []SampleRef{}, After: []SampleRef{}}
-	}
-	after := map[string]bool{}
-	err := s.r.Samples(func(smp *store.Sample) error {
-		sp.count++
-		if len(smp.Triggers) > 0 && !sp.triggeredRounds[smp.Round] {
-			sp.triggeredRounds[smp.Round] = true
-			for _, t := range smp.Triggers {
-				sp.delays = append(sp.delays, smp.Start-t.End)
-			}
-		}
-		if smp.Status.Code == nvmlErrorNotSupported {
-			sp.unsupported[smp.API] = true
-		}
-		// Whether the first failure triggered this sample: it then stands
-		// for the state at the failure.
-		var trig store.Trigger
-		isTrig := false
-		if f != nil {
-			trig, isTrig = triggeredBy(smp, f)
-		}
-		s.observeSample(sp, smp, isTrig)
-		if f == nil || smp.GPU.Index != firstGPU {
-			return nil
-		}
-		k := kindKey(smp)
-		if isTrig {
-			if smp.Usable() || sp.ref[k] == nil {
-				c := *smp
-				sp.ref[k] = &c
-			}
-			sp.nearest.At = append(sp.nearest.At, sampleRef(smp, &trig))
-			return nil
-		}
-		if smp.End <= f.e.End {
-			c := *smp
-			sp.lastBefore[k] = &c
-			return nil
-		}
-		if !after[k] {
-			after[k] = true
-			sp.nearest.After = append(sp.nearest.After, sampleRef(smp, nil))
-		}
-		return nil
-	})
-	if err != nil {
-		return nil, err
-	}
-	if f != nil {
-		kinds := make([]string, 0, len(sp.lastBefore))
-		for k := range sp.lastBefore {
-			kinds = append(kinds, k)
-		}
-		sort.Strings(kinds)
-		for _, k := range kinds {
-			lb := sp.lastBefore[k]
-			// A sample the failure triggered is never kept as "before".
-			sp.nearest.Before = append(sp.nearest.Before, sampleRef(lb, nil))
-			if sp.ref[k] == nil && lb.Usable() && f.e.End-lb.End <= s.window {
-				sp.ref[k] = lb
-			}
-		}
-		if p := sp.ref[store.KindProcesses]; p != nil {
-			sp.procUse = p.Processes
-		}
-	}
-	s.rows(sp, tr)
-	s.samplingSummary(sp)
-	return sp, nil
-}
-
 // field returns the accumulator of k, making it on first use.
 func (sp *samplesPass) field(k sampleField, scope string) *fieldAcc {
 	a := sp.fields[k]
@@ -242,26 +122,30 @@ func (sp *samplesPass) field(k sampleField, scope string) *fieldAcc {
 	return a
 }
 
-// observeSample feeds a sample's values into the field accumulators; trig
+// feedFields feeds a sample's values into the field accumulators; trig
 // says the first failure triggered it, so it stands for the state at the
 // failure.
-func (s *state) observeSample(sp *samplesPass, smp *store.Sample, trig bool) {
+func (s *state) feedFields(sp *samplesPass, smp *store.Sample, trig bool) {
 	mig := -1
 	if smp.Scope == store.ScopeMIG && smp.GPU.MIGIndex != nil {
 		mig = *smp.GPU.MIGIndex
 	}
-	t := smp.End
-	feed := func(name string, v *uint64, unsupportedWhy string) {
-		a := sp.field(sampleField{gpu: smp.GPU.Index, mig: mig, field: name}, smp.Scope)
+	lm := s.landmarks()
+	feed := func(name string, pid uint32, v *uint64, missingWhy string) {
+		scope := smp.Scope
+		if smp.Kind == store.KindProcesses {
+			scope = store.ScopeProcess
+		}
+		a := sp.field(sampleField{gpu: smp.GPU.Index, mig: mig, field: name, pid: pid}, scope)
 		a.api, a.strct = smp.API, smp.Struct
 		switch {
 		case !smp.Status.OK():
 			a.lastStatus = smp.Status.Name
 		case v == nil:
-			a.lastStatus = unsupportedWhy
+			a.lastStatus = missingWhy
 		default:
 			a.usable = true
-			a.observe(*v, t, s)
+			a.observe(*v, smp.End, lm)
 			if trig {
 				a.at = some(*v)
 			}
@@ -269,109 +153,108 @@ func (s *state) observeSample(sp *samplesPass, smp *store.Sample, trig bool) {
 	}
 	switch smp.Kind {
 	case store.KindFramebuffer:
-		feed("framebuffer total", smp.Total, "")
-		feed("framebuffer reserved", smp.Reserved, "not reported by "+smp.Struct+" (v1 has no reserved field)")
-		feed("framebuffer used", smp.Used, "")
-		feed("framebuffer free", smp.Free, "")
+		feed("framebuffer total", 0, smp.Total, "")
+		feed("framebuffer reserved", 0, smp.Reserved, "not reported by "+smp.Struct+" (v1 has no reserved field)")
+		feed("framebuffer used", 0, smp.Used, "")
+		feed("framebuffer free", 0, smp.Free, "")
 	case store.KindBAR1:
-		feed("BAR1 total", smp.Total, "")
-		feed("BAR1 used", smp.Used, "")
-		feed("BAR1 free", smp.Free, "")
+		feed("BAR1 total", 0, smp.Total, "")
+		feed("BAR1 used", 0, smp.Used, "")
+		feed("BAR1 free", 0, smp.Free, "")
 	case store.KindProcesses:
+		mig = -1
 		if !smp.Status.OK() {
-			a := sp.field(sampleField{gpu: smp.GPU.Index, mig: -1, field: "process used"}, store.ScopeProcess)
-			a.api, a.strct, a.lastStatus = smp.API, smp.Struct, smp.Status.Name
+			feed("process used", 0, nil, "")
 			return
 		}
 		for _, p := range smp.Processes {
-			a := sp.field(sampleField{gpu: smp.GPU.Index, mig: -1, field: "process used", pid: p.PID}, store.ScopeProcess)
-			a.api, a.strct = smp.API, smp.Struct
-			if p.Used == nil {
-				a.lastStatus = "NVML_VALUE_NOT_AVAILABLE"
-				continue
-			}
-			a.usable = true
-			a.observe(*p.Used, t, s)
-			if trig {
-				a.at = some(*p.Used)
-			}
+			feed("process used", p.PID, p.Used, "NVML_VALUE_NOT_AVAILABLE")
 		}
 	}
 }
 
-var fieldMeaning = map[string][2]string{
-	"framebuffer total":    {"device memory the GPU has (configuration)", "device allocations"},
-	"framebuffer reserved": {"device memory the driver keeps for itself; no allocation can get it", "device allocations"},
-	"framebuffer used":     {"device memory allocated on the GPU, by every process", "device allocations"},
-	"framebuffer free":     {"device memory a new allocation can still get", "device allocations"},
-	"BAR1 total":           {"size of the PCIe aperture that maps device memory for the CPU and peers (configuration, not capacity)", "mappings through the aperture (IPC, peer, CPU)"},
-	"BAR1 used":            {"device memory currently mapped through the aperture", "mappings through the aperture (IPC, peer, CPU)"},
-	"BAR1 free":            {"aperture space left for new mappings; never room for allocations", "mappings through the aperture (IPC, peer, CPU)"},
-	"process used":         {"device memory NVML attributes to this process", "device allocations (who holds the memory)"},
+// fieldInfo says what a sampled field means and which operation it helps
+// examine, and where it sorts in the table.
+type fieldInfo struct {
+	meaning, examines string
+	order             int
 }
 
-// rows builds the memory-view table: one row per field, GPU and scope.
-func (s *state) rows(sp *samplesPass, tr *traced) {
+var fieldInfos = map[string]fieldInfo{
+	"framebuffer total":    {"device memory the GPU has (configuration)", "device allocations", 0},
+	"framebuffer reserved": {"device memory the driver keeps for itself; no allocation can get it", "device allocations", 1},
+	"framebuffer used":     {"device memory allocated on the GPU, by every process", "device allocations", 2},
+	"framebuffer free":     {"device memory a new allocation can still get", "device allocations", 3},
+	"BAR1 total":           {"size of the PCIe aperture that maps device memory for the CPU and peers (configuration, not capacity)", "mappings through the aperture (IPC, peer, CPU)", 4},
+	"BAR1 used":            {"device memory currently mapped through the aperture", "mappings through the aperture (IPC, peer, CPU)", 5},
+	"BAR1 free":            {"aperture space left for new mappings; never room for allocations", "mappings through the aperture (IPC, peer, CPU)", 6},
+	"process used":         {"device memory NVML attributes to this process", "device allocations (who holds the memory)", 7},
+}
+
+// rows builds the memory-view table: one row per sampled field, GPU and
+// scope, then the traced totals, then what each process held at the first
+// failure.
+func (s *state) rows(sp *samplesPass) {
 	keys := make([]sampleField, 0, len(sp.fields))
 	for k := range sp.fields {
 		keys = append(keys, k)
 	}
-	order := map[string]int{"framebuffer total": 0, "framebuffer reserved": 1, "framebuffer used": 2,
-		"framebuffer free": 3, "BAR1 total": 4, "BAR1 used": 5, "BAR1 free": 6, "process used": 7}
-	sort.Slice(keys, func(i, j int) bool {
-		a, b := keys[i], keys[j]
-		if a.gpu != b.gpu {
-			return a.gpu < b.gpu
-		}
-		if a.mig != b.mig {
-			return a.mig < b.mig
-		}
-		if order[a.field] != order[b.field] {
-			return order[a.field] < order[b.field]
-		}
-		return a.pid < b.pid
-	})
+	sort.Slice(keys, func(i, j int) bool { return sampleFieldLess(keys[i], keys[j]) })
 	for _, k := range keys {
-		a := sp.fields[k]
-		m := fieldMeaning[k.field]
-		view := "framebuffer"
-		if k.field[:4] == "BAR1" {
-			view = "bar1"
-		}
-		row := ViewRow{GPU: k.gpu, GPUUUID: s.gpuUUID[k.gpu], Field: k.field, View: view, Meaning: m[0], Unit: "bytes",
-			Scope: a.scope, API: a.api, Struct: a.strct, Examines: m[1], PID: k.pid, MIGIndex: a.migIndex}
-		if k.pid != 0 {
-			row.Scope = fmt.Sprintf("pid %d", k.pid)
-		}
-		if a.migIndex != nil {
-			row.Scope = fmt.Sprintf("MIG %d", *a.migIndex)
-		}
-		row.Support = "supported"
-		if !a.usable {
-			row.Support = supportText(a.lastStatus, a.api)
-		}
-		s.fillRow(&row, a)
-		s.rep.MemoryViews = append(s.rep.MemoryViews, row)
+		s.rep.MemoryViews = append(s.rep.MemoryViews, s.sampledRow(k, sp.fields[k]))
 	}
-	// Bytes live from traced calls, per GPU and view.
-	vks := make([]viewKey, 0, len(tr.slots))
-	accs := map[viewKey]*fieldAcc{}
-	for _, sl := range tr.slots {
-		vks = append(vks, sl.key)
-		accs[sl.key] = &sl.acc
+	s.tracedRows()
+	s.liveAtFailure()
+}
+
+func sampleFieldLess(a, b sampleField) bool {
+	if a.gpu != b.gpu {
+		return a.gpu < b.gpu
 	}
-	sort.Slice(vks, func(i, j int) bool { return viewKeyLess(vks[i], vks[j]) })
-	for _, vk := range vks {
+	if a.mig != b.mig {
+		return a.mig < b.mig
+	}
+	if fa, fb := fieldInfos[a.field].order, fieldInfos[b.field].order; fa != fb {
+		return fa < fb
+	}
+	return a.pid < b.pid
+}
+
+func (s *state) sampledRow(k sampleField, a *fieldAcc) report.ViewRow {
+	m := fieldInfos[k.field]
+	view := "framebuffer"
+	if strings.HasPrefix(k.field, "BAR1") {
+		view = "bar1"
+	}
+	row := report.ViewRow{GPU: k.gpu, GPUUUID: s.gpuUUID[k.gpu], Field: k.field, View: view, Meaning: m.meaning, Unit: "bytes",
+		Scope: a.scope, API: a.api, Struct: a.strct, Examines: m.examines, PID: k.pid, MIGIndex: a.migIndex}
+	if k.pid != 0 {
+		row.Scope = fmt.Sprintf("pid %d", k.pid)
+	}
+	if a.migIndex != nil {
+		row.Scope = fmt.Sprintf("MIG %d", *a.migIndex)
+	}
+	row.Support = "supported"
+	if !a.usable {
+		row.Support = supportText(a.lastStatus, a.api)
+	}
+	s.fillRow(&row, a)
+	return row
+}
+
+// tracedRows adds the bytes live from traced calls, per GPU and view.
+func (s *state) tracedRows() {
+	slots := append([]*viewSlot(nil), s.replay.slots...)
+	sort.Slice(slots, func(i, j int) bool { return viewKeyLess(slots[i].key, slots[j].key) })
+	for _, sl := range slots {
+		vk := sl.key
 		if vk.view == cuda.ViewNone || vk.view == cuda.ViewHost {
 			continue // host memory belongs to no GPU view
 		}
-		a := accs[vk]
-		row := ViewRow{GPU: vk.gpu, GPUUUID: s.gpuUUID[vk.gpu], Unit: "bytes", Scope: "traced",
-			API: "traced calls (uprobes on libcuda)", Support: "supported"}
+		row := report.ViewRow{GPU: vk.gpu, GPUUUID: s.gpuUUID[vk.gpu], Unit: "bytes", Scope: "traced",
+			API: "traced calls (uprobes on libcuda)", Support: "supported", MIGIndex: optInt(vk.mig)}
 		if vk.mig >= 0 {
-			m := vk.mig
-			row.MIGIndex = &m
-			row.Scope = fmt.Sprintf("traced MIG %d", m)
+			row.Scope = fmt.Sprintf("traced MIG %d", vk.mig)
 		}
 		switch vk.view {
 		case cuda.ViewFramebuffer:
@@ -386,27 +269,30 @@ func (s *state) rows(sp *samplesPass, tr *traced) {
 		if vk.gpu < 0 {
 			row.Support = "GPU unknown for these calls"
 		}
-		s.fillRow(&row, a)
+		s.fillRow(&row, &sl.acc)
 		s.rep.MemoryViews = append(s.rep.MemoryViews, row)
 	}
-	// Live bytes per process at the first failure.
-	pids := make([]uint32, 0, len(tr.perProc))
-	for pid := range tr.perProc {
+}
+
+// liveAtFailure lists what each process held at the first failure.
+func (s *state) liveAtFailure() {
+	perProc := s.replay.perProc
+	pids := make([]uint32, 0, len(perProc))
+	for pid := range perProc {
 		pids = append(pids, pid)
 	}
 	sort.Slice(pids, func(i, j int) bool { return pids[i] < pids[j] })
 	for _, pid := range pids {
-		m := tr.perProc[pid]
+		m := perProc[pid]
 		vks := make([]viewKey, 0, len(m))
 		for vk := range m {
 			vks = append(vks, vk)
 		}
 		sort.Slice(vks, func(i, j int) bool { return viewKeyLess(vks[i], vks[j]) })
 		for _, vk := range vks {
-			if vk.view == cuda.ViewNone {
-				continue
+			if vk.view != cuda.ViewNone {
+				s.rep.LiveAtFailure = append(s.rep.LiveAtFailure, *m[vk])
 			}
-			s.rep.LiveAtFailure = append(s.rep.LiveAtFailure, *m[vk])
 		}
 	}
 }
@@ -436,7 +322,7 @@ func supportText(status, api string) string {
 	return "unavailable: " + api + " returned " + status
 }
 
-func (s *state) fillRow(row *ViewRow, a *fieldAcc) {
+func (s *state) fillRow(row *report.ViewRow, a *fieldAcc) {
 	row.Start, row.Before, row.At, row.End, row.Peak, row.Low = a.start.ptr(), a.before.ptr(), a.at.ptr(), a.end.ptr(), a.peak.ptr(), a.low.ptr()
 	if s.first == nil {
 		row.Before, row.At = nil, nil
@@ -449,33 +335,10 @@ func (s *state) fillRow(row *ViewRow, a *fieldAcc) {
 		d := int64(a.end.v) - int64(a.start.v)
 		row.Change = &d
 	}
-	row.Phases = []PhaseValue{}
+	row.Phases = []report.PhaseValue{}
 	for i, p := range a.phases {
 		if i < len(s.rep.Phases) {
-			row.Phases = append(row.Phases, PhaseValue{Phase: s.rep.Phases[i].Label, Last: p.last.ptr(), Peak: p.peak.ptr()})
+			row.Phases = append(row.Phases, report.PhaseValue{Phase: s.rep.Phases[i].Label, Last: p.last.ptr(), Peak: p.peak.ptr()})
 		}
 	}
-}
-
-func (s *state) samplingSummary(sp *samplesPass) {
-	sm := Sampling{Samples: sp.count, Triggered: len(sp.triggeredRounds), Unsupported: []string{}}
-	if s.inv != nil {
-		sm.NVMLInit, sm.NVMLLibrary = s.inv.Init.Name, s.inv.Library
-	} else {
-		sm.NVMLInit = "no inventory recorded"
-	}
-	if s.stop != nil {
-		sm.Thinned = s.stop.Stats.SamplesDropped
-	}
-	if len(sp.delays) > 0 {
-		d := append([]int64(nil), sp.delays...)
-		sort.Slice(d, func(i, j int) bool { return d[i] < d[j] })
-		med, mx := d[len(d)/2], d[len(d)-1]
-		sm.DelayMedian, sm.DelayMax = &med, &mx
-	}
-	for api := range sp.unsupported {
-		sm.Unsupported = append(sm.Unsupported, api)
-	}
-	sort.Strings(sm.Unsupported)
-	s.rep.Sampling = sm
 }

@@ -12,8 +12,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/retrivium/forensic/analyze"
 	"github.com/retrivium/forensic/internal/e2eenv"
+	"github.com/retrivium/forensic/report"
 	"github.com/retrivium/forensic/store"
 )
 
@@ -56,7 +56,7 @@ func TestForkedChildrenRecorded(t *testing.T) {
 			t.Errorf("child %d: no failed call recorded", p.PID)
 		}
 	}
-	if rep.Attribution != analyze.AttrAllocation {
+	if rep.Attribution != report.AttrAllocation {
 		t.Errorf("attribution %s, want allocation", rep.Attribution)
 	}
 }
@@ -256,7 +256,7 @@ func TestRecordPID(t *testing.T) {
 	if !late {
 		t.Error("the target is not marked as attached late")
 	}
-	if rep.Attribution != analyze.AttrMissingEvidence {
+	if rep.Attribution != report.AttrMissingEvidence {
 		t.Errorf("attribution %s: calls before attaching are unknown, want missing-evidence", rep.Attribution)
 	}
 }
@@ -347,7 +347,7 @@ func TestRealNVIDIALibraries(t *testing.T) {
 		t.Errorf("cuMemAlloc_v2 result %d, want 3 (CUDA_ERROR_NOT_INITIALIZED)", results["cuMemAlloc_v2"])
 	}
 	rep, _ := analyzeJSON(t, db)
-	if rep.Attribution != analyze.AttrNotMemory || deref(rep.Capacity) != analyze.CapNotApplicable {
+	if rep.Attribution != report.AttrNotMemory || deref(rep.Capacity) != string(report.CapNotApplicable) {
 		t.Errorf("verdict %s / %s, want not-memory / not-applicable", rep.Attribution, deref(rep.Capacity))
 	}
 	if rep.Cause == nil || rep.Cause.Symbol != "cuInit" || rep.Cause.ResultName != "CUDA_ERROR_NO_DEVICE" {

@@ -8,7 +8,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/retrivium/forensic/analyze"
+	"github.com/retrivium/forensic/report"
 	"github.com/retrivium/forensic/store"
 )
 
@@ -55,7 +55,7 @@ func TestMarkersMakePhases(t *testing.T) {
 	if rep.FirstFailure == nil || rep.FirstFailure.Phase != "serving" {
 		t.Errorf("first failure in phase %v, want serving", rep.FirstFailure)
 	}
-	var used *analyze.ViewRow
+	var used *report.ViewRow
 	for i, v := range rep.MemoryViews {
 		if v.Field == "traced device allocations" {
 			used = &rep.MemoryViews[i]
@@ -132,7 +132,7 @@ func TestFreezeOnFailure(t *testing.T) {
 	}
 	w.checkComplete(res.db)
 	rep, _ := analyzeJSON(t, res.db)
-	if deref(rep.Capacity) != analyze.CapFBExhausted || rep.NearestSamples == nil || len(rep.NearestSamples.At) == 0 ||
+	if deref(rep.Capacity) != string(report.CapFBExhausted) || rep.NearestSamples == nil || len(rep.NearestSamples.At) == 0 ||
 		!rep.NearestSamples.At[0].Frozen {
 		t.Errorf("capacity %s, at-failure samples %+v", deref(rep.Capacity), rep.NearestSamples)
 	}

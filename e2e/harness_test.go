@@ -21,9 +21,9 @@ import (
 	"testing"
 	"time"
 
-	"github.com/retrivium/forensic/analyze"
 	"github.com/retrivium/forensic/cuda"
 	"github.com/retrivium/forensic/internal/e2eenv"
+	"github.com/retrivium/forensic/report"
 	"github.com/retrivium/forensic/store"
 )
 
@@ -107,7 +107,7 @@ func (w *world) record(flags []string, command ...string) result {
 
 // analyzeJSON runs `forensic analyze --json` and decodes the contract both
 // as the typed report and as a generic map (for key-level checks).
-func analyzeJSON(t *testing.T, db string) (*analyze.Report, map[string]any) {
+func analyzeJSON(t *testing.T, db string) (*report.Report, map[string]any) {
 	t.Helper()
 	out, err := exec.Command(binPath, "analyze", "--json", db).Output()
 	if err != nil {
@@ -117,7 +117,7 @@ func analyzeJSON(t *testing.T, db string) (*analyze.Report, map[string]any) {
 		}
 		t.Fatal(err)
 	}
-	var rep analyze.Report
+	var rep report.Report
 	if err := json.Unmarshal(out, &rep); err != nil {
 		t.Fatalf("analyze --json is not a report: %v", err)
 	}

@@ -10,7 +10,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/retrivium/forensic/analyze"
+	"github.com/retrivium/forensic/report"
 	"github.com/retrivium/forensic/store"
 )
 
@@ -59,7 +59,7 @@ func TestBAR1Unsupported(t *testing.T) {
 		t.Fatal("no BAR1 samples stored at all: an unsupported query is evidence too")
 	}
 	rep, _ := analyzeJSON(t, res.db)
-	if deref(rep.Capacity) != analyze.CapUnknown {
+	if deref(rep.Capacity) != string(report.CapUnknown) {
 		t.Errorf("capacity %s, want unknown (the mapping needs BAR1, which cannot be read)", deref(rep.Capacity))
 	}
 	for _, v := range rep.MemoryViews {
@@ -106,7 +106,7 @@ func TestMemoryInfoV1Fallback(t *testing.T) {
 		t.Fatal("no framebuffer samples")
 	}
 	rep, _ := analyzeJSON(t, res.db)
-	if deref(rep.Capacity) != analyze.CapFBExhausted {
+	if deref(rep.Capacity) != string(report.CapFBExhausted) {
 		t.Errorf("capacity %s: v1 free still decides", deref(rep.Capacity))
 	}
 	for _, v := range rep.MemoryViews {
@@ -159,7 +159,7 @@ func TestFailureOnSecondGPU(t *testing.T) {
 	if ff == nil || ff.GPUIndex == nil || *ff.GPUIndex != 1 || ff.GPU == nil || *ff.GPU != ids[1] {
 		t.Fatalf("first failure on GPU %v (%v), want 1 (%s)", ff.GPUIndex, ff.GPU, ids[1])
 	}
-	if deref(rep.Capacity) != analyze.CapFBExhausted {
+	if deref(rep.Capacity) != string(report.CapFBExhausted) {
 		t.Errorf("capacity %s", deref(rep.Capacity))
 	}
 	for _, e := range rep.Evidence {
@@ -209,7 +209,7 @@ func TestKernelLogLine(t *testing.T) {
 			failed = e.End
 		}
 	}
-	var got *analyze.KernelLine
+	var got *report.KernelLine
 	for i, k := range rep.KernelLog {
 		if strings.Contains(k.Text, filepath.Base(w.dir)) {
 			got = &rep.KernelLog[i]
@@ -258,7 +258,7 @@ func TestMIGInstances(t *testing.T) {
 	if ff == nil || ff.MIGIndex == nil || *ff.MIGIndex != 1 {
 		t.Fatalf("first failure %+v: want MIG instance 1", ff)
 	}
-	if deref(rep.Capacity) != analyze.CapFBExhausted {
+	if deref(rep.Capacity) != string(report.CapFBExhausted) {
 		t.Errorf("capacity %s, want the MIG instance's framebuffer exhausted", deref(rep.Capacity))
 	}
 	found := false

@@ -17,7 +17,7 @@ import (
 	"github.com/cilium/ebpf/link"
 	"golang.org/x/sys/unix"
 
-	"github.com/retrivium/forensic/analyze"
+	"github.com/retrivium/forensic/report"
 	"github.com/retrivium/forensic/store"
 )
 
@@ -169,7 +169,7 @@ func TestWorkloadCrashRecorded(t *testing.T) {
 	}
 	w.checkComplete(res.db)
 	rep, _ := analyzeJSON(t, res.db)
-	var crashed, later *analyze.ProcessInfo
+	var crashed, later *report.ProcessInfo
 	for i, p := range rep.Processes {
 		if p.Exit != nil && p.Exit.Signal != nil {
 			crashed = &rep.Processes[i]
@@ -185,7 +185,7 @@ func TestWorkloadCrashRecorded(t *testing.T) {
 	}
 	// A process died with no failed call: the first failure cannot be
 	// established from the record.
-	if rep.Attribution != analyze.AttrMissingEvidence {
+	if rep.Attribution != report.AttrMissingEvidence {
 		t.Errorf("attribution %s, want missing-evidence", rep.Attribution)
 	}
 }
@@ -204,7 +204,7 @@ func TestAbortAfterError(t *testing.T) {
 	if rep.Run.WorkloadExit == nil || rep.Run.WorkloadExit.Signal == nil || *rep.Run.WorkloadExit.Signal != int(syscall.SIGABRT) {
 		t.Errorf("workload exit %+v, want SIGABRT", rep.Run.WorkloadExit)
 	}
-	if rep.Attribution != analyze.AttrAllocation {
+	if rep.Attribution != report.AttrAllocation {
 		t.Errorf("attribution %s: the failure was recorded before the abort", rep.Attribution)
 	}
 }
@@ -270,7 +270,7 @@ func TestStormAccounting(t *testing.T) {
 	if rep.FirstFailure == nil {
 		t.Fatal("the recorded failure is not shown")
 	}
-	if rep.Attribution != analyze.AttrMissingEvidence {
+	if rep.Attribution != report.AttrMissingEvidence {
 		t.Errorf("attribution %s, want missing-evidence (calls were lost before the failure)", rep.Attribution)
 	}
 }

@@ -16,8 +16,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/retrivium/forensic/analyze"
 	"github.com/retrivium/forensic/internal/e2eenv"
+	"github.com/retrivium/forensic/report"
 )
 
 // chromiumPath finds headless Chromium (Debian's `chromium`).
@@ -92,14 +92,14 @@ func TestRenderReportAndPerfetto(t *testing.T) {
 		t.Fatalf("forensic record exit %d, want the workload's 1; stderr:\n%s", res.code, res.stderr)
 	}
 	rep, _ := analyzeJSON(t, res.db)
-	if rep.FirstFailure == nil || rep.Capacity == nil || *rep.Capacity != analyze.CapFBExhausted {
+	if rep.FirstFailure == nil || rep.Capacity == nil || *rep.Capacity != report.CapFBExhausted {
 		t.Fatalf("unexpected verdict %s / %v", rep.Attribution, rep.Capacity)
 	}
 	raw, err := exec.Command(binPath, "analyze", "--json", res.db).Output()
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := analyze.ValidateReportJSON(raw); err != nil {
+	if err := report.ValidateReportJSON(raw); err != nil {
 		t.Errorf("analyze --json does not match docs/analyze.schema.json:\n%v", err)
 	}
 
@@ -133,7 +133,7 @@ func TestRenderReportAndPerfetto(t *testing.T) {
 	checkTrace(t, trace, res.db)
 }
 
-func checkPage(t *testing.T, path string, rep *analyze.Report) {
+func checkPage(t *testing.T, path string, rep *report.Report) {
 	t.Helper()
 	data, err := os.ReadFile(path)
 	if err != nil {

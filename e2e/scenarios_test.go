@@ -12,8 +12,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/retrivium/forensic/analyze"
 	"github.com/retrivium/forensic/internal/e2eenv"
+	"github.com/retrivium/forensic/report"
 	"github.com/retrivium/forensic/store"
 )
 
@@ -31,7 +31,7 @@ type scenario struct {
 	symbol, result string // first failure ("" = none)
 	attribution    string
 	capacity       string // "" = null
-	check          func(t *testing.T, rep *analyze.Report, w *world)
+	check          func(t *testing.T, rep *report.Report, w *world)
 }
 
 func script(s string) []string { return []string{simwork, s} }
@@ -45,7 +45,7 @@ var scenarios = []scenario{
 		name: "out of memory with room to spare", env: []string{"SIMGPU_FAIL=cuMemAlloc_v2:3:2"},
 		cmd:    script("init; use 0; alloc 1G; alloc 1G; alloc 1G; sleep 50; free-all"),
 		symbol: "cuMemAlloc_v2", result: "CUDA_ERROR_OUT_OF_MEMORY", attribution: "allocation", capacity: "framebuffer-had-room",
-		check: func(t *testing.T, rep *analyze.Report, w *world) {
+		check: func(t *testing.T, rep *report.Report, w *world) {
 			if strings.Contains(rep.Verdict, "exhausted") {
 				t.Errorf("verdict claims exhaustion the samples contradict: %s", rep.Verdict)
 			}
@@ -67,7 +67,7 @@ var scenarios = []scenario{
 		},
 		cmd:    script("init; use 0; alloc 2G"),
 		symbol: "cuMemAlloc_v2", result: "CUDA_ERROR_OUT_OF_MEMORY", attribution: "allocation", capacity: "framebuffer-exhausted",
-		check: func(t *testing.T, rep *analyze.Report, w *world) {
+		check: func(t *testing.T, rep *report.Report, w *world) {
 			want := fmt.Sprintf("NVML usage of process %d (not recorded)", w.hog)
 			for _, e := range rep.Evidence {
 				if e.Field == want && e.Value != nil && *e.Value == 14<<30 {
@@ -101,7 +101,7 @@ var scenarios = []scenario{
 		name: "recovered failure, then a terminal one", env: []string{"SIMGPU_FB_TOTAL=8G", "SIMGPU_FB_RESERVED=0"},
 		cmd:    script("init; use 0; alloc 6G; alloc 4G; free; alloc 4G; alloc 8G; free-all"),
 		symbol: "cuMemAlloc_v2", result: "CUDA_ERROR_OUT_OF_MEMORY", attribution: "allocation", capacity: "framebuffer-exhausted",
-		check: func(t *testing.T, rep *analyze.Report, w *world) {
+		check: func(t *testing.T, rep *report.Report, w *world) {
 			if len(rep.Failures) != 2 || !rep.Failures[0].Recovered || rep.Failures[1].Recovered {
 				t.Fatalf("failures %+v: want the first recovered, the second terminal", rep.Failures)
 			}
@@ -114,7 +114,7 @@ var scenarios = []scenario{
 		name: "framebuffer queries unsupported", env: []string{"SIMGPU_NVML_UNSUPPORTED=nvmlDeviceGetMemoryInfo_v2,nvmlDeviceGetMemoryInfo"},
 		cmd:    []string{filepath.Join(simDir, "scenarios", "weights_oom")},
 		symbol: "cuMemAlloc_v2", result: "CUDA_ERROR_OUT_OF_MEMORY", attribution: "allocation", capacity: "unknown",
-		check: func(t *testing.T, rep *analyze.Report, w *world) {
+		check: func(t *testing.T, rep *report.Report, w *world) {
 			ok := false
 			for _, m := range rep.Missing {
 				ok = ok || (m.Decisive && strings.Contains(m.What, "not supported"))
@@ -133,7 +133,7 @@ var scenarios = []scenario{
 		name: "failure on the second of two GPUs", env: []string{"SIMGPU_DEVICES=2", "SIMGPU_FB_TOTAL=8G"},
 		cmd:    script("init; use 0; alloc 1G; use 1; until-fail { alloc 2G }; free-all"),
 		symbol: "cuMemAlloc_v2", result: "CUDA_ERROR_OUT_OF_MEMORY", attribution: "allocation", capacity: "framebuffer-exhausted",
-		check: func(t *testing.T, rep *analyze.Report, w *world) {
+		check: func(t *testing.T, rep *report.Report, w *world) {
 			if rep.FirstFailure.GPUIndex == nil || *rep.FirstFailure.GPUIndex != 1 {
 				t.Errorf("first failure on GPU %v, want 1", rep.FirstFailure.GPUIndex)
 			}
@@ -144,7 +144,7 @@ var scenarios = []scenario{
 		cmd:    script("init; use 0; alloc 1M; alloc 1M; touch {dir}/xid; wait-file {dir}/xid-done; alloc 1M; alloc 1M"),
 		during: writeXid,
 		symbol: "cuMemAlloc_v2", result: "CUDA_ERROR_ILLEGAL_ADDRESS", attribution: "missing-evidence", capacity: "framebuffer-had-room",
-		check: func(t *testing.T, rep *analyze.Report, w *world) {
+		check: func(t *testing.T, rep *report.Report, w *world) {
 			xid := false
 			for _, e := range rep.Evidence {
 				xid = xid || (e.Field == "Xid" && e.Value != nil && *e.Value == 13)
@@ -166,7 +166,7 @@ var scenarios = []scenario{
 		name: "NVIDIA's real libcuda without a GPU", real: true,
 		cmd:    script("init; use 0; alloc 1M"),
 		symbol: "cuMemAlloc_v2", result: "CUDA_ERROR_NOT_INITIALIZED", attribution: "not-memory", capacity: "not-applicable",
-		check: func(t *testing.T, rep *analyze.Report, w *world) {
+		check: func(t *testing.T, rep *report.Report, w *world) {
 			if rep.Cause == nil || rep.Cause.Symbol != "cuInit" {
 				t.Errorf("cause %+v, want the failed cuInit", rep.Cause)
 			}
@@ -219,7 +219,7 @@ func TestScenarios(t *testing.T) {
 			} else if ff := rep.FirstFailure; ff == nil || ff.Symbol != sc.symbol || ff.ResultName != sc.result {
 				t.Fatalf("first failure %+v, want %s %s", ff, sc.symbol, sc.result)
 			}
-			if rep.Attribution != sc.attribution {
+			if string(rep.Attribution) != sc.attribution {
 				t.Errorf("attribution %s, want %s (%s)", rep.Attribution, sc.attribution, rep.Verdict)
 			}
 			if got := deref(rep.Capacity); (sc.capacity == "" && rep.Capacity != nil) || (sc.capacity != "" && got != sc.capacity) {
@@ -275,7 +275,7 @@ func checkOutputs(t *testing.T, w *world, db string) {
 	}
 	outputs["report"], _ = os.ReadFile(html)
 	outputs["export"], _ = os.ReadFile(trace)
-	if err := analyze.ValidateReportJSON(outputs["json"]); err != nil {
+	if err := report.ValidateReportJSON(outputs["json"]); err != nil {
 		t.Errorf("analyze --json does not match the schema: %v", err)
 	}
 	r, err := store.Open(db)

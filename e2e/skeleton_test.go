@@ -9,8 +9,8 @@ import (
 	"syscall"
 	"testing"
 
-	"github.com/retrivium/forensic/analyze"
 	"github.com/retrivium/forensic/internal/e2eenv"
+	"github.com/retrivium/forensic/report"
 )
 
 // The walking skeleton: the out-of-memory scenario recorded through the
@@ -36,13 +36,13 @@ func TestOutOfMemoryScenario(t *testing.T) {
 	if ff.GPU == nil || !strings.HasPrefix(*ff.GPU, "GPU-") {
 		t.Errorf("first failure gpu = %v, want a UUID", ff.GPU)
 	}
-	if rep.Attribution != analyze.AttrAllocation || rep.Capacity == nil || *rep.Capacity != analyze.CapFBExhausted {
+	if rep.Attribution != report.AttrAllocation || rep.Capacity == nil || *rep.Capacity != report.CapFBExhausted {
 		t.Errorf("verdict = %s / %v, want allocation / framebuffer-exhausted", rep.Attribution, deref(rep.Capacity))
 	}
 	// The value compared against, and its source.
-	var free *analyze.Evidence
+	var free *report.Evidence
 	for i, e := range rep.Evidence {
-		if strings.HasPrefix(e.Field, "framebuffer free") {
+		if e.Decisive && strings.HasPrefix(e.Field, "framebuffer free") {
 			free = &rep.Evidence[i]
 		}
 	}
@@ -77,10 +77,10 @@ func TestIPCMappingScenario(t *testing.T) {
 	if ff == nil || ff.Symbol != "cuIpcOpenMemHandle_v2" || ff.ResultName != "CUDA_ERROR_MAP_FAILED" {
 		t.Fatalf("first failure = %+v", ff)
 	}
-	if rep.Attribution != analyze.AttrMapping {
+	if rep.Attribution != report.AttrMapping {
 		t.Errorf("attribution = %s, want mapping", rep.Attribution)
 	}
-	if c := deref(rep.Capacity); strings.HasPrefix(c, "framebuffer") || c != analyze.CapBAR1Exhausted {
+	if c := deref(rep.Capacity); strings.HasPrefix(c, "framebuffer") || c != string(report.CapBAR1Exhausted) {
 		t.Errorf("capacity = %s, want bar1-exhausted (the 512 MiB export cannot fit 252 MiB of BAR1)", c)
 	}
 	if len(rep.Processes) != 2 {
@@ -88,11 +88,11 @@ func TestIPCMappingScenario(t *testing.T) {
 	}
 }
 
-func deref(s *string) string {
+func deref(s *report.Capacity) string {
 	if s == nil {
 		return "<null>"
 	}
-	return *s
+	return string(*s)
 }
 
 // Bad input gets one line and a non-zero exit, never a panic.

@@ -7,7 +7,7 @@
 // mapped run.db (sampled from /proc/PID/status every 50 ms).
 //
 // With -cpuprofile, when a target is missed, it also runs the analysis in-process (store.Open,
-// analyze.Analyze, analyze.WriteJSON) under runtime/pprof and prints the
+// analyze.Analyze, report.WriteJSON) under runtime/pprof and prints the
 // top of `go tool pprof -top`. It prints a markdown section on stdout.
 package main
 
@@ -27,6 +27,7 @@ import (
 
 	"github.com/retrivium/forensic/analyze"
 	"github.com/retrivium/forensic/bench/internal/benchutil"
+	"github.com/retrivium/forensic/report"
 	"github.com/retrivium/forensic/store"
 )
 
@@ -153,7 +154,7 @@ func run(db, profile, genInfo string) error {
 	}
 	fmt.Fprintln(w)
 	if top != "" {
-		fmt.Fprintf(w, "\nCPU profile of the same analysis in-process (`store.Open` + `analyze.Analyze` + `analyze.WriteJSON`; "+
+		fmt.Fprintf(w, "\nCPU profile of the same analysis in-process (`store.Open` + `analyze.Analyze` + `report.WriteJSON`; "+
 			"`go tool pprof -top %s`), top entries:\n\n```\n%s\n```\n", filepath.Base(profile), top)
 	}
 	fmt.Fprintln(w)
@@ -251,9 +252,9 @@ func profileAnalyze(db, profile string) (string, error) {
 	start := time.Now()
 	r, err := store.Open(db)
 	if err == nil {
-		var rep *analyze.Report
+		var rep *report.Report
 		if rep, err = analyze.Analyze(r, analyze.Options{}); err == nil {
-			err = analyze.WriteJSON(io.Discard, rep)
+			err = report.WriteJSON(io.Discard, rep)
 		}
 		r.Close()
 	}

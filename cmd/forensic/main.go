@@ -26,6 +26,10 @@ import (
 
 	"github.com/retrivium/forensic/analyze"
 	"github.com/retrivium/forensic/recorder"
+	"github.com/retrivium/forensic/render/html"
+	"github.com/retrivium/forensic/render/perfetto"
+	"github.com/retrivium/forensic/render/text"
+	"github.com/retrivium/forensic/report"
 	"github.com/retrivium/forensic/store"
 )
 
@@ -241,7 +245,7 @@ func openRun(path string) (*store.Reader, error) {
 	return store.Open(path)
 }
 
-func analyzeFile(path string) (*analyze.Report, error) {
+func analyzeFile(path string) (*report.Report, error) {
 	r, err := openRun(path)
 	if err != nil {
 		return nil, err
@@ -277,13 +281,13 @@ func cmdAnalyze(args []string, stdout io.Writer) error {
 		return err
 	}
 	if *asJSON {
-		return analyze.WriteJSON(stdout, rep)
+		return report.WriteJSON(stdout, rep)
 	}
 	color := false
 	if f, ok := stdout.(*os.File); ok && !*noColor && os.Getenv("NO_COLOR") == "" {
 		color = term.IsTerminal(int(f.Fd()))
 	}
-	return analyze.WriteText(stdout, rep, analyze.TextOptions{Color: color})
+	return text.Write(stdout, rep, text.Options{Color: color})
 }
 
 // readWrite parses a command that reads one run.db and writes one file
@@ -318,7 +322,7 @@ func cmdReport(args []string, stdout io.Writer) error {
 	if err != nil {
 		return err
 	}
-	return writeOutput(*out, stdout, func(w io.Writer) error { return analyze.WriteHTML(w, r, rep) })
+	return writeOutput(*out, stdout, func(w io.Writer) error { return html.Write(w, rep) })
 }
 
 func cmdExport(args []string, stdout io.Writer) error {
@@ -333,7 +337,14 @@ func cmdExport(args []string, stdout io.Writer) error {
 	if *format != "perfetto" {
 		return usageErr("unknown format %q (known: perfetto)", *format)
 	}
-	return writeOutput(*out, stdout, func(w io.Writer) error { return analyze.WritePerfetto(w, r) })
+	return writeOutput(*out, stdout, func(w io.Writer) error {
+		tr := perfetto.NewChromeJSON(w)
+		rep, err := analyze.Analyze(r, analyze.Options{Observer: tr, NoTimeline: true})
+		if err != nil {
+			return err
+		}
+		return tr.Finish(rep)
+	})
 }
 
 // notTheInput refuses an output path that names the run.db being read.

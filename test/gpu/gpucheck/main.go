@@ -21,9 +21,9 @@ import (
 	"sort"
 	"strings"
 
-	"github.com/retrivium/forensic/analyze"
 	"github.com/retrivium/forensic/cuda"
 	"github.com/retrivium/forensic/internal/elfnote"
+	"github.com/retrivium/forensic/report"
 )
 
 const usage = `usage:
@@ -177,12 +177,12 @@ func orDash(s string) string {
 	return s
 }
 
-func readReport(path string) (*analyze.Report, error) {
+func readReport(path string) (*report.Report, error) {
 	b, err := os.ReadFile(path)
 	if err != nil {
 		return nil, err
 	}
-	var rep analyze.Report
+	var rep report.Report
 	if err := json.Unmarshal(b, &rep); err != nil {
 		return nil, fmt.Errorf("%s is not an analyze --json report: %w", path, err)
 	}
@@ -191,7 +191,7 @@ func readReport(path string) (*analyze.Report, error) {
 
 // sameLib says whether the coverage entry names the file at path: the same
 // file (through symlinks), else the same build id.
-func sameLib(path, buildID string, l analyze.Library) bool {
+func sameLib(path, buildID string, l report.Library) bool {
 	if a, err := os.Stat(path); err == nil {
 		if b, err := os.Stat(l.Path); err == nil && os.SameFile(a, b) {
 			return true
@@ -200,16 +200,16 @@ func sameLib(path, buildID string, l analyze.Library) bool {
 	return buildID != "" && l.BuildID == buildID
 }
 
-func cmdCoverage(lib, report string, w io.Writer) (bool, error) {
+func cmdCoverage(lib, reportPath string, w io.Writer) (bool, error) {
 	inv, err := readInventory(lib)
 	if err != nil {
 		return false, err
 	}
-	rep, err := readReport(report)
+	rep, err := readReport(reportPath)
 	if err != nil {
 		return false, err
 	}
-	var cov *analyze.Library
+	var cov *report.Library
 	for i, l := range rep.Coverage {
 		fmt.Fprintf(w, "recorder attached %s (build id %s): hooked %d, absent %d, unhooked exports %d%s\n",
 			l.Path, orDash(l.BuildID), len(l.Hooked), len(l.Absent), len(l.Unknown), errNote(l.Error))

@@ -1,29 +1,42 @@
-package analyze
+// Package report is the result of analyzing one recording: the types of the
+// `forensic analyze --json` contract (docs/analyze-json.md,
+// docs/analyze.schema.json) and the timeline series the HTML report draws.
+//
+// Every renderer (text, HTML, Perfetto, JSON) takes a *Report and nothing
+// else; per-call exports also take the stream of Call values the analysis
+// pass hands to an Observer. The package imports neither the store nor the
+// CUDA tables, so a renderer cannot go back to the recording to compute
+// more: what it shows is what the analysis decided.
+//
+// Fields are added, never renamed or removed, within a Schema version.
+package report
 
-// The types below are the `forensic analyze --json` contract (DESIGN.md,
-// docs/analyze.schema.json). Fields are added, never renamed or removed,
-// within a ReportSchema version.
+// Schema names the JSON layout.
+const Schema = "forensic.analyze/1"
 
-// ReportSchema names the JSON layout.
-const ReportSchema = "forensic.analyze/1"
+// Attribution says what kind of problem the first failed operation is.
+type Attribution string
 
 // Attribution values.
 const (
-	AttrAllocation      = "allocation"
-	AttrMapping         = "mapping"
-	AttrNotMemory       = "not-memory"
-	AttrMissingEvidence = "missing-evidence"
-	AttrNone            = "none"
+	AttrAllocation      Attribution = "allocation"
+	AttrMapping         Attribution = "mapping"
+	AttrNotMemory       Attribution = "not-memory"
+	AttrMissingEvidence Attribution = "missing-evidence"
+	AttrNone            Attribution = "none"
 )
+
+// Capacity is what the one memory view that can explain a failure says.
+type Capacity string
 
 // Capacity values.
 const (
-	CapFBExhausted   = "framebuffer-exhausted"
-	CapFBHadRoom     = "framebuffer-had-room"
-	CapBAR1Exhausted = "bar1-exhausted"
-	CapBAR1HadRoom   = "bar1-had-room"
-	CapNotApplicable = "not-applicable"
-	CapUnknown       = "unknown"
+	CapFBExhausted   Capacity = "framebuffer-exhausted"
+	CapFBHadRoom     Capacity = "framebuffer-had-room"
+	CapBAR1Exhausted Capacity = "bar1-exhausted"
+	CapBAR1HadRoom   Capacity = "bar1-had-room"
+	CapNotApplicable Capacity = "not-applicable"
+	CapUnknown       Capacity = "unknown"
 )
 
 // Report is the analysis of one run.
@@ -31,12 +44,19 @@ type Report struct {
 	Schema string  `json:"schema"`
 	Run    RunInfo `json:"run"`
 	// FirstFailure is nil when no recorded call failed.
-	FirstFailure *Failure `json:"first_failure"`
-	Attribution  string   `json:"attribution"`
+	FirstFailure *Failure    `json:"first_failure"`
+	Attribution  Attribution `json:"attribution"`
 	// Capacity is nil when there is no failure.
-	Capacity *string `json:"capacity"`
-	// Verdict tells the story in two or three sentences.
+	Capacity *Capacity `json:"capacity"`
+	// Verdict tells the story in two or three sentences. When the first
+	// failure was recovered, it leads with the first unrecovered one.
 	Verdict string `json:"verdict"`
+	// FirstUnrecovered is the first failure the process did not recover
+	// from, judged on its own, when the first failure was recovered; nil
+	// when the first failure was not recovered or nothing failed.
+	FirstUnrecovered *Judged `json:"first_unrecovered"`
+	// NextSteps are what to try, fitted to the verdict.
+	NextSteps []string `json:"next_steps"`
 	// Cause names what the record shows caused a not-memory failure (an
 	// earlier failed cuInit, ...), when it shows one.
 	Cause       *Cause     `json:"cause"`
@@ -59,6 +79,19 @@ type Report struct {
 	Loss       Loss        `json:"loss"`
 	Sampling   Sampling    `json:"sampling"`
 	Calls      []CallCount `json:"calls"`
+	// Timeline is what the HTML report draws; it is not part of --json.
+	Timeline *Timeline `json:"-"`
+}
+
+// Judged is a failure judged on its own: the fields of a Failure plus its
+// attribution, capacity, verdict and the evidence for them.
+type Judged struct {
+	Failure
+	Attribution Attribution `json:"attribution"`
+	Capacity    *Capacity   `json:"capacity"`
+	Verdict     string      `json:"verdict"`
+	Evidence    []Evidence  `json:"evidence"`
+	Missing     []Missing   `json:"missing"`
 }
 
 // RunInfo summarizes the recording.
@@ -79,11 +112,15 @@ type RunInfo struct {
 	StopReason   string   `json:"stop_reason,omitempty"`
 	StopError    string   `json:"stop_error,omitempty"`
 	WorkloadExit *Exit    `json:"workload_exit,omitempty"`
-	Interval     int64    `json:"interval_ns"`
-	Freeze       bool     `json:"freeze_on_failure"`
-	Events       uint64   `json:"events"`
-	Schema       uint32   `json:"file_schema"`
-	Version      string   `json:"recorded_by"`
+	// Interrupted names the signal that stopped the run or its workload
+	// when the user or forensic delivered it (SIGINT, SIGTERM, SIGHUP):
+	// an interruption, not a crash. Empty otherwise.
+	Interrupted string `json:"interrupted,omitempty"`
+	Interval    int64  `json:"interval_ns"`
+	Freeze      bool   `json:"freeze_on_failure"`
+	Events      uint64 `json:"events"`
+	Schema      uint32 `json:"file_schema"`
+	Version     string `json:"recorded_by"`
 }
 
 // Exit is how a process ended.
@@ -92,6 +129,8 @@ type Exit struct {
 	Signal *int   `json:"signal"`
 	Name   string `json:"signal_name,omitempty"`
 	TimeNS int64  `json:"time_ns"`
+	// Core says the kernel wrote a core dump.
+	Core bool `json:"core_dumped,omitempty"`
 }
 
 // Failure is one failed call.
@@ -102,6 +141,9 @@ type Failure struct {
 	ResultName string  `json:"result_name"`
 	Meaning    string  `json:"meaning"`
 	Size       *uint64 `json:"size"`
+	// SizeSource says where Size came from when the call itself names no
+	// size: the exporter's recorded allocation for an IPC or pool import.
+	SizeSource string  `json:"size_source,omitempty"`
 	Flags      *uint64 `json:"flags"`
 	PID        uint32  `json:"pid"`
 	TID        uint32  `json:"tid"`
@@ -109,10 +151,19 @@ type Failure struct {
 	StartNS    int64   `json:"start_ns"`
 	Wall       string  `json:"wall_time"`
 	// GPU is the UUID of the GPU the call ran against, when known.
-	GPU        *string `json:"gpu"`
-	GPUIndex   *int    `json:"gpu_index"`
-	MIGIndex   *int    `json:"mig_index,omitempty"`
-	CUDADevice int32   `json:"cuda_device"`
+	GPU      *string `json:"gpu"`
+	GPUIndex *int    `json:"gpu_index"`
+	MIGIndex *int    `json:"mig_index,omitempty"`
+	// ApertureGPU is the NVML index of the GPU whose BAR1 aperture the
+	// mapping uses when that is not the caller's (an import of another
+	// GPU's memory).
+	ApertureGPU *int  `json:"aperture_gpu,omitempty"`
+	CUDADevice  int32 `json:"cuda_device"`
+	// Grants are the devices an access call grants (cuMemSetAccess), in
+	// call order; GrantsCut says the recorder's bound cut the list, so
+	// more devices were granted than are listed.
+	Grants     []Grant `json:"grants,omitempty"`
+	GrantsCut  bool    `json:"grants_cut,omitempty"`
 	GPUMapping string  `json:"gpu_mapping"`
 	Context    uint32  `json:"context,omitempty"`
 	Recovered  bool    `json:"recovered"`
@@ -122,6 +173,20 @@ type Failure struct {
 	Frozen              bool   `json:"frozen"`
 	Phase               string `json:"phase,omitempty"`
 	Stack               *Stack `json:"stack,omitempty"`
+}
+
+// Grant is one device an access call grants.
+type Grant struct {
+	// Location is what is granted: "device", or the raw location type.
+	Location   string `json:"location"`
+	CUDADevice int32  `json:"cuda_device"`
+	// GPU is the NVML index of that device, nil when unknown.
+	GPU *int `json:"gpu"`
+	// Access is none, read or read-write.
+	Access string `json:"access"`
+	// Peer says the granted device is not the memory's owner, so its
+	// accesses go through the owner's BAR1 aperture over PCIe.
+	Peer bool `json:"peer"`
 }
 
 // Stack is a symbolized user stack.
@@ -170,6 +235,11 @@ type Evidence struct {
 	GPU    *int    `json:"gpu,omitempty"`
 	Scope  string  `json:"scope,omitempty"`
 	Note   string  `json:"note,omitempty"`
+	// Rule names the rule of evidence that decided how this value was
+	// used (docs/rules.md), when one did.
+	Rule string `json:"rule,omitempty"`
+	// Decisive marks the value the verdict compared the request with.
+	Decisive bool `json:"decisive,omitempty"`
 }
 
 // ViewRow is one field of the memory-view table: one view, one scope, one

@@ -1,0 +1,226 @@
+package analyze
+
+import (
+	"fmt"
+	"sort"
+	"time"
+
+	"github.com/retrivium/forensic/report"
+	"github.com/retrivium/forensic/store"
+)
+
+// runInfo fills what the report says about the recording itself.
+func (s *state) runInfo() {
+	ri := report.RunInfo{Path: s.r.Path(), ID: s.run.ID, Mode: s.run.Mode, Command: s.run.Command, TargetPID: s.run.TargetPID,
+		Host: s.run.Hostname, Kernel: s.run.Kernel, Clock: s.run.Clock, StartNS: s.run.ClockStart,
+		WallStart: s.run.WallStart.UTC().Format(time.RFC3339Nano), Interval: int64(s.run.Interval),
+		Freeze: s.run.FreezeOnFailure, Schema: s.r.Schema(), Version: s.run.Version}
+	ri.EndNS = s.lastTime
+	if s.stop != nil {
+		ri.EndNS = s.stop.Time
+		ri.Ended = "clean"
+		ri.StopReason = s.stop.Reason
+		ri.StopError = s.stop.Error
+		if s.stop.Workload != nil {
+			ri.WorkloadExit = exitOf(s.stop.Workload)
+		}
+		ri.Events = s.stop.Stats.Events
+	} else {
+		ri.Ended = "abrupt" // Events is counted by the event pass
+	}
+	if ri.EndNS > ri.StartNS {
+		ri.DurationNS = ri.EndNS - ri.StartNS
+	}
+	ri.Interrupted = s.interruption(ri.WorkloadExit)
+	s.rep.Run = ri
+}
+
+// interruption names the signal by which the user or forensic stopped the
+// run: the recorder stopped on a signal, or the workload died of one of
+// the signals people and supervisors stop jobs with.
+func (s *state) interruption(workload *report.Exit) string {
+	if workload != nil && workload.Signal != nil && interruptSignal(*workload.Signal) {
+		return workload.Name
+	}
+	if s.stop != nil && s.stop.Reason == "signal" {
+		if workload != nil && workload.Name != "" {
+			return workload.Name
+		}
+		return "a signal to forensic"
+	}
+	return ""
+}
+
+// Signal numbers (Linux) the analysis names.
+const (
+	sigHUP  = 1
+	sigINT  = 2
+	sigKILL = 9
+	sigTERM = 15
+)
+
+// interruptSignal reports whether dying of sig is how a job is stopped on
+// purpose (Ctrl-C, a supervisor's SIGTERM, a closed terminal), not a crash.
+func interruptSignal(sig int) bool {
+	return sig == sigINT || sig == sigTERM || sig == sigHUP
+}
+
+var signalNames = map[int]string{1: "SIGHUP", 2: "SIGINT", 3: "SIGQUIT", 4: "SIGILL", 5: "SIGTRAP", 6: "SIGABRT",
+	7: "SIGBUS", 8: "SIGFPE", 9: "SIGKILL", 11: "SIGSEGV", 13: "SIGPIPE", 14: "SIGALRM", 15: "SIGTERM",
+	24: "SIGXCPU", 25: "SIGXFSZ", 31: "SIGSYS"}
+
+func exitOf(e *store.Exit) *report.Exit {
+	if e == nil {
+		return nil
+	}
+	x := &report.Exit{Code: e.Code, Signal: e.Signal, TimeNS: e.Time, Core: e.Core}
+	if e.Signal != nil {
+		x.Name = signalNames[*e.Signal]
+		if x.Name == "" {
+			x.Name = fmt.Sprintf("signal %d", *e.Signal)
+		}
+	}
+	return x
+}
+
+// context fills processes, coverage, kernel log, markers and loss.
+func (s *state) context() error {
+	s.processes()
+	var err error
+	if s.libs, err = s.r.Libraries(); err != nil {
+		return err
+	}
+	for _, l := range s.libs {
+		lib := report.Library{Path: l.Path, BuildID: l.BuildID, Hooked: l.Attached, Absent: l.Absent, Unknown: l.Unknown, Error: l.Error}
+		for _, p := range []*[]string{&lib.Hooked, &lib.Absent, &lib.Unknown} {
+			if *p == nil {
+				*p = []string{}
+			}
+		}
+		s.rep.Coverage = append(s.rep.Coverage, lib)
+	}
+	if err := s.kernelLog(); err != nil {
+		return err
+	}
+	ms, err := s.r.Markers()
+	if err != nil {
+		return err
+	}
+	sort.Slice(ms, func(i, j int) bool { return ms[i].Time < ms[j].Time })
+	for _, m := range ms {
+		s.rep.Markers = append(s.rep.Markers, report.Marker{TimeNS: m.Time, Label: m.Label})
+	}
+	return s.loss()
+}
+
+// processes lists every recorded process record, oldest first.
+func (s *state) processes() {
+	for _, p := range s.procList {
+		pi := report.ProcessInfo{PID: p.PID, PPID: p.PPID, Exe: p.Exe, Args: p.Args, Root: p.Root, StartNS: p.Start,
+			Exit: exitOf(p.Exit), Cgroup: p.Cgroup, AttachedLate: p.AttachedLate, Env: p.Env, Devices: []report.DeviceMap{}}
+		if pi.Args == nil {
+			pi.Args = []string{}
+		}
+		for _, d := range p.Devices {
+			dm := report.DeviceMap{Ordinal: d.Ordinal, UUID: d.UUID, Method: d.Method, Why: d.Why}
+			if d.GPU >= 0 {
+				g := d.GPU
+				dm.GPU = &g
+				if dm.UUID == "" {
+					dm.UUID = s.gpuUUID[g]
+				}
+			}
+			pi.Devices = append(pi.Devices, dm)
+		}
+		s.rep.Processes = append(s.rep.Processes, pi)
+	}
+}
+
+func (s *state) kernelLog() error {
+	kl, err := s.r.KernelLog()
+	if err != nil {
+		return err
+	}
+	for _, l := range kl {
+		k := report.KernelLine{TimeNS: l.Time, Text: l.Text, Xid: l.Xid}
+		if s.first != nil {
+			k.Position = "before"
+			if l.Time > s.first.e.End {
+				k.Position = "after"
+			}
+		}
+		s.rep.KernelLog = append(s.rep.KernelLog, k)
+	}
+	return nil
+}
+
+// loss reports the recorder's loss counters: from the stop record, or the
+// last reading of a run whose recorder was killed.
+func (s *state) loss() error {
+	var st store.Stats
+	known := false
+	if s.stop != nil {
+		st, known = s.stop.Stats, true
+	} else if drops, err := s.r.Drops(); err == nil && len(drops) > 0 {
+		st, known = drops[len(drops)-1].Stats, true
+	}
+	l := report.Loss{Calls: st.Calls, Events: st.Events, LostCalls: st.LostCalls, LostFirstNS: st.LostFirst,
+		LostInflight: st.LostInflight, TooDeep: st.TooDeep, Unmatched: st.Unmatched, LostProc: st.LostProc,
+		DecodeErrors: st.DecodeErrors, Known: known}
+	if s.first != nil {
+		l.BeforeFailure = (st.LostCalls > 0 && st.LostFirst != 0 && st.LostFirst <= s.first.e.End) ||
+			st.LostInflight > 0 || st.TooDeep > 0
+	}
+	s.rep.Loss = l
+	return nil
+}
+
+// phases splits the run at the markers; without markers, at its own
+// landmarks (first allocation, first failure).
+func (s *state) phases() {
+	start, end := s.run.ClockStart, s.rep.Run.EndNS
+	if end < start {
+		end = start
+	}
+	var cuts []report.Phase
+	if len(s.rep.Markers) > 0 {
+		s.rep.PhasesFrom = "markers"
+		prev := report.Phase{Label: "before " + s.rep.Markers[0].Label, StartNS: start}
+		for _, m := range s.rep.Markers {
+			prev.EndNS = m.TimeNS
+			cuts = append(cuts, prev)
+			prev = report.Phase{Label: m.Label, StartNS: m.TimeNS}
+		}
+		prev.EndNS = end
+		cuts = append(cuts, prev)
+	} else {
+		s.rep.PhasesFrom = "landmarks (no markers were recorded)"
+		t := start
+		if s.firstAlloc >= 0 {
+			cuts = append(cuts, report.Phase{Label: "before first allocation", StartNS: t, EndNS: s.firstAlloc})
+			t = s.firstAlloc
+		}
+		if s.first != nil && s.first.e.End >= t {
+			cuts = append(cuts, report.Phase{Label: "up to first failure", StartNS: t, EndNS: s.first.e.End})
+			t = s.first.e.End
+			cuts = append(cuts, report.Phase{Label: "after first failure", StartNS: t, EndNS: end})
+		} else {
+			cuts = append(cuts, report.Phase{Label: "rest of run", StartNS: t, EndNS: end})
+		}
+	}
+	s.rep.Phases = cuts
+}
+
+// phaseOf names the phase a time falls in; a time on a boundary belongs to
+// the phase it ends (the first failure ends "up to first failure").
+func (s *state) phaseOf(t int64) string {
+	for _, p := range s.rep.Phases {
+		if t <= p.EndNS {
+			return p.Label
+		}
+	}
+	if n := len(s.rep.Phases); n > 0 {
+		return s.rep.Phases[n-1].Label
+	}
+	return ""
+}

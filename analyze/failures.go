@@ -1,0 +1,160 @@
+package analyze
+
+import (
+	"github.com/retrivium/forensic/cuda"
+	"github.com/retrivium/forensic/report"
+	"github.com/retrivium/forensic/store"
+)
+
+// failure converts a failed call into a reported failure.
+func (s *state) failure(f *failed) report.Failure {
+	res := cuda.LookupResult(f.e.Result)
+	out := report.Failure{Symbol: f.name, Operation: f.sym.Op.String(), Result: f.e.Result, ResultName: res.Name,
+		Meaning: res.Meaning.String(), PID: f.e.PID, TID: f.e.TID, TimeNS: f.e.End, StartNS: f.e.Start,
+		Wall: s.wall(f.e.End), CUDADevice: f.e.Dev, Context: f.e.Ctx, Frozen: f.e.Flags&store.EventFrozen != 0,
+		Recovered: f.recovered, Phase: s.phaseOf(f.e.End)}
+	if f.e.Has&cuda.FieldSize != 0 {
+		out.Size = ptr(f.e.Size)
+	}
+	if f.e.Has&cuda.FieldFlags != 0 {
+		out.Flags = ptr(f.e.Fields.Flags)
+	}
+	gpu, mig, method := s.gpuOfDev(f.e.PID, f.e.Dev)
+	out.GPUMapping = method
+	if gpu >= 0 {
+		out.GPUIndex = optInt(gpu)
+		out.MIGIndex = mig
+		if u, ok := s.gpuUUID[gpu]; ok {
+			out.GPU = &u
+		}
+	}
+	s.mappingFacts(f, &out, gpu)
+	out.PossibleConsequence = s.consequence(f)
+	return out
+}
+
+// mappingFacts adds what the analysis knows of a mapping: the size of an
+// import (from its exporter), the aperture's GPU, and granted devices.
+func (s *state) mappingFacts(f *failed, out *report.Failure, gpu int) {
+	if f.sym.Op != cuda.OpMapping {
+		return
+	}
+	var fd finding
+	fd.gpu, fd.sized = gpu, f.e.Has&cuda.FieldSize != 0
+	s.mappingRequest(f, &fd)
+	if fd.sizeSource != "" {
+		out.Size, out.SizeSource = ptr(fd.size), fd.sizeSource
+	}
+	if fd.gpu != gpu && fd.gpu >= 0 {
+		out.ApertureGPU = optInt(fd.gpu)
+	}
+	out.Grants = s.grants(f)
+}
+
+// grants lists the devices an access call grants.
+func (s *state) grants(f *failed) []report.Grant {
+	if f.sym.BAR1 != cuda.BAR1Peer || f.e.Has&cuda.FieldPeer == 0 {
+		return nil
+	}
+	dev := int32(f.e.Peer)
+	g, _, _ := s.gpuOfDev(f.e.PID, dev)
+	access := "unknown"
+	if f.e.Has&cuda.FieldFlags != 0 {
+		access = accessName(f.e.Fields.Flags)
+	}
+	return []report.Grant{{Location: "device", CUDADevice: dev, GPU: optInt(g), Access: access, Peer: dev != f.e.Dev}}
+}
+
+// accessName names CUmemAccess_flags.
+func accessName(flags uint64) string {
+	switch flags {
+	case 0:
+		return "none"
+	case 1:
+		return "read"
+	case 3:
+		return "read-write"
+	}
+	return "unknown"
+}
+
+// consequence reports whether a failure came after the failure that
+// matters (the first unrecovered one) in its process and context, so it
+// may follow from it. A recovered failure has no consequences.
+func (s *state) consequence(f *failed) bool {
+	a := s.anchor()
+	return a != nil && f != a && !a.recovered && f.e.PID == a.e.PID && f.e.Ctx == a.e.Ctx && f.e.End > a.e.End
+}
+
+// failureList lists every failure, in time order, and the first failure
+// with its stack.
+func (s *state) failureList() {
+	stacks := 0
+	var ff *report.Failure
+	for _, f := range s.failures {
+		fl := s.failure(f)
+		if f.e.Stack >= 0 && stacks < s.opts.MaxStacks {
+			fl.Stack = s.stack(f)
+			stacks++
+		}
+		s.rep.Failures = append(s.rep.Failures, fl)
+		if f == s.first {
+			c := fl
+			ff = &c
+		}
+	}
+	if s.first == nil {
+		return
+	}
+	// The first failure is listed unless the list was truncated; its
+	// stack is symbolized even past MaxStacks.
+	if ff == nil {
+		c := s.failure(s.first)
+		ff = &c
+	}
+	if ff.Stack == nil && s.first.e.Stack >= 0 {
+		ff.Stack = s.stack(s.first)
+	}
+	s.rep.FirstFailure = ff
+}
+
+// stack symbolizes a failure's user stack.
+func (s *state) stack(f *failed) *report.Stack {
+	frames, err := s.r.Stack(f.e.Stack)
+	if err != nil || len(frames) == 0 {
+		return &report.Stack{Frames: []report.Frame{}, Partial: true, Note: "stack not stored"}
+	}
+	var maps []store.Mapping
+	if p := s.procs[f.e.PID]; p != nil {
+		maps = p.Maps
+	}
+	return s.opts.Symbolizer.Symbolize(frames, s.files(), maps)
+}
+
+// files lists every file the run saw, for resolving build ids: the files
+// processes had mapped, their executables, and the attached libraries.
+func (s *state) files() []File {
+	if s.fileList != nil {
+		return s.fileList
+	}
+	seen := map[string]bool{}
+	add := func(f File) {
+		if f.Path != "" && !seen[f.Path+"\x00"+f.Open] {
+			seen[f.Path+"\x00"+f.Open] = true
+			s.fileList = append(s.fileList, f)
+		}
+	}
+	for _, p := range s.procList {
+		for _, m := range p.Maps {
+			add(File{Path: m.Path, Open: m.Host, BuildID: m.BuildID})
+		}
+		add(File{Path: p.Exe})
+	}
+	for _, l := range s.libs {
+		add(File{Path: l.Path, Open: l.HostPath, BuildID: l.BuildID})
+	}
+	if s.fileList == nil {
+		s.fileList = []File{}
+	}
+	return s.fileList
+}

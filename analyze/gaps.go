@@ -1,0 +1,237 @@
+package analyze
+
+import (
+	"fmt"
+	"sort"
+	"strings"
+
+	"github.com/retrivium/forensic/report"
+	"github.com/retrivium/forensic/store"
+)
+
+// generalGaps lists evidence missing whatever the verdict: none of these
+// can hide a failed call, but each leaves a question the record cannot
+// answer.
+func (s *state) generalGaps() []report.Missing {
+	var out []report.Missing
+	add := func(what, fix string) { out = append(out, report.Missing{What: what, Fix: fix}) }
+	switch {
+	case s.inv == nil:
+		add("no platform inventory was recorded", "let the recorder run until it has attached (it writes the inventory first)")
+	case s.inv.Init.Code != 0:
+		what := fmt.Sprintf("NVML did not initialize (%s from %s): no framebuffer or BAR1 samples", s.inv.Init.Name, s.inv.Library)
+		if s.inv.InitError != "" {
+			what += ": " + s.inv.InitError
+		}
+		add(what, "load the NVIDIA kernel driver, or point --libnvidia-ml at the driver's libnvidia-ml.so.1")
+	}
+	switch {
+	case s.stop == nil:
+		add(fmt.Sprintf("the recorder did not stop cleanly (killed, crashed or out of disk before its stop record); the record ends at %s", s.rel(s.rep.Run.EndNS)),
+			"stop the recorder with SIGINT or SIGTERM, on a filesystem with room")
+	case s.stop.Reason == "disk-full" || s.stop.Reason == "write-error":
+		add("the recorder stopped writing early: "+s.stop.Error, "record on a filesystem with more free space")
+	}
+	if n := s.rep.Loss.Unmatched; n > 0 {
+		add(report.Plural(int(n), "call")+" were already in progress when the probes attached", "start the recorder before the workload")
+	}
+	if n := s.rep.Loss.LostProc; n > 0 {
+		add(report.Plural(int(n), "process lifecycle record")+" were lost (ring buffer full)", "record with a bigger --ring-size")
+	}
+	if len(s.rep.Sampling.Unsupported) > 0 {
+		add("NVML queries not supported here: "+strings.Join(s.rep.Sampling.Unsupported, ", "),
+			"none on this GPU and driver: these values cannot be read here")
+	}
+	for _, l := range s.rep.Coverage {
+		if l.Error != "" {
+			add("attaching to "+l.Path+" failed in part: "+l.Error, "check the library path and the kernel's uprobe support")
+		}
+		if len(l.Unknown) > 0 {
+			add(fmt.Sprintf("%s exports %s of hooked families that forensic has no row for (%s): calls through them are not recorded",
+				l.Path, report.Plural(len(l.Unknown), "symbol"), strings.Join(l.Unknown, ", ")), "update forensic's symbol table for this driver")
+		}
+	}
+	return out
+}
+
+// hiding lists what could hide a failure before t (t = 0: anywhere in the
+// run). Each is decisive: with any of them, the record cannot establish
+// the first failure.
+func (s *state) hiding(t int64) []report.Missing {
+	var out []report.Missing
+	add := func(what, fix string) { out = append(out, report.Missing{What: what, Fix: fix, Decisive: true}) }
+	before := func(x int64) bool { return t == 0 || (x != 0 && x <= t) }
+	loss := s.rep.Loss
+	if loss.LostCalls > 0 && before(loss.LostFirstNS) {
+		what := fmt.Sprintf("%s were lost (ring buffer full) from %s on", report.Plural(int(loss.LostCalls), "call"), s.rel(loss.LostFirstNS))
+		if t != 0 {
+			what += ", before the failure: an earlier failure may be among them"
+		}
+		add(what, "record with a bigger --ring-size (or fewer traced processes)")
+	}
+	if n := loss.LostInflight + loss.TooDeep; n > 0 {
+		add(report.Plural(int(n), "call")+" could not be followed (too many calls in progress at once, or nested too deeply in the library)",
+			"record fewer concurrent threads per recording")
+	}
+	for _, p := range s.lateProcs(t) {
+		add(fmt.Sprintf("process %d already had libcuda loaded when recording started: calls it made earlier are not in the record", p),
+			"start the recorder before the workload: forensic record -o run.db -- CMD")
+	}
+	for _, m := range s.unexplainedExits(t) {
+		add(m.What, m.Fix)
+	}
+	out = append(out, s.untraced(t)...)
+	if t == 0 {
+		if s.stop == nil {
+			add("the recording ended abruptly", "stop the recorder with SIGINT or SIGTERM")
+		}
+	}
+	return out
+}
+
+// lateProcs lists the processes attached late that matter at t: the
+// failing process for a failure (t != 0), every one otherwise.
+func (s *state) lateProcs(t int64) []uint32 {
+	var out []uint32
+	if t != 0 {
+		for _, f := range []*failed{s.first, s.unrecovered} {
+			if f != nil && f.e.End == t {
+				if p := s.procs[f.e.PID]; p != nil && p.AttachedLate {
+					out = append(out, p.PID)
+				}
+				return out
+			}
+		}
+		return out
+	}
+	for _, p := range s.procList {
+		if p.AttachedLate {
+			out = append(out, p.PID)
+		}
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i] < out[j] })
+	return out
+}
+
+// coreSignals are the signals whose default action dumps core.
+var coreSignals = map[int]bool{3: true, 4: true, 5: true, 6: true, 7: true, 8: true, 11: true, 24: true, 25: true, 31: true}
+
+// unexplainedExits lists processes that ended badly before t with no
+// failed call of theirs recorded: killed by a signal nobody sent on
+// purpose, or (for a process that used the GPU) exiting non-zero. Their
+// failure happened outside the traced calls.
+func (s *state) unexplainedExits(t int64) []report.Missing {
+	var out []report.Missing
+	for _, p := range s.procList {
+		x := p.Exit
+		if x == nil || s.failedPIDs[p.PID] || (t != 0 && x.Time > t) {
+			continue
+		}
+		switch {
+		case x.Signal != nil && !interruptSignal(*x.Signal):
+			out = append(out, s.signalGap(p))
+		case x.Code != nil && *x.Code != 0 && s.usedGPU(p):
+			out = append(out, report.Missing{Decisive: true,
+				What: fmt.Sprintf("process %d (%s) exited with status %d with no failed call recorded: a framework's own memory pool may have run out without a driver call failing (JAX preallocation, a PyTorch memory fraction), or it used a libcuda forensic did not trace",
+					p.PID, exeName(&p), *x.Code),
+				Fix: "read the process's own error output; record again without --libcuda so the libcuda it maps is found; for JAX set XLA_PYTHON_CLIENT_PREALLOCATE=false, for PyTorch check set_per_process_memory_fraction"})
+		}
+	}
+	return out
+}
+
+// signalGap explains a death by signal, with advice that fits the signal.
+func (s *state) signalGap(p store.Process) report.Missing {
+	x := exitOf(p.Exit)
+	what := fmt.Sprintf("process %d (%s) died of %s with no failed call recorded: its failure happened outside the traced calls", p.PID, exeName(&p), x.Name)
+	var fix string
+	switch {
+	case x.Core:
+		fix = "inspect its core dump (coredumpctl debug, or the core file) and the kernel log"
+	case coreSignals[*x.Signal]:
+		fix = "enable core dumps (ulimit -c unlimited) and run it again to get one; check the kernel log"
+	case *x.Signal == sigKILL:
+		fix = "check the kernel log for the out-of-memory killer (host memory) and who else sends SIGKILL (a supervisor's timeout)"
+	default:
+		fix = "find who sent " + x.Name + " (a supervisor, a timeout) and check the kernel log"
+	}
+	return report.Missing{What: what, Fix: fix, Decisive: true}
+}
+
+// usedGPU reports whether a process is one whose failure matters here: the
+// workload itself, or one that made traced calls or held GPU memory.
+func (s *state) usedGPU(p store.Process) bool {
+	if p.Root || s.replay.procCalls[p.PID] != nil {
+		return true
+	}
+	return s.nvmlUse(p.PID) > 0
+}
+
+// nvmlUse is the most GPU memory NVML ever attributed to pid.
+func (s *state) nvmlUse(pid uint32) uint64 {
+	var peak uint64
+	if s.samples == nil {
+		return 0
+	}
+	for k, a := range s.samples.fields {
+		if k.pid == pid && a.peak.ok {
+			peak = max(peak, a.peak.v)
+		}
+	}
+	return peak
+}
+
+// nvmlUseBefore reports whether NVML saw pid holding GPU memory at or
+// before the first failure.
+func (s *state) nvmlUseBefore(pid uint32) bool {
+	if s.samples == nil {
+		return false
+	}
+	for k, a := range s.samples.fields {
+		if k.pid == pid && a.before.ok && a.before.v > 0 {
+			return true
+		}
+	}
+	return false
+}
+
+// untraced lists what says calls were made that the record does not have
+// (before t; t = 0: anywhere): a recorded process NVML saw holding GPU
+// memory with no traced call, and a workload with no traced call at all.
+func (s *state) untraced(t int64) []report.Missing {
+	var out []report.Missing
+	for _, p := range s.procList {
+		if s.replay.procCalls[p.PID] != nil || (t != 0 && !s.nvmlUseBefore(p.PID)) {
+			continue
+		}
+		if use := s.nvmlUse(p.PID); use > 0 {
+			out = append(out, report.Missing{Decisive: true,
+				What: fmt.Sprintf("NVML shows process %d (%s) holding %s of GPU memory, but no traced call from it was recorded: it used a libcuda forensic did not attach to, or allocated before recording started",
+					p.PID, exeName(&p), report.HumanBytes(use)),
+				Fix: "record again without --libcuda (forensic attaches to the libcuda each process maps), or start the recorder before the workload"})
+		}
+	}
+	if t == 0 && s.run.Mode != "all" && len(s.replay.procCalls) == 0 && len(s.procList) > 0 {
+		out = append(out, report.Missing{Decisive: true,
+			What: "no hooked call was recorded from the workload or its descendants: it may use a libcuda forensic did not attach to, or it failed before calling the driver",
+			Fix:  "check the attached libraries under COVERAGE against the libcuda the workload loads (LD_DEBUG=libs); record again without --libcuda"})
+	}
+	return out
+}
+
+func exeName(p *store.Process) string {
+	if p.Exe != "" {
+		return baseName(p.Exe)
+	}
+	if p.Comm != "" {
+		return p.Comm
+	}
+	return "unknown"
+}
+
+func baseName(p string) string {
+	if i := strings.LastIndexByte(p, '/'); i >= 0 {
+		return p[i+1:]
+	}
+	return p
+}

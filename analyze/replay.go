@@ -1,0 +1,532 @@
+package analyze
+
+import (
+	"math"
+	"sort"
+	"time"
+
+	"github.com/retrivium/forensic/cuda"
+	"github.com/retrivium/forensic/report"
+	"github.com/retrivium/forensic/store"
+)
+
+// liveRes is one live resource created by a traced call.
+type liveRes struct {
+	size  uint64
+	gpu   int
+	mig   int // MIG instance, -1 for the whole GPU
+	sized bool
+	view  cuda.View
+}
+
+// key is the traced total the resource counts in.
+func (l liveRes) key() viewKey { return viewKey{l.gpu, l.mig, l.view} }
+
+// counted reports whether the resource adds bytes to a GPU view's total.
+func (l liveRes) counted() bool { return l.sized && l.view != cuda.ViewNone }
+
+type resKey struct {
+	pid uint32
+	res cuda.Resource
+	key uint64
+}
+
+// viewKey names a traced total: one GPU (one MIG instance of it, or -1 for
+// the whole GPU) and one view. BAR1 is whole-GPU.
+type viewKey struct {
+	gpu  int
+	mig  int
+	view cuda.View
+}
+
+// change is one traced change of a total: d bytes, taking effect at some
+// moment between start and end (the call's entry and return).
+type change struct {
+	start, end int64
+	d          int64
+}
+
+// reconcileHorizon bounds how far from a failure traced changes are kept
+// for reconciling samples (a failure-triggered sample under load can lag).
+const reconcileHorizon = int64(5 * time.Second)
+
+// maxChanges bounds the changes kept per total.
+const maxChanges = 1 << 20
+
+// exportRef is where an exported allocation lies.
+type exportRef struct {
+	pid uint32
+	dev int32
+}
+
+// recovKey groups failures that a later success can recover: the same
+// process and operation class.
+type recovKey struct {
+	pid uint32
+	op  cuda.Op
+}
+
+// replayer replays the run's calls in time order. It owns what the replay
+// learns: what each process holds live per GPU and view (and the totals'
+// changes near failures, to reconcile samples), which failures were
+// recovered, call counts, the exports an import is sized by, the timeline,
+// and the calls it hands to an observer.
+type replayer struct {
+	s          *state // read-only here: symbols, devices, landmarks
+	live       map[resKey]liveRes
+	slots      []*viewSlot
+	changes    map[viewKey][]change
+	failTimes  []int64 // sorted: changes near these are kept
+	perProc    map[uint32]map[viewKey]*report.LiveBytes
+	atFailure  bool // perProc taken
+	exits      exitQueue
+	pending    map[recovKey][]*failed
+	counts     []report.CallCount // by file symbol id
+	procCalls  map[uint32]*[2]uint64
+	exportKeys map[string]exportRef
+	exportSize map[string]uint64
+	dev        devCache
+	tl         *timelineBuilder
+	obs        report.Observer
+	call       report.Call // scratch for the observer
+	args       argValues
+}
+
+func newReplayer(s *state) *replayer {
+	p := &replayer{s: s, live: map[resKey]liveRes{}, changes: map[viewKey][]change{},
+		perProc: map[uint32]map[viewKey]*report.LiveBytes{}, pending: map[recovKey][]*failed{},
+		procCalls: map[uint32]*[2]uint64{}, exportKeys: map[string]exportRef{}, exportSize: map[string]uint64{},
+		obs: s.opts.Observer, dev: devCache{s: s, lastDev: -2}}
+	for _, f := range s.failures {
+		p.failTimes = append(p.failTimes, f.e.End)
+		k := recovKey{f.e.PID, f.sym.Op}
+		p.pending[k] = append(p.pending[k], f)
+	}
+	sort.Slice(p.failTimes, func(i, j int) bool { return p.failTimes[i] < p.failTimes[j] })
+	var exits []procExit
+	for _, pr := range s.procList {
+		if pr.Exit != nil {
+			exits = append(exits, procExit{pr.PID, pr.Exit.Time})
+		}
+	}
+	p.exits = newExitQueue(exits)
+	p.counts = make([]report.CallCount, len(s.syms.names))
+	for i, name := range s.syms.names {
+		p.counts[i] = report.CallCount{Symbol: name}
+	}
+	p.tl = s.tl
+	return p
+}
+
+// passEvents is the one streaming pass over the events.
+func (s *state) passEvents() error {
+	if !s.opts.NoTimeline {
+		s.tl = newTimelineBuilder(s)
+	}
+	p := newReplayer(s)
+	s.replay = p
+	if p.obs != nil {
+		if err := p.obs.Begin(&s.rep.Run); err != nil {
+			return err
+		}
+	}
+	if err := eventsInOrder(s.r, p.replay); err != nil {
+		return err
+	}
+	p.finish()
+	s.fillCounts()
+	return nil
+}
+
+// fillCounts puts the call counts the replay made into the report.
+func (s *state) fillCounts() {
+	p := s.replay
+	for i := range s.rep.Processes {
+		if pc := p.procCalls[s.rep.Processes[i].PID]; pc != nil {
+			s.rep.Processes[i].Calls, s.rep.Processes[i].Failed = pc[0], pc[1]
+		}
+	}
+	for _, c := range p.counts {
+		if c.Calls > 0 {
+			s.rep.Calls = append(s.rep.Calls, c)
+		}
+	}
+	sort.Slice(s.rep.Calls, func(i, j int) bool { return s.rep.Calls[i].Symbol < s.rep.Calls[j].Symbol })
+	if s.stop == nil {
+		for _, c := range p.counts {
+			s.rep.Run.Events += c.Calls
+		}
+	}
+}
+
+// firstEnd is the first failure's return time, or -1.
+func (p *replayer) firstEnd() int64 {
+	if p.s.first == nil {
+		return -1
+	}
+	return p.s.first.e.End
+}
+
+// replay takes one call, in time order.
+func (p *replayer) replay(e *store.Event) error {
+	sym := p.s.syms.row(e.Symbol)
+	p.count(e)
+	if err := p.observe(e, sym); err != nil {
+		return err
+	}
+	if e.Depth > 0 {
+		return nil // a library's call to itself, not the application's
+	}
+	if fe := p.firstEnd(); fe >= 0 && !p.atFailure && e.End > fe {
+		p.releaseUpTo(fe)
+		p.snapshotAtFailure()
+	}
+	p.releaseUpTo(e.End - 1)
+	if e.Result == 0 {
+		p.recover(e, sym)
+		p.apply(e, sym)
+	}
+	if p.tl != nil {
+		p.tl.call(e, sym, p.s.syms.name(e.Symbol), p.liveOn(e))
+	}
+	return nil
+}
+
+// count tallies one call per symbol and per process (application calls).
+func (p *replayer) count(e *store.Event) {
+	if e.Depth > 0 {
+		return
+	}
+	for int(e.Symbol) >= len(p.counts) {
+		p.counts = append(p.counts, report.CallCount{Symbol: p.s.syms.name(uint16(len(p.counts)))})
+	}
+	c := &p.counts[e.Symbol]
+	c.Calls++
+	pc := p.procCalls[e.PID]
+	if pc == nil {
+		pc = new([2]uint64)
+		p.procCalls[e.PID] = pc
+	}
+	pc[0]++
+	if e.Result != 0 {
+		c.Failed++
+		pc[1]++
+	}
+}
+
+// recover marks failures of the same process and operation as recovered
+// by this success: for at least the same size (the same family when the
+// failed call has no size).
+func (p *replayer) recover(e *store.Event, sym *cuda.Symbol) {
+	if len(p.pending) == 0 {
+		return
+	}
+	k := recovKey{e.PID, sym.Op}
+	waiting := p.pending[k]
+	if len(waiting) == 0 {
+		return
+	}
+	kept := waiting[:0]
+	for _, f := range waiting {
+		if f.e.End < e.End && recoveredBy(f, e, sym) {
+			f.recovered = true
+			continue
+		}
+		kept = append(kept, f)
+	}
+	if len(kept) == 0 {
+		delete(p.pending, k) // an empty map costs no hashing per event
+	} else {
+		p.pending[k] = kept
+	}
+}
+
+// recoveredBy reports whether success e (of sym) recovers failure f.
+func recoveredBy(f *failed, e *store.Event, sym *cuda.Symbol) bool {
+	if f.e.Has&cuda.FieldSize != 0 {
+		return e.Has&cuda.FieldSize != 0 && e.Size >= f.e.Size
+	}
+	return f.sym.Family == sym.Family
+}
+
+// apply replays what a successful call creates, releases and exports.
+func (p *replayer) apply(e *store.Event, sym *cuda.Symbol) {
+	if sym.Creates == cuda.ResNone && len(sym.Releases) == 0 && len(e.Key) == 0 {
+		return // creates, releases and exports nothing
+	}
+	if isExport(sym, e) {
+		p.exportKeys[string(e.Key)] = exportRef{pid: e.PID, dev: e.Dev}
+	}
+	if sym.Creates != cuda.ResNone && e.Has&cuda.FieldPtr != 0 {
+		p.create(e, sym)
+	}
+	for _, res := range sym.Releases {
+		k := resKey{e.PID, res, e.Target}
+		if l, ok := p.live[k]; ok {
+			delete(p.live, k)
+			if l.counted() {
+				p.add(l.key(), e.Start, e.End, -int64(l.size))
+			}
+		}
+	}
+	// An export names a live allocation: remember its size for the
+	// processes that import it.
+	if isExport(sym, e) {
+		for _, res := range sym.Exports {
+			if l, ok := p.live[resKey{e.PID, res, e.Target}]; ok && l.sized {
+				p.exportSize[string(e.Key)] = l.size
+			}
+		}
+	}
+}
+
+// create replays a resource a call created: on the caller's GPU (the
+// exporter's, for an import), in the view its kind occupies.
+func (p *replayer) create(e *store.Event, sym *cuda.Symbol) {
+	gpu, mig := p.dev.gpu(e.PID, e.Dev)
+	l := liveRes{gpu: gpu, mig: -1, view: sym.Creates.View()}
+	if mig != nil && l.view == cuda.ViewFramebuffer {
+		l.mig = *mig
+	}
+	if e.Has&cuda.FieldSize != 0 {
+		l.size, l.sized = e.Size, true
+	}
+	if sym.Imports {
+		if ref, ok := p.exportKeys[string(e.Key)]; ok {
+			if sz, ok := p.exportSize[string(e.Key)]; ok {
+				l.size, l.sized = sz, true
+			}
+			if g, _, _ := p.s.gpuOfDev(ref.pid, ref.dev); g >= 0 {
+				l.gpu = g // the aperture used is the exporting GPU's
+			}
+		}
+	}
+	if sym.BAR1 == cuda.BAR1Peer && !grantsPeer(sym, e) {
+		return // a grant to the owning device only maps nothing
+	}
+	k := resKey{e.PID, sym.Creates, e.Ptr}
+	if old, ok := p.live[k]; ok && old.counted() {
+		p.add(old.key(), e.Start, e.End, -int64(old.size))
+	}
+	p.live[k] = l
+	if l.counted() {
+		p.add(l.key(), e.Start, e.End, int64(l.size))
+	}
+}
+
+// add changes a traced total by d bytes between start and end.
+func (p *replayer) add(vk viewKey, start, end, d int64) {
+	sl := p.slot(vk)
+	sl.total = uint64(int64(sl.total) + d)
+	p.logChange(vk, start, end, d)
+	sl.acc.observe(sl.total, end, p.s.landmarks())
+	if p.tl != nil && vk.view == cuda.ViewFramebuffer {
+		p.tl.traced(vk.gpu, end, p.fbTotal(vk.gpu))
+	}
+}
+
+// fbTotal is the traced device memory on a GPU, over its MIG instances.
+func (p *replayer) fbTotal(gpu int) uint64 {
+	var n uint64
+	for _, sl := range p.slots {
+		if sl.key.gpu == gpu && sl.key.view == cuda.ViewFramebuffer {
+			n += sl.total
+		}
+	}
+	return n
+}
+
+// liveOn is the traced device memory on the GPU of e's device right after
+// it, nil when the GPU is unknown.
+func (p *replayer) liveOn(e *store.Event) *uint64 {
+	gpu, _ := p.dev.gpu(e.PID, e.Dev)
+	if gpu < 0 {
+		return nil
+	}
+	v := p.fbTotal(gpu)
+	return &v
+}
+
+// logChange keeps a change that lies near a failure, for reconciling the
+// samples taken around it.
+func (p *replayer) logChange(vk viewKey, start, end, d int64) {
+	i := sort.Search(len(p.failTimes), func(i int) bool { return p.failTimes[i] >= start-reconcileHorizon })
+	if i == len(p.failTimes) || p.failTimes[i] > end+reconcileHorizon {
+		return
+	}
+	if len(p.changes[vk]) < maxChanges {
+		p.changes[vk] = append(p.changes[vk], change{start, end, d})
+	}
+}
+
+// releaseUpTo releases what the processes that exited by t still held
+// (the driver frees it at exit).
+func (p *replayer) releaseUpTo(t int64) {
+	p.exits.releaseUpTo(t, p.live, func(vk viewKey, at int64, n uint64) {
+		p.add(vk, at, at, -int64(n))
+	})
+}
+
+// snapshotAtFailure records what each process held at the first failure,
+// and each total's value then.
+func (p *replayer) snapshotAtFailure() {
+	p.atFailure = true
+	for k, l := range p.live {
+		m := p.perProc[k.pid]
+		if m == nil {
+			m = map[viewKey]*report.LiveBytes{}
+			p.perProc[k.pid] = m
+		}
+		vk := l.key()
+		lb := m[vk]
+		if lb == nil {
+			lb = &report.LiveBytes{PID: k.pid, View: l.view.String(), GPU: optInt(l.gpu), MIG: optInt(l.mig)}
+			m[vk] = lb
+		}
+		lb.Count++
+		if l.sized {
+			lb.Bytes += l.size
+		} else {
+			lb.Unsized++
+		}
+	}
+	for _, sl := range p.slots {
+		sl.acc.at = some(sl.total)
+		sl.acc.before = some(sl.total)
+	}
+}
+
+// optInt is v, or nil for a negative (unknown) value.
+func optInt(v int) *int {
+	if v < 0 {
+		return nil
+	}
+	return &v
+}
+
+// finish ends the replay: the snapshot at the failure if no later call
+// took it, every exit's release, the totals at the end.
+func (p *replayer) finish() {
+	if fe := p.firstEnd(); fe >= 0 && !p.atFailure {
+		p.releaseUpTo(fe)
+		p.snapshotAtFailure()
+	}
+	p.releaseUpTo(math.MaxInt64)
+	for _, sl := range p.slots {
+		sl.acc.end = some(sl.total)
+	}
+}
+
+// isExport reports whether a successful call exports a live allocation:
+// export bytes naming its target.
+func isExport(sym *cuda.Symbol, e *store.Event) bool {
+	return len(sym.Exports) > 0 && len(e.Key) > 0 && e.Has&cuda.FieldTarget != 0
+}
+
+// viewSlot is one GPU and view's traced total.
+type viewSlot struct {
+	key   viewKey
+	total uint64
+	acc   fieldAcc
+}
+
+// slot returns the slot of vk, making it (from zero) on first use. There
+// are a handful: a linear scan is cheaper than hashing a struct per event.
+func (p *replayer) slot(vk viewKey) *viewSlot {
+	for _, sl := range p.slots {
+		if sl.key == vk {
+			return sl
+		}
+	}
+	sl := &viewSlot{key: vk, acc: fieldAcc{start: some(0)}}
+	p.slots = append(p.slots, sl)
+	return sl
+}
+
+// devCache maps (pid, CUDA device) to the NVML GPU, remembering the last
+// pair: consecutive calls mostly share it.
+type devCache struct {
+	s       *state
+	lastPID uint32
+	lastDev int32
+	lastGPU int
+	lastMIG *int
+}
+
+func (d *devCache) gpu(pid uint32, dev int32) (int, *int) {
+	if pid != d.lastPID || dev != d.lastDev {
+		d.lastGPU, d.lastMIG, _ = d.s.gpuOfDev(pid, dev)
+		d.lastPID, d.lastDev = pid, dev
+	}
+	return d.lastGPU, d.lastMIG
+}
+
+// between bounds X = traced(at failure) - traced(as the sample saw it), for
+// a sample whose query ran from s to e: the value at the failure is the
+// sample's minus X (for a "used" quantity; plus X for "free"). A change that
+// ended before the failure counts at the failure; whether the sample saw a
+// change is certain unless the change overlaps the query, and then X is a
+// range: lo and hi.
+func between(changes []change, failure, s, e int64) (lo, hi int64) {
+	for _, c := range changes {
+		inF := int64(0)
+		if c.end <= failure {
+			inF = 1
+		}
+		switch {
+		case c.end < s: // the sample saw it
+			lo += c.d * (inF - 1)
+			hi += c.d * (inF - 1)
+		case c.start > e: // the sample did not
+			lo += c.d * inF
+			hi += c.d * inF
+		default: // it overlaps the query: either
+			a, b := c.d*inF, c.d*(inF-1)
+			lo += min(a, b)
+			hi += max(a, b)
+		}
+	}
+	return lo, hi
+}
+
+// procExit is when a process ended.
+type procExit struct {
+	pid uint32
+	t   int64
+}
+
+// exitQueue holds process exits in time order, for a replay that releases
+// what each process still held when it ended (the driver frees it).
+type exitQueue []procExit
+
+func newExitQueue(exits []procExit) exitQueue {
+	sort.Slice(exits, func(i, j int) bool { return exits[i].t < exits[j].t })
+	return exits
+}
+
+// releaseUpTo removes from live everything held by the processes that
+// exited by t, in exit order, and reports each traced total that lost
+// sized bytes: freed(total, exit time, bytes).
+func (q *exitQueue) releaseUpTo(t int64, live map[resKey]liveRes, freed func(vk viewKey, at int64, n uint64)) {
+	for len(*q) > 0 && (*q)[0].t <= t {
+		x := (*q)[0]
+		*q = (*q)[1:]
+		lost := map[viewKey]uint64{}
+		for k, l := range live {
+			if k.pid == x.pid {
+				delete(live, k)
+				if l.counted() {
+					lost[l.key()] += l.size
+				}
+			}
+		}
+		keys := make([]viewKey, 0, len(lost))
+		for vk := range lost {
+			keys = append(keys, vk)
+		}
+		sort.Slice(keys, func(i, j int) bool { return viewKeyLess(keys[i], keys[j]) })
+		for _, vk := range keys {
+			freed(vk, x.t, lost[vk])
+		}
+	}
+}

@@ -1,0 +1,225 @@
+package analyze
+
+import (
+	"fmt"
+	"strings"
+
+	"github.com/retrivium/forensic/cuda"
+	"github.com/retrivium/forensic/report"
+	"github.com/retrivium/forensic/store"
+)
+
+// bar1Explained is the one sentence that says what BAR1 is, wherever a
+// verdict judges it.
+const bar1Explained = "BAR1 is the PCIe window through which the CPU and other GPUs reach this GPU's memory: a separate, usually much smaller space than the framebuffer, never room for allocations."
+
+// story writes a judgement's verdict in two or three sentences, from the
+// judgement alone.
+func (s *state) story(j *judgement) string {
+	f := j.f
+	var b strings.Builder
+	gpu := j.cap.gpu
+	if gpu < 0 {
+		gpu, _, _ = s.gpuOfDev(f.e.PID, f.e.Dev)
+	}
+	where := "on an unknown GPU"
+	if gpu >= 0 {
+		where = fmt.Sprintf("on GPU %d", gpu)
+	}
+	exe := ""
+	if p := s.procs[f.e.PID]; p != nil && p.Exe != "" {
+		exe = " (" + baseName(p.Exe) + ")"
+	}
+	lead := "The first failed operation"
+	if f == s.unrecovered {
+		lead = "The first failure the process did not recover from"
+	}
+	fmt.Fprintf(&b, "%s is %s by pid %d%s %s at %s, returning %s. ", lead, s.callWhat(f, &j.cap), f.e.PID, exe, where,
+		s.rel(f.e.End), j.res.Name)
+	switch j.attribution {
+	case report.AttrMissingEvidence:
+		if len(j.hidden) > 0 {
+			fmt.Fprintf(&b, "The record cannot establish it as the first failure: %s.", whats(j.hidden))
+		} else {
+			fmt.Fprintf(&b, "Its code does not say what went wrong (%s), so the cause is missing from the record.", j.res.Cause)
+		}
+		return b.String()
+	case report.AttrNotMemory:
+		b.WriteString("This is not a memory problem")
+		if j.cause != nil {
+			b.WriteString(": " + j.cause.Text)
+		}
+		b.WriteString(".")
+		return b.String()
+	}
+	kind := "an allocation problem"
+	if j.attribution == report.AttrMapping {
+		kind = "a mapping problem"
+	}
+	fmt.Fprintf(&b, "It is %s. %s", kind, s.capacitySentence(j))
+	return b.String()
+}
+
+// callWhat names the failed call with its size, and for an access grant
+// the devices it grants.
+func (s *state) callWhat(f *failed, fd *finding) string {
+	what := f.name
+	if fd.sized {
+		what += " of " + report.HumanBytes(fd.size)
+	}
+	if peers := s.grantedPeers(f); peers != "" {
+		what += " granting " + peers
+	}
+	return what
+}
+
+// capacitySentence says what the one view that can hold the request says.
+func (s *state) capacitySentence(j *judgement) string {
+	fd := &j.cap
+	free := fd.freeText()
+	switch fd.capacity {
+	case report.CapFBExhausted:
+		return fmt.Sprintf("The framebuffer was exhausted: %s free at the failure, %s requested.", free, report.HumanBytes(fd.size))
+	case report.CapFBHadRoom:
+		return fmt.Sprintf("The framebuffer had room (%s free at the failure, %s requested), so the limit was elsewhere: %s.",
+			free, report.HumanBytes(fd.size), s.elsewhere(j))
+	case report.CapBAR1Exhausted:
+		return s.bar1Sentence(fd, "The mapping did not fit in the aperture. ") + " " + bar1Explained + " Framebuffer free does not help a mapping."
+	case report.CapBAR1HadRoom:
+		return s.bar1Sentence(fd, "The aperture had room, so the mapping failed for another reason: "+j.res.Cause+". ") + " " + bar1Explained
+	case report.CapNotApplicable:
+		if j.f.sym.Op == cuda.OpHostAllocation {
+			return "It is a host allocation; no GPU memory view applies: " + j.res.Cause + "."
+		}
+		return "Its path does not use the BAR1 aperture, so neither BAR1 nor framebuffer free explains it: " + j.res.Cause + "."
+	}
+	return "Capacity cannot be judged: " + decisiveWhat(j.missing) + "."
+}
+
+// bar1Sentence states the aperture's numbers for a judged mapping.
+func (s *state) bar1Sentence(fd *finding, lead string) string {
+	need := "an unknown size"
+	if fd.sized {
+		need = report.HumanBytes(fd.size)
+	}
+	total := "of an aperture of unknown size"
+	if t := fd.apertureTotal(); t != nil {
+		total = "of " + report.HumanBytes(*t)
+		if fd.sized && fd.size > *t {
+			return lead + fmt.Sprintf("It needed %s of GPU %d's BAR1 aperture, which is only %s in all: it can never succeed on this GPU.",
+				need, fd.gpu, report.HumanBytes(*t))
+		}
+	}
+	return lead + fmt.Sprintf("It needed %s of GPU %d's BAR1 aperture, which had %s free %s.", need, fd.gpu, fd.freeText(), total)
+}
+
+// apertureTotal is the BAR1 size: from the reference sample, else the
+// inventory.
+func (fd *finding) apertureTotal() *uint64 {
+	if fd.sample != nil && fd.sample.Total != nil {
+		return fd.sample.Total
+	}
+	return nil
+}
+
+// freeText is the free space at the failure, as a value or a range.
+func (fd *finding) freeText() string {
+	if fd.sample == nil {
+		return "an unknown amount"
+	}
+	if fd.lo != fd.hi {
+		return "between " + report.HumanBytes(fd.lo) + " and " + report.HumanBytes(fd.hi)
+	}
+	return report.HumanBytes(fd.lo)
+}
+
+// elsewhere says what the evidence shows when an allocation failed with
+// room to spare.
+func (s *state) elsewhere(j *judgement) string {
+	var parts []string
+	if smp := j.cap.sample; smp != nil && smp.Reserved != nil && *smp.Reserved > 0 {
+		parts = append(parts, report.HumanBytes(*smp.Reserved)+" reserved by the driver")
+	}
+	t := s.samples.targetOf(j.f)
+	if t != nil {
+		for _, p := range t.procUse() {
+			if p.Used != nil && p.PID != j.f.e.PID {
+				parts = append(parts, fmt.Sprintf("process %d held %s", p.PID, report.HumanBytes(*p.Used)))
+			}
+		}
+	}
+	if len(parts) == 0 {
+		parts = append(parts, "the driver refused it although the samples show free memory (fragmentation, a per-process limit, or an injected fault)")
+	}
+	return strings.Join(parts, "; ")
+}
+
+// grantedPeers lists, for an access grant, the granted devices other than
+// the owner ("CUDA device 1 (GPU 1)").
+func (s *state) grantedPeers(f *failed) string {
+	if f.sym.BAR1 != cuda.BAR1Peer {
+		return ""
+	}
+	peer := peerDevice(f.sym, &f.e)
+	if peer < 0 || peer == f.e.Dev {
+		return ""
+	}
+	g, _, _ := s.gpuOfDev(f.e.PID, peer)
+	if g >= 0 {
+		return fmt.Sprintf("CUDA device %d (GPU %d)", peer, g)
+	}
+	return fmt.Sprintf("CUDA device %d", peer)
+}
+
+func decisiveWhat(ms []report.Missing) string {
+	for _, m := range ms {
+		if m.Decisive {
+			return m.What
+		}
+	}
+	return "the evidence is missing"
+}
+
+// liveEvidence adds what the traced calls and per-process samples say
+// about who held memory on the failure's GPU.
+func (s *state) liveEvidence(j *judgement) []report.Evidence {
+	f := j.f
+	if j.cap.view != viewFramebuffer || j.cap.gpu < 0 {
+		return nil
+	}
+	gpu := j.cap.gpu
+	var out []report.Evidence
+	if f == s.first {
+		for _, lb := range s.rep.LiveAtFailure {
+			if lb.GPU == nil || *lb.GPU != gpu || lb.View != cuda.ViewFramebuffer.String() {
+				continue
+			}
+			who := "this process"
+			if lb.PID != f.e.PID {
+				who = fmt.Sprintf("process %d", lb.PID)
+			}
+			out = append(out, report.Evidence{Field: "traced device allocations of " + who, Value: ptr(lb.Bytes), Unit: "bytes",
+				Source: "traced calls (allocations minus frees)", Status: "recorded", TimeNS: f.e.End, GPU: optInt(gpu),
+				Note: report.Plural(lb.Count, "allocation")})
+		}
+	}
+	t := s.samples.targetOf(f)
+	if t == nil {
+		return out
+	}
+	ref := t.ref[store.KindProcesses]
+	for _, p := range t.procUse() {
+		if p.Used == nil {
+			continue
+		}
+		who := fmt.Sprintf("process %d", p.PID)
+		if p.PID == f.e.PID {
+			who = "this process"
+		} else if s.procs[p.PID] == nil {
+			who += " (not recorded)"
+		}
+		out = append(out, report.Evidence{Field: "NVML usage of " + who, Value: p.Used, Unit: "bytes", Source: apiOf(ref.API, ref.Struct),
+			Status: ref.Status.Name, TimeNS: ref.Start, GPU: optInt(gpu), Scope: "process"})
+	}
+	return out
+}

@@ -1,0 +1,135 @@
+package html
+
+import (
+	"bytes"
+	"html/template"
+	"regexp"
+	"strings"
+	"testing"
+
+	"github.com/retrivium/forensic/analyze"
+	"github.com/retrivium/forensic/internal/runfixture"
+	"github.com/retrivium/forensic/report"
+	"github.com/retrivium/forensic/store"
+)
+
+func analyzed(t testing.TB, path string) *report.Report {
+	t.Helper()
+	r, err := store.Open(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer r.Close()
+	rep, err := analyze.Analyze(r, analyze.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return rep
+}
+
+// External resource loads: src=, href=, xlink:href=, url(...), @import
+// naming a network URL (or a protocol-relative one).
+var remoteRef = regexp.MustCompile(`(?i)((?:src|href|action|poster|data)\s*=\s*["']?\s*(?:https?:)?//)|url\(\s*["']?\s*(?:https?:)?//|@import`)
+
+func TestOutputHTML(t *testing.T) {
+	rep := analyzed(t, runfixture.BuildRun(t, 0))
+	var buf bytes.Buffer
+	if err := Write(&buf, rep); err != nil {
+		t.Fatal(err)
+	}
+	page := buf.String()
+	checkHTML(t, page, rep)
+	for _, want := range []string{"GPU 0", "GPU 1", "weights loaded", "Xid 31", "python3.11", "serve",
+		"framebuffer-exhausted", "attribution: allocation"} {
+		if !strings.Contains(page, want) {
+			t.Errorf("the HTML report lacks %q", want)
+		}
+	}
+	// Each GPU gets a framebuffer panel and a separate BAR1 panel.
+	if n := strings.Count(page, `class="ptitle">Framebuffer<`); n != 2 {
+		t.Errorf("%d framebuffer panels, want 2", n)
+	}
+	if n := strings.Count(page, `class="ptitle">BAR1 aperture<`); n != 2 {
+		t.Errorf("%d BAR1 panels, want 2", n)
+	}
+	// Every failure is drawn on its own.
+	if n := strings.Count(page, `<g class="fail">`); n != len(rep.Failures) {
+		t.Errorf("%d failure marks for %d failures", n, len(rep.Failures))
+	}
+}
+
+// checkHTML holds the checks every HTML report passes.
+func checkHTML(t *testing.T, page string, rep *report.Report) {
+	t.Helper()
+	if !strings.HasPrefix(page, "<!DOCTYPE html>") || !strings.HasSuffix(strings.TrimSpace(page), "</html>") {
+		t.Error("not a complete HTML document")
+	}
+	if m := remoteRef.FindAllString(page, -1); len(m) > 0 {
+		t.Errorf("the report loads external resources: %q", m)
+	}
+	if strings.Contains(page, "<link") || strings.Contains(page, "<script src") || strings.Contains(page, "<img") {
+		t.Error("the report links an external file")
+	}
+	if !strings.Contains(page, htmlEsc(rep.Verdict)) {
+		t.Error("the report lacks the verdict text")
+	}
+	if n := strings.Count(page, "MiB = 2^20 bytes"); n != 1 {
+		t.Errorf("the MiB conversion is declared %d times, want once", n)
+	}
+	if strings.Contains(strings.ToLower(page), "total gpu memory") {
+		t.Error("the report shows a total GPU memory")
+	}
+	for _, bad := range []string{"NaN", "+Inf", "-Inf", "%!"} {
+		if strings.Contains(page, bad) {
+			t.Errorf("the report contains %q", bad)
+		}
+	}
+	// The verdict comes before everything else.
+	v, e, tl, mv := strings.Index(page, `id="verdict"`), strings.Index(page, `id="evidence"`), strings.Index(page, `id="timeline"`), strings.Index(page, `id="memory-views"`)
+	if !(v >= 0 && v < e && e < tl && tl < mv) {
+		t.Errorf("section order verdict %d, evidence %d, timeline %d, memory views %d", v, e, tl, mv)
+	}
+}
+
+func htmlEsc(s string) string { return template.HTMLEscapeString(s) }
+
+// A process with many calls is drawn as bins; the output stays small,
+// failures stay individual, and the exports stream.
+func TestOutputScale(t *testing.T) {
+	const extra = 200_000
+	path := runfixture.BuildRun(t, extra)
+	rep := analyzed(t, path)
+	var buf bytes.Buffer
+	if err := Write(&buf, rep); err != nil {
+		t.Fatal(err)
+	}
+	page := buf.String()
+	checkHTML(t, page, rep)
+	if buf.Len() > 1<<20 {
+		t.Errorf("HTML of a %d-call run is %d bytes; calls should be binned", extra, buf.Len())
+	}
+	if !strings.Contains(page, "(binned)") {
+		t.Error("the busy process is not drawn as bins")
+	}
+	if n := strings.Count(page, `<g class="fail">`); n != 1 {
+		t.Errorf("%d failure marks, want 1", n)
+	}
+}
+
+// A run without failures and without any sample (NVML did not start) still
+// renders, says so, and never draws a missing value as zero.
+func TestOutputHTMLWithoutSamples(t *testing.T) {
+	rep := analyzed(t, runfixture.BuildRunNoFailure(t))
+	var buf bytes.Buffer
+	if err := Write(&buf, rep); err != nil {
+		t.Fatal(err)
+	}
+	page := buf.String()
+	checkHTML(t, page, rep)
+	if !strings.Contains(page, "No recorded call failed") {
+		t.Error("the report does not say that no call failed")
+	}
+	if strings.Contains(page, `class="ptitle">Framebuffer<`) {
+		t.Error("a framebuffer panel is drawn without any GPU")
+	}
+}

@@ -1,0 +1,279 @@
+package text
+
+import (
+	"fmt"
+	"path/filepath"
+	"strings"
+
+	"github.com/retrivium/forensic/report"
+)
+
+// wide reports whether tables fit on one line per row.
+func (t *writer) wide() bool { return t.o.Width >= 100 }
+
+// isFirstFailure reports whether f is the first failure ff (nil: there is
+// none). A thread makes one call at a time, so these name one call.
+func isFirstFailure(ff, f *report.Failure) bool {
+	return ff != nil && f.TimeNS == ff.TimeNS && f.PID == ff.PID && f.TID == ff.TID && f.Symbol == ff.Symbol
+}
+
+func (t *writer) failures(rep *report.Report) {
+	t.heading("FAILURES (" + report.Plural(len(rep.Failures)+rep.FailuresTruncated, "failed call") + ")")
+	if len(rep.Failures) == 0 {
+		t.printf("  none\n")
+		return
+	}
+	t.wrap("  ", "notes: FIRST the first failure; UNRECOVERED the first one the process did not recover from; "+
+		"recovered: a later call of the same operation, at least as large, succeeded; consequence: after the failure "+
+		"that matters, in its process and context, so possibly caused by it. Result names drop the CUDA_ERROR_ prefix.")
+	shown := rep.Failures[:min(len(rep.Failures), 50)]
+	cols := failureColumns(rep, shown)
+	oneLine := 2+10+1+8+1+cols[0]+1+10+2+cols[1]+1+cols[2] <= t.o.Width
+	if oneLine {
+		t.printf("  %-10s %-8s %-*s %10s  %-*s %s\n", "time", "pid", cols[0], "call", "size", cols[1], "result", "notes")
+	}
+	for _, f := range shown {
+		t.failureRow(rep, &f, oneLine, cols)
+	}
+	if n := len(rep.Failures) - len(shown) + rep.FailuresTruncated; n > 0 {
+		t.printf("  ... %d more (see --json)\n", n)
+	}
+}
+
+// failureColumns measures the call, result and notes columns.
+func failureColumns(rep *report.Report, fs []report.Failure) [3]int {
+	cols := [3]int{4, 6, 5}
+	for _, f := range fs {
+		cols[0] = max(cols[0], len(f.Symbol))
+		cols[1] = max(cols[1], len(strings.TrimPrefix(f.ResultName, "CUDA_ERROR_")))
+		cols[2] = max(cols[2], len(failureNotes(rep, &f)))
+	}
+	return cols
+}
+
+// failureNotes are a failure's notes in the table.
+func failureNotes(rep *report.Report, f *report.Failure) string {
+	var notes []string
+	if isFirstFailure(rep.FirstFailure, f) {
+		notes = append(notes, "FIRST")
+	}
+	if u := rep.FirstUnrecovered; u != nil && isFirstFailure(&u.Failure, f) {
+		notes = append(notes, "UNRECOVERED")
+	}
+	if f.Recovered {
+		notes = append(notes, "recovered")
+	}
+	if f.PossibleConsequence {
+		notes = append(notes, "consequence")
+	}
+	return strings.Join(notes, ", ")
+}
+
+func (t *writer) failureRow(rep *report.Report, f *report.Failure, oneLine bool, cols [3]int) {
+	size := ""
+	if f.Size != nil {
+		size = report.HumanBytes(*f.Size)
+	}
+	notes := failureNotes(rep, f)
+	res := strings.TrimPrefix(f.ResultName, "CUDA_ERROR_")
+	if oneLine {
+		t.printf("  %-10s %-8d %-*s %10s  %-*s %s\n", t.rel(f.TimeNS), f.PID, cols[0], f.Symbol, size, cols[1], res, notes)
+		return
+	}
+	t.wrap("  ", fmt.Sprintf("%s pid %d %s %s", t.rel(f.TimeNS), f.PID, f.Symbol, size))
+	t.wrap("      ", strings.TrimSpace(res+"  "+notes))
+}
+
+// memoryViews prints the memory-view table: one row per field, GPU and
+// scope, in MiB. Wide terminals get one line per row; narrow ones the
+// field's full label, then its values.
+func (t *writer) memoryViews(rep *report.Report) {
+	t.heading("MEMORY VIEWS")
+	t.wrap("  ", "MiB = 2^20 bytes. Framebuffer and BAR1 are separate views, never added. Values at the run's start, "+
+		"just before the first failure, at the failure (the sample as read), at the end, the peak, and the change "+
+		"from start to end; n/a where NVML could not read the field.")
+	if t.wide() {
+		t.line("  %-3s %-27s %-11s %8s %8s %8s %8s %8s %9s", "GPU", "field", "scope", "start", "before", "at fail", "end", "peak", "change")
+	}
+	var notes []string
+	for _, v := range rep.MemoryViews {
+		cell := mib
+		label := v.Field
+		if v.Support != "supported" {
+			notes = append(notes, fmt.Sprintf("GPU %d %s: %s", v.GPU, v.Field, v.Support))
+			label += " *"
+			if v.Start == nil && v.End == nil {
+				// Never a zero in place of a value that could not be read.
+				cell = func(*uint64) string { return "n/a" }
+			}
+		}
+		if t.wide() {
+			t.line("  %-3d %-27s %-11s %8s %8s %8s %8s %8s %9s", v.GPU, label, v.Scope,
+				cell(v.Start), cell(v.Before), cell(v.At), cell(v.End), cell(v.Peak), mibSigned(v.Change))
+			continue
+		}
+		t.wrap("  ", fmt.Sprintf("GPU %d %s (%s)", v.GPU, label, v.Scope))
+		t.wrap("      ", fmt.Sprintf("start %s  before %s  at failure %s  end %s  peak %s  change %s",
+			cell(v.Start), cell(v.Before), cell(v.At), cell(v.End), cell(v.Peak), mibSigned(v.Change)))
+	}
+	for _, n := range notes {
+		t.wrap("  * ", n)
+	}
+	t.reconciledNote(rep)
+	t.phases(rep)
+}
+
+// reconciledNote: the "at failure" column is the sample as read. When the
+// verdict used a value reconciled with traced calls instead, say so here,
+// or the table seems to contradict the verdict.
+func (t *writer) reconciledNote(rep *report.Report) {
+	for _, e := range rep.Evidence {
+		if !e.Decisive || e.GPU == nil || e.Value == nil || !strings.Contains(e.Source, "corrected by traced calls") {
+			continue
+		}
+		v := e.Text
+		if v == "" {
+			v = report.HumanBytes(*e.Value)
+		}
+		t.wrap("  note: ", fmt.Sprintf("GPU %d's \"at failure\" is the sample as read; the verdict used %s: %s (see EVIDENCE).",
+			*e.GPU, e.Field, v))
+	}
+}
+
+func (t *writer) phases(rep *report.Report) {
+	if len(rep.Phases) == 0 {
+		return
+	}
+	t.wrap("  ", "phases ("+rep.PhasesFrom+"):")
+	for _, p := range rep.Phases {
+		t.wrap("    ", fmt.Sprintf("%s: %s to %s", p.Label, t.rel(p.StartNS), t.rel(p.EndNS)))
+	}
+	t.wrap("  ", "last value in each phase, MiB:")
+	for _, v := range rep.MemoryViews {
+		var parts []string
+		for _, pv := range v.Phases {
+			parts = append(parts, mib(pv.Last))
+		}
+		if len(parts) > 0 {
+			t.wrap("    ", fmt.Sprintf("GPU %d %s: %s", v.GPU, v.Field, strings.Join(parts, "  ")))
+		}
+	}
+}
+
+func (t *writer) live(rep *report.Report) {
+	if len(rep.LiveAtFailure) == 0 {
+		return
+	}
+	t.heading("LIVE AT THE FIRST FAILURE (traced calls, per process)")
+	for _, l := range rep.LiveAtFailure {
+		gpu := "?"
+		if l.GPU != nil {
+			gpu = fmt.Sprint(*l.GPU)
+		}
+		un := ""
+		if l.Unsized > 0 {
+			un = fmt.Sprintf(" (+%d of unknown size)", l.Unsized)
+		}
+		t.wrap("  ", fmt.Sprintf("pid %d, GPU %s, %s: %s in %s%s", l.PID, gpu, l.View, report.HumanBytes(l.Bytes),
+			report.Plural(l.Count, "allocation"), un))
+	}
+}
+
+func (t *writer) processes(rep *report.Report) {
+	t.heading("PROCESSES")
+	for _, p := range rep.Processes {
+		exit := "running at the end"
+		if x := p.Exit; x != nil {
+			switch {
+			case x.Code != nil:
+				exit = fmt.Sprintf("exit %d", *x.Code)
+			case x.Signal != nil:
+				exit = "killed by " + x.Name
+			}
+		}
+		late := ""
+		if p.AttachedLate {
+			late = ", already running when recording started"
+		}
+		name := filepath.Base(p.Exe)
+		t.wrap("  ", fmt.Sprintf("pid %d (parent %d) %s: %s, %s, %d failed%s", p.PID, p.PPID, clipMiddle(name, 40), exit,
+			report.Plural(int(p.Calls), "call"), p.Failed, late))
+		for _, d := range p.Devices {
+			g := "unknown"
+			if d.GPU != nil {
+				g = fmt.Sprintf("GPU %d", *d.GPU)
+			}
+			t.wrap("      ", fmt.Sprintf("CUDA device %d is %s (%s)%s", d.Ordinal, g, matchMethod(d.Method), noteOf(d.Why)))
+		}
+	}
+}
+
+func (t *writer) coverage(rep *report.Report) {
+	t.heading("COVERAGE (libcuda files the probes were attached to)")
+	if len(rep.Coverage) == 0 {
+		t.printf("  none\n")
+	}
+	for _, l := range rep.Coverage {
+		t.wrap("  ", fmt.Sprintf("%s (build id %s): %s attached, %d absent, %d exported but not attached",
+			l.Path, l.BuildID, report.Plural(len(l.Hooked), "symbol"), len(l.Absent), len(l.Unknown)))
+		if len(l.Absent) > 0 {
+			t.wrap("    absent: ", strings.Join(l.Absent, " "))
+		}
+		if len(l.Unknown) > 0 {
+			t.wrap("    not attached: ", strings.Join(l.Unknown, " "))
+		}
+	}
+}
+
+func (t *writer) kernelAndMarkers(rep *report.Report) {
+	if len(rep.KernelLog) > 0 {
+		t.heading("KERNEL LOG (NVRM and Xid lines)")
+		for _, k := range rep.KernelLog {
+			pos := ""
+			if k.Position != "" {
+				pos = " (" + k.Position + " the first failure)"
+			}
+			t.wrap("  ", t.rel(k.TimeNS)+pos+": "+k.Text)
+		}
+	}
+	if len(rep.Markers) > 0 {
+		t.heading("MARKERS")
+		for _, m := range rep.Markers {
+			t.wrap("  ", t.rel(m.TimeNS)+"  "+m.Label)
+		}
+	}
+}
+
+func (t *writer) loss(rep *report.Report) {
+	l := rep.Loss
+	t.heading("LOSS AND SAMPLING")
+	if l.Known {
+		t.wrap("  ", fmt.Sprintf("%s seen, %s stored, %d lost (ring buffer full); %d not followed (too many calls in progress at once), "+
+			"%d nested too deeply in the library; %d already in progress when the probes attached",
+			report.Plural(int(l.Calls), "call"), report.Plural(int(l.Events), "event"), l.LostCalls, l.LostInflight, l.TooDeep, l.Unmatched))
+	} else {
+		t.wrap("  ", "loss counters were not recorded (the recorder did not stop cleanly)")
+	}
+	sm := rep.Sampling
+	delay := "no failure-triggered samples"
+	if sm.DelayMedian != nil {
+		delay = fmt.Sprintf("delay from a failure to its sample: median %s, max %s", report.Duration(*sm.DelayMedian), report.Duration(*sm.DelayMax))
+	}
+	t.wrap("  ", fmt.Sprintf("NVML %s (%s): %s, %d thinned out, %s triggered by failures; %s",
+		sm.NVMLInit, sm.NVMLLibrary, report.Plural(sm.Samples, "sample"), sm.Thinned, report.Plural(sm.Triggered, "round"), delay))
+}
+
+// mib formats bytes for the memory-view table (MiB = 2^20 bytes).
+func mib(v *uint64) string {
+	if v == nil {
+		return "-"
+	}
+	return fmt.Sprintf("%.1f", float64(*v)/(1<<20))
+}
+
+func mibSigned(v *int64) string {
+	if v == nil {
+		return "-"
+	}
+	return fmt.Sprintf("%+.1f", float64(*v)/(1<<20))
+}

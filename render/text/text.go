@@ -1,0 +1,403 @@
+// Package text renders a report for people, in a terminal: the verdict
+// first, then what to do next, the first failure, the evidence, and the
+// tables. Every line fits the width it is given (80 columns included):
+// prose and labels wrap, they are never cut; only paths and stack frames
+// are shortened, in the middle, and never a value the verdict used.
+package text
+
+import (
+	"fmt"
+	"io"
+	"strings"
+	"unicode/utf8"
+
+	"github.com/retrivium/forensic/report"
+)
+
+// Options adjust the human report.
+type Options struct {
+	// Color emphasizes the verdict with ANSI escapes (only for a TTY).
+	Color bool
+	// Width is the terminal's width in columns (default 100; at least 60).
+	Width int
+}
+
+// writer writes the report; the first write error sticks.
+type writer struct {
+	w     io.Writer
+	o     Options
+	start int64
+	err   error
+}
+
+func (t *writer) printf(format string, a ...any) {
+	if t.err == nil {
+		_, t.err = fmt.Fprintf(t.w, format, a...)
+	}
+}
+
+func (t *writer) heading(s string) {
+	if t.o.Color {
+		t.printf("\n\x1b[1m%s\x1b[0m\n", s)
+	} else {
+		t.printf("\n%s\n", s)
+	}
+}
+
+// wrap prints prose after a first-line prefix, wrapped at the width, with
+// continuation lines indented to the prefix's width. A word longer than a
+// line is broken, so no line is ever wider than the width.
+func (t *writer) wrap(prefix, s string) {
+	for _, line := range wrapLines(prefix, s, t.o.Width) {
+		t.printf("%s\n", line)
+	}
+}
+
+// wrapLines wraps s after prefix into lines of at most width columns.
+func wrapLines(prefix, s string, width int) []string {
+	indent := strings.Repeat(" ", utf8.RuneCountInString(prefix))
+	room := max(width-utf8.RuneCountInString(prefix), 10)
+	var out []string
+	line, lead := "", prefix
+	flush := func() {
+		out = append(out, lead+line)
+		line, lead = "", indent
+	}
+	for _, word := range strings.Fields(s) {
+		for utf8.RuneCountInString(word) > room {
+			if line != "" {
+				flush()
+			}
+			r := []rune(word)
+			line, word = string(r[:room]), string(r[room:])
+			flush()
+		}
+		if line != "" && utf8.RuneCountInString(line)+1+utf8.RuneCountInString(word) > room {
+			flush()
+		}
+		if line != "" {
+			line += " "
+		}
+		line += word
+	}
+	if line != "" || len(out) == 0 {
+		flush()
+	}
+	return out
+}
+
+// line prints one table line, shortened to the width if it must be (only
+// tables whose cells are not verdict values use it).
+func (t *writer) line(format string, a ...any) {
+	s := fmt.Sprintf(format, a...)
+	t.printf("%s\n", clip(s, t.o.Width))
+}
+
+func (t *writer) rel(ns int64) string { return report.Rel(ns, t.start) }
+
+// clipMiddle shortens s to n runes by eliding its middle (for paths).
+func clipMiddle(s string, n int) string {
+	r := []rune(s)
+	if len(r) <= n || n < 5 {
+		return s
+	}
+	half := (n - 1) / 2
+	return string(r[:half]) + "…" + string(r[len(r)-(n-1-half):])
+}
+
+// clip shortens s to n runes, marking the cut.
+func clip(s string, n int) string {
+	r := []rune(s)
+	if len(r) <= n {
+		return s
+	}
+	return string(r[:n-1]) + "…"
+}
+
+// Write writes the human report.
+func Write(w io.Writer, rep *report.Report, o Options) error {
+	if o.Width == 0 {
+		o.Width = 100
+	}
+	o.Width = max(o.Width, 60)
+	t := &writer{w: w, o: o, start: rep.Run.StartNS}
+	t.header(rep)
+	t.verdict(rep)
+	t.nextSteps(rep)
+	if f := rep.FirstFailure; f != nil {
+		t.failure("FIRST FAILURE", f, rep.Cause)
+	}
+	if u := rep.FirstUnrecovered; u != nil {
+		t.failure("FIRST UNRECOVERED FAILURE", &u.Failure, nil)
+		t.evidence("EVIDENCE FOR THE UNRECOVERED FAILURE", u.Evidence)
+	}
+	t.evidence("EVIDENCE", rep.Evidence)
+	t.samples(rep.NearestSamples)
+	t.missing(rep)
+	t.failures(rep)
+	t.memoryViews(rep)
+	t.live(rep)
+	t.processes(rep)
+	t.coverage(rep)
+	t.kernelAndMarkers(rep)
+	t.loss(rep)
+	return t.err
+}
+
+func (t *writer) header(rep *report.Report) {
+	r := rep.Run
+	what := r.Mode
+	if len(r.Command) > 0 {
+		what += ": " + strings.Join(r.Command, " ")
+	} else if r.TargetPID != 0 {
+		what += fmt.Sprintf(" %d", r.TargetPID)
+	}
+	end := r.Ended
+	if r.StopReason != "" {
+		end += ", " + stopReasons[r.StopReason]
+	}
+	if x := r.WorkloadExit; x != nil {
+		switch {
+		case x.Code != nil:
+			end += fmt.Sprintf(", workload exit %d", *x.Code)
+		case x.Signal != nil:
+			end += ", workload killed by " + x.Name
+		}
+	}
+	if r.Interrupted != "" {
+		end += " (interrupted)"
+	}
+	t.printf("forensic analyze %s\n", clipMiddle(r.Path, t.o.Width-len("forensic analyze ")))
+	t.wrap("  ", fmt.Sprintf("run %s (%s), %s, %s, %s, host %s", r.ID, what, report.Duration(r.DurationNS), end,
+		report.Plural(int(r.Events), "event"), r.Host))
+}
+
+// stopReasons says in words why the recorder stopped.
+var stopReasons = map[string]string{
+	"workload-exited": "the workload exited", "target-exited": "the target exited", "signal": "stopped by a signal",
+	"stopped": "stopped", "disk-full": "the disk filled up", "write-error": "a write failed", "error": "an error",
+}
+
+func (t *writer) verdict(rep *report.Report) {
+	capacity := "none (no failure)"
+	if rep.Capacity != nil {
+		capacity = string(*rep.Capacity)
+	}
+	head := fmt.Sprintf("VERDICT  attribution %s, capacity %s", rep.Attribution, capacity)
+	if t.o.Color {
+		t.printf("\n\x1b[1;31m%s\x1b[0m\n", head)
+	} else {
+		t.printf("\n%s\n", head)
+	}
+	t.wrap("  ", rep.Verdict)
+}
+
+func (t *writer) nextSteps(rep *report.Report) {
+	if len(rep.NextSteps) == 0 {
+		return
+	}
+	t.heading("NEXT STEPS")
+	for _, s := range rep.NextSteps {
+		t.wrap("  - ", s)
+	}
+}
+
+func (t *writer) failure(title string, f *report.Failure, cause *report.Cause) {
+	t.heading(title)
+	t.wrap("  call      ", fmt.Sprintf("%s (%s), result %d %s", f.Symbol, f.Operation, f.Result, f.ResultName))
+	if f.Size != nil {
+		size := fmt.Sprintf("%s (%d bytes)", report.HumanBytes(*f.Size), *f.Size)
+		if f.SizeSource != "" {
+			size += ", from " + f.SizeSource
+		}
+		t.wrap("  size      ", size)
+	}
+	for _, g := range f.Grants {
+		t.wrap("  grants    ", grantText(g))
+	}
+	if f.GrantsCut {
+		t.wrap("  grants    ", "(more devices were granted than the recorder keeps)")
+	}
+	gpu := "an unknown GPU"
+	if f.GPUIndex != nil {
+		gpu = fmt.Sprintf("GPU %d", *f.GPUIndex)
+		if f.GPU != nil {
+			gpu += " " + *f.GPU
+		}
+	}
+	t.wrap("  process   ", fmt.Sprintf("pid %d, thread %d, CUDA device %d is %s (%s)", f.PID, f.TID, f.CUDADevice, gpu, matchMethod(f.GPUMapping)))
+	if f.ApertureGPU != nil {
+		t.wrap("  aperture  ", fmt.Sprintf("GPU %d's BAR1 (the exporter's GPU)", *f.ApertureGPU))
+	}
+	t.wrap("  time      ", fmt.Sprintf("%s  %s  phase: %s", t.rel(f.TimeNS), f.Wall, f.Phase))
+	if f.Recovered {
+		t.wrap("  recovered ", "yes: the same process later succeeded at the same operation for at least the same size")
+	}
+	if f.Frozen {
+		t.wrap("  frozen    ", "the process was held stopped while its GPUs were sampled")
+	}
+	t.stack(f.Stack)
+	if cause != nil {
+		t.wrap("  cause     ", cause.Text)
+	}
+}
+
+func grantText(g report.Grant) string {
+	where := fmt.Sprintf("CUDA device %d", g.CUDADevice)
+	if g.GPU != nil {
+		where += fmt.Sprintf(" (GPU %d)", *g.GPU)
+	}
+	s := where + ", " + g.Access + " access"
+	if g.Peer {
+		s += ", a peer of the memory's owner: through the owner's BAR1 aperture"
+	} else {
+		s += ", the memory's owner"
+	}
+	return s
+}
+
+// methods says in words how a CUDA device was matched to a GPU.
+var methods = map[string]string{
+	"uuid":                                   "matched by UUID",
+	"pci-bus-id":                             "matched by PCI bus id",
+	"visible-devices-uuid":                   "matched through CUDA_VISIBLE_DEVICES, by UUID",
+	"visible-devices-index+order-pci-bus-id": "matched through CUDA_VISIBLE_DEVICES and PCI bus order",
+	"visible-devices-index+order-same-model": "matched through CUDA_VISIBLE_DEVICES, on identical GPUs in NVML order",
+	"single-gpu":                             "the only GPU",
+	"order-pci-bus-id":                       "matched by PCI bus order",
+	"order-same-model":                       "matched on identical GPUs in NVML order",
+	"unknown":                                "not matched",
+}
+
+func matchMethod(m string) string {
+	if w, ok := methods[m]; ok {
+		return w
+	}
+	return "matched by " + m
+}
+
+func (t *writer) stack(st *report.Stack) {
+	if st == nil {
+		return
+	}
+	if st.Note != "" {
+		t.wrap("  stack     ", st.Note)
+	} else {
+		t.printf("  stack\n")
+	}
+	room := t.o.Width - 12
+	for i, fr := range st.Frames {
+		if i >= 12 {
+			t.printf("            ... %d more frames\n", len(st.Frames)-i)
+			break
+		}
+		name := fr.Function
+		if name == "" {
+			name = fmt.Sprintf("0x%x", fr.Address)
+		} else {
+			name = fmt.Sprintf("%s+0x%x", name, fr.Offset)
+		}
+		lib := " (" + fr.Library + ")"
+		t.printf("            %s%s\n", clip(name, max(room-utf8.RuneCountInString(lib), 20)), clip(lib, room/2))
+	}
+}
+
+// evidence lists each value a verdict used: the label in full, the value,
+// and where it came from.
+func (t *writer) evidence(title string, ev []report.Evidence) {
+	if len(ev) == 0 {
+		return
+	}
+	t.heading(title)
+	for _, e := range ev {
+		val := e.Text
+		if e.Value != nil {
+			if e.Unit == "bytes" {
+				val = report.HumanBytes(*e.Value)
+				if e.Text != "" {
+					val = e.Text
+				}
+			} else {
+				val = fmt.Sprintf("%d %s", *e.Value, e.Text)
+			}
+		}
+		mark := "  "
+		if e.Decisive {
+			mark = "> "
+		}
+		t.wrap(mark, e.Field+": "+val)
+		gpu := ""
+		if e.GPU != nil {
+			gpu = fmt.Sprintf(", GPU %d", *e.GPU)
+		}
+		t.wrap("      ", fmt.Sprintf("from %s, %s, at %s%s%s", e.Source, e.Status, t.rel(e.TimeNS), gpu, noteOf(e.Note)))
+	}
+	for _, e := range ev {
+		if e.Decisive {
+			t.wrap("  ", "> marks the value the verdict compared the request with.")
+			break
+		}
+	}
+}
+
+func (t *writer) samples(ns *report.NearestSamples) {
+	if ns == nil {
+		return
+	}
+	gpu := "an unknown GPU"
+	if ns.GPU >= 0 {
+		gpu = fmt.Sprintf("GPU %d", ns.GPU)
+	}
+	t.heading("SAMPLES AROUND THE FIRST FAILURE (" + gpu + ", NVML, as read)")
+	for _, grp := range []struct {
+		name string
+		s    []report.SampleRef
+	}{{"before", ns.Before}, {"at", ns.At}, {"after", ns.After}} {
+		for _, s := range grp.s {
+			extra := ""
+			if s.DelayNS != nil {
+				extra = fmt.Sprintf(", taken %s after the failure", report.Duration(*s.DelayNS))
+				if s.Frozen {
+					extra += " with the process held stopped"
+				}
+			}
+			t.wrap("  ", fmt.Sprintf("%-6s %s at %s: %s%s", grp.name, s.Kind, t.rel(s.StartNS), s.Status, extra))
+			if s.Kind != "processes" {
+				t.wrap("         ", fmt.Sprintf("free %s, used %s, total %s [%s]", bytesOrDash(s.Free), bytesOrDash(s.Used),
+					bytesOrDash(s.Total), s.API))
+			}
+		}
+	}
+	if len(ns.Before)+len(ns.At)+len(ns.After) == 0 {
+		t.printf("  none\n")
+	}
+}
+
+func (t *writer) missing(rep *report.Report) {
+	if len(rep.Missing) == 0 {
+		return
+	}
+	t.heading("MISSING EVIDENCE (! = it changed the verdict)")
+	for _, m := range rep.Missing {
+		mark := "-"
+		if m.Decisive {
+			mark = "!"
+		}
+		t.wrap("  "+mark+" ", m.What)
+		t.wrap("    next time: ", m.Fix)
+	}
+}
+
+func noteOf(n string) string {
+	if n == "" {
+		return ""
+	}
+	return "; " + n
+}
+
+func bytesOrDash(v *uint64) string {
+	if v == nil {
+		return "-"
+	}
+	return report.HumanBytes(*v)
+}

@@ -1,0 +1,100 @@
+package text
+
+import (
+	"bytes"
+	"strings"
+	"testing"
+	"unicode/utf8"
+
+	"github.com/retrivium/forensic/report"
+)
+
+// The human report fits the terminal it is given (100 and 80 columns), and
+// has no colour unless asked (a TTY).
+func TestTextFitsWidth(t *testing.T) {
+	size := uint64(1 << 30)
+	gpu, idx := "GPU-b0ae225f-1d3a-d2cc-f557-bca7789e4f53", 0
+	long := strings.Repeat("a very long explanation ", 20)
+	ff := report.Failure{Symbol: "cuMemHostGetDevicePointer_v2", Operation: "mapping", Result: 712,
+		ResultName: "CUDA_ERROR_HOST_MEMORY_ALREADY_REGISTERED", Size: &size, PID: 4194304, TID: 4194305,
+		GPU: &gpu, GPUIndex: &idx, GPUMapping: "visible-devices-index+order-pci-bus-id", Phase: long,
+		Stack:               &report.Stack{Partial: true, Note: long, Frames: []report.Frame{{Function: strings.Repeat("f", 90), Library: "libx.so"}}},
+		PossibleConsequence: true, Recovered: true}
+	v := uint64(150 << 30)
+	ch := int64(150 << 30)
+	rep := &report.Report{
+		Run:          report.RunInfo{Path: "/very/long/" + strings.Repeat("dir/", 30) + "run.db", Command: strings.Fields(long)},
+		FirstFailure: &ff, Attribution: report.AttrMapping, Verdict: long, Cause: &report.Cause{Text: long},
+		Missing:  []report.Missing{{What: long, Fix: long, Decisive: true}},
+		Evidence: []report.Evidence{{Field: long, Value: &v, Unit: "bytes", Source: long, Status: "NVML_SUCCESS", Note: long}},
+		Failures: []report.Failure{ff, ff},
+		MemoryViews: []report.ViewRow{{GPU: 7, Field: "framebuffer reserved", Scope: "pid 4194304", Support: long,
+			Start: &v, Before: &v, At: &v, End: &v, Peak: &v, Change: &ch, Phases: []report.PhaseValue{{Phase: "x", Last: &v}}}},
+		Phases:    []report.Phase{{Label: long}},
+		Processes: []report.ProcessInfo{{PID: 4194304, Exe: "/" + strings.Repeat("x", 200), Devices: []report.DeviceMap{{Method: "unknown", Why: long}}}},
+		Coverage:  []report.Library{{Path: long, Absent: strings.Fields(long)}},
+		KernelLog: []report.KernelLine{{Text: long}},
+	}
+	for _, width := range []int{0, 100, 80} {
+		var b bytes.Buffer
+		if err := Write(&b, rep, Options{Width: width}); err != nil {
+			t.Fatal(err)
+		}
+		limit := width
+		if limit == 0 {
+			limit = 100 // the default when not a terminal
+		}
+		for i, line := range strings.Split(b.String(), "\n") {
+			if n := utf8.RuneCountInString(line); n > limit {
+				t.Errorf("width %d: line %d has %d columns: %q", width, i+1, n, line)
+			}
+		}
+		if strings.Contains(b.String(), "\x1b[") {
+			t.Error("colour escapes without a TTY")
+		}
+		// The verdict's words are all there: wrapped, never cut.
+		if !strings.Contains(strings.Join(strings.Fields(b.String()), " "), strings.TrimSpace(long)) {
+			t.Errorf("width %d: the verdict was cut", width)
+		}
+	}
+}
+
+// The memory-view table's "at fail" column is the sample as read; when the
+// verdict used a reconciled value, a note under the table says which, so the
+// two never seem to disagree unexplained.
+func TestTextNotesReconciledValue(t *testing.T) {
+	free, sample := uint64(512<<20), uint64(15872<<20)
+	gpu := 0
+	tests := []struct {
+		name     string
+		evidence []report.Evidence
+		want     string // "" when no note is expected
+	}{
+		{"exact", []report.Evidence{{Field: "framebuffer free at the failure", Value: &free, GPU: &gpu, Decisive: true,
+			Source: "nvmlDeviceGetMemoryInfo_v2 / nvmlMemory_v2_t, corrected by traced calls"}},
+			`GPU 0's "at failure" is the sample as read; the verdict used framebuffer free at the failure: 512.0 MiB`},
+		{"bounds", []report.Evidence{{Field: "BAR1 free at the failure", Value: &free, Text: "between 512.0 MiB and 1.00 GiB", GPU: &gpu,
+			Decisive: true, Source: "nvmlDeviceGetBAR1MemoryInfo, corrected by traced calls"}},
+			`the verdict used BAR1 free at the failure: between 512.0 MiB and 1.00 GiB`},
+		{"sample only", []report.Evidence{{Field: "framebuffer free at the failure", Value: &sample, GPU: &gpu, Decisive: true,
+			Source: "nvmlDeviceGetMemoryInfo_v2 / nvmlMemory_v2_t"}}, ""},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			rep := &report.Report{Evidence: tt.evidence, MemoryViews: []report.ViewRow{{GPU: 0, Field: "framebuffer free",
+				Support: "supported", At: &sample}}}
+			var b bytes.Buffer
+			if err := Write(&b, rep, Options{}); err != nil {
+				t.Fatal(err)
+			}
+			out := strings.Join(strings.Fields(b.String()), " ")
+			if tt.want == "" {
+				if strings.Contains(out, "the verdict used") {
+					t.Errorf("note without a reconciled value:\n%s", b.String())
+				}
+			} else if !strings.Contains(out, tt.want) {
+				t.Errorf("want %q in:\n%s", tt.want, b.String())
+			}
+		})
+	}
+}

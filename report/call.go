@@ -1,0 +1,59 @@
+package report
+
+// Call is one recorded call as the analysis pass replays it, in time
+// order, for exports that show every call (a Perfetto trace). Args holds
+// the decoded arguments the call has; GPU is the NVML index its CUDA
+// device was matched to, -1 when unknown.
+type Call struct {
+	Symbol     string
+	Operation  string
+	Result     int32
+	ResultName string
+	PID, TID   uint32
+	StartNS    int64
+	EndNS      int64
+	Depth      uint8
+	CUDADevice int32
+	GPU        int
+	Context    uint32
+	Frozen     bool
+	LateAttach bool
+	Args       Args
+}
+
+// Args are the decoded arguments of a call; each is nil when the call has
+// none or the record lacks it.
+type Args struct {
+	Size, Flags, Ptr, Target, Peer, Count *uint64
+	Device                                *int32
+	Key                                   []byte
+	Grants                                []Grant
+}
+
+// SampleValue is one value of one NVML sample, for exports that draw
+// counters: a view's field on one GPU (and MIG instance), or an
+// unavailable query (Value nil, Status its NVML status).
+type SampleValue struct {
+	GPU    int
+	MIG    *int
+	UUID   string
+	Kind   string // framebuffer, bar1, processes
+	Field  string // used, free, reserved, total, or "used by pid N"
+	PID    uint32 // for per-process values
+	TimeNS int64
+	Value  *uint64
+	API    string
+	Status string
+	Usable bool
+}
+
+// Observer receives what the analysis pass streams: Begin once, with the
+// run's description, then every call in time order, then every sample
+// value in sample order. A non-nil error stops the analysis and is
+// returned by it. The values passed are reused: an observer copies what it
+// keeps.
+type Observer interface {
+	Begin(run *RunInfo) error
+	Call(c *Call) error
+	Sample(v *SampleValue) error
+}

@@ -1,0 +1,75 @@
+package report
+
+import (
+	"fmt"
+	"strconv"
+	"strings"
+	"time"
+)
+
+// HumanBytes formats bytes in binary units (MiB = 2^20 bytes).
+func HumanBytes(v uint64) string {
+	switch {
+	case v >= 1<<30:
+		return fmt.Sprintf("%.2f GiB", float64(v)/(1<<30))
+	case v >= 1<<20:
+		return fmt.Sprintf("%.1f MiB", float64(v)/(1<<20))
+	case v >= 1<<10:
+		return fmt.Sprintf("%.1f KiB", float64(v)/(1<<10))
+	}
+	return fmt.Sprintf("%d B", v)
+}
+
+// Duration formats nanoseconds at a precision a person reads: "850 ns",
+// "12.5 µs", "0.43 ms", "250 ms", "1.25 s", "3m20s".
+func Duration(ns int64) string {
+	neg := ""
+	if ns < 0 {
+		neg, ns = "-", -ns
+	}
+	var s string
+	switch {
+	case ns < 1_000:
+		s = strconv.FormatInt(ns, 10) + " ns"
+	case ns < 100_000:
+		s = trimZeros(fmt.Sprintf("%.1f", float64(ns)/1e3)) + " µs"
+	case ns < 100_000_000:
+		s = trimZeros(fmt.Sprintf("%.2f", float64(ns)/1e6)) + " ms"
+	case ns < 1_000_000_000:
+		s = fmt.Sprintf("%.0f ms", float64(ns)/1e6)
+	case ns < 60_000_000_000:
+		s = trimZeros(fmt.Sprintf("%.2f", float64(ns)/1e9)) + " s"
+	default:
+		s = time.Duration(ns).Round(time.Second).String()
+	}
+	return neg + s
+}
+
+func trimZeros(s string) string {
+	if !strings.Contains(s, ".") {
+		return s
+	}
+	s = strings.TrimRight(s, "0")
+	return strings.TrimSuffix(s, ".")
+}
+
+// Plural writes a count with its noun: "1 sample", "2 processes".
+func Plural(n int, noun string) string {
+	if n == 1 {
+		return "1 " + noun
+	}
+	switch {
+	case strings.HasSuffix(noun, "s"), strings.HasSuffix(noun, "x"), strings.HasSuffix(noun, "ch"), strings.HasSuffix(noun, "sh"):
+		noun += "es"
+	case strings.HasSuffix(noun, "y") && !strings.HasSuffix(noun, "ey"):
+		noun = noun[:len(noun)-1] + "ies"
+	default:
+		noun += "s"
+	}
+	return strconv.Itoa(n) + " " + noun
+}
+
+// Rel formats a run-clock time as seconds into the run ("+1.234 s").
+func Rel(t, start int64) string {
+	return fmt.Sprintf("%+.3f s", float64(t-start)/1e9)
+}
