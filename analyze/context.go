@@ -42,13 +42,16 @@ func (s *state) interruption(workload *report.Exit) string {
 	if workload != nil && workload.Signal != nil && interruptSignal(*workload.Signal) {
 		return workload.Name
 	}
-	if s.stop != nil && s.stop.Reason == "signal" {
-		if workload != nil && workload.Name != "" {
-			return workload.Name
-		}
-		return "a signal to forensic"
+	if s.stop == nil || s.stop.Reason != "signal" {
+		return ""
 	}
-	return ""
+	switch {
+	case workload != nil && workload.Name != "":
+		return workload.Name
+	case s.stop.Signal != "":
+		return s.stop.Signal
+	}
+	return "a signal to forensic"
 }
 
 // Signal numbers (Linux) the analysis names.

@@ -191,49 +191,53 @@ func writeXid(t *testing.T, w *world) {
 
 func TestScenarios(t *testing.T) {
 	for _, sc := range scenarios {
-		t.Run(sc.name, func(t *testing.T) {
-			w := newWorld(t, sc.env...)
-			cmd := make([]string, len(sc.cmd))
-			for i, c := range sc.cmd {
-				cmd[i] = strings.ReplaceAll(c, "{dir}", w.dir)
-			}
-			if sc.setup != nil {
-				defer sc.setup(t, w)()
-			}
-			var flags []string
-			if sc.real {
-				rc, rn := filepath.Join(nvidiaDir, "libcuda.so.1"), filepath.Join(nvidiaDir, "libnvidia-ml.so.1")
-				e2eenv.Need(t, exists(rc) && exists(rn), "NVIDIA's libraries are not in build/nvidia (run make nvidia-libs)")
-				w.env = append(w.env, "SIMWORK_LIBCUDA="+rc)
-				flags = []string{"--libcuda", rc, "--libnvidia-ml", rn}
-			}
-			if sc.during != nil {
-				go sc.during(t, w)
-			}
-			res := w.recordWith(flags, sc.real, cmd...)
-			rep, raw := analyzeJSON(t, res.db)
-			if sc.symbol == "" {
-				if rep.FirstFailure != nil || raw["first_failure"] != nil {
-					t.Errorf("first failure %+v, want null", rep.FirstFailure)
-				}
-			} else if ff := rep.FirstFailure; ff == nil || ff.Symbol != sc.symbol || ff.ResultName != sc.result {
-				t.Fatalf("first failure %+v, want %s %s", ff, sc.symbol, sc.result)
-			}
-			if string(rep.Attribution) != sc.attribution {
-				t.Errorf("attribution %s, want %s (%s)", rep.Attribution, sc.attribution, rep.Verdict)
-			}
-			if got := deref(rep.Capacity); (sc.capacity == "" && rep.Capacity != nil) || (sc.capacity != "" && got != sc.capacity) {
-				t.Errorf("capacity %s, want %q (%s)", got, sc.capacity, rep.Verdict)
-			}
-			if sc.capacity == "" && raw["capacity"] != nil {
-				t.Errorf("capacity in JSON is %v, want null", raw["capacity"])
-			}
-			if sc.check != nil && rep.FirstFailure != nil || sc.check != nil && sc.symbol == "" {
-				sc.check(t, rep, w)
-			}
-			checkOutputs(t, w, res.db)
-		})
+		t.Run(sc.name, sc.run)
 	}
+}
+
+// run records the scenario's workload and checks its verdict and every
+// output format.
+func (sc scenario) run(t *testing.T) {
+	w := newWorld(t, sc.env...)
+	cmd := make([]string, len(sc.cmd))
+	for i, c := range sc.cmd {
+		cmd[i] = strings.ReplaceAll(c, "{dir}", w.dir)
+	}
+	if sc.setup != nil {
+		defer sc.setup(t, w)()
+	}
+	var flags []string
+	if sc.real {
+		rc, rn := filepath.Join(nvidiaDir, "libcuda.so.1"), filepath.Join(nvidiaDir, "libnvidia-ml.so.1")
+		e2eenv.Need(t, exists(rc) && exists(rn), "NVIDIA's libraries are not in build/nvidia (run make nvidia-libs)")
+		w.env = append(w.env, "SIMWORK_LIBCUDA="+rc)
+		flags = []string{"--libcuda", rc, "--libnvidia-ml", rn}
+	}
+	if sc.during != nil {
+		go sc.during(t, w)
+	}
+	res := w.recordWith(flags, sc.real, cmd...)
+	rep, raw := analyzeJSON(t, res.db)
+	if sc.symbol == "" {
+		if rep.FirstFailure != nil || raw["first_failure"] != nil {
+			t.Errorf("first failure %+v, want null", rep.FirstFailure)
+		}
+	} else if ff := rep.FirstFailure; ff == nil || ff.Symbol != sc.symbol || ff.ResultName != sc.result {
+		t.Fatalf("first failure %+v, want %s %s", ff, sc.symbol, sc.result)
+	}
+	if string(rep.Attribution) != sc.attribution {
+		t.Errorf("attribution %s, want %s (%s)", rep.Attribution, sc.attribution, rep.Verdict)
+	}
+	if got := deref(rep.Capacity); (sc.capacity == "" && rep.Capacity != nil) || (sc.capacity != "" && got != sc.capacity) {
+		t.Errorf("capacity %s, want %q (%s)", got, sc.capacity, rep.Verdict)
+	}
+	if sc.capacity == "" && raw["capacity"] != nil {
+		t.Errorf("capacity in JSON is %v, want null", raw["capacity"])
+	}
+	if sc.check != nil && rep.FirstFailure != nil || sc.check != nil && sc.symbol == "" {
+		sc.check(t, rep, w)
+	}
+	checkOutputs(t, w, res.db)
 }
 
 // recordWith records with extra flags; real swaps in NVIDIA's libraries

@@ -243,6 +243,8 @@ type rec struct {
 	rootPID     uint32
 	rootExited  chan struct{}
 	rootOnce    sync.Once
+	// stopSignal names the signal that stopped the recording.
+	stopSignal string
 }
 
 // Run records until the workload exits (spawn mode), the target exits
@@ -524,6 +526,9 @@ func Run(ctx context.Context, cfg Config) (*Result, error) {
 	if reason == "cancelled" || reason == "duration" {
 		stopReason = "stopped"
 	}
+	if sig != nil {
+		r.stopSignal = unix.SignalName(sig.(syscall.Signal))
+	}
 	r.shutdown(ctl, kmsg, samplerStop, samplerDone, eventsDone, writerStop, &wg, stopReason, nil, workloadExit)
 	if cmd != nil && workloadExit == nil {
 		// Stopped by a signal or cancellation while the workload runs:
@@ -742,7 +747,8 @@ func (r *rec) shutdown(ctl net.Listener, kmsg *os.File, samplerStop, samplerDone
 	close(writerStop)
 	wg.Wait()
 	r.stopInfo = store.StopInfo{Time: t, Wall: time.Now().UTC(), Reason: reason, Workload: workload,
-		Stats: stats, TriggerDelay: delayStats(delays), KmsgOffset: r.kmsgOffset, KmsgOffsetError: r.kmsgError}
+		Stats: stats, TriggerDelay: delayStats(delays), KmsgOffset: r.kmsgOffset, KmsgOffsetError: r.kmsgError,
+		Signal: r.stopSignal}
 	if runErr != nil {
 		r.stopInfo.Error = runErr.Error()
 	}

@@ -11,8 +11,8 @@ import (
 
 // The JSON Schema of the --json contract is published as
 // docs/analyze.schema.json. go:embed cannot reach ../docs, so this package
-// embeds analyze/analyze.schema.json, a byte-identical copy: edit the docs
-// file, then run `go generate ./analyze` (TestSchemaCopyIdentical fails
+// embeds report/analyze.schema.json, a byte-identical copy: edit the docs
+// file, then run `go generate ./report` (TestSchemaCopyIdentical fails
 // while the two differ).
 //
 //go:generate cp ../docs/analyze.schema.json analyze.schema.json

@@ -110,6 +110,8 @@ type StopInfo struct {
 	Time   int64     `json:"time_ns"`
 	Wall   time.Time `json:"wall"`
 	Reason string    `json:"reason"` // workload-exited, target-exited, signal, stopped, disk-full, write-error, error
+	// Signal names the signal that stopped the recorder (reason signal).
+	Signal string `json:"signal,omitempty"`
 	Error  string    `json:"error,omitempty"`
 	// Workload is the spawned command's exit.
 	Workload     *Exit      `json:"workload,omitempty"`

@@ -52,6 +52,9 @@
  *   mipmap W H LEVELS                        cuMipmappedArrayCreate
  *   vmm SIZE [DEV]       cuMemCreate (pinned, current device) + cuMemAddressReserve
  *                        + cuMemMap + cuMemSetAccess granting DEV (default: current)
+ *   expandable VA CHUNK  PyTorch's expandable segments: cuMemAddressReserve of VA once,
+ *                        then CHUNK at a time cuMemCreate + cuMemMap + cuMemSetAccess
+ *                        (current device) until a call fails or VA is full
  * host memory
  *   alloc-host SIZE | alloc-host-v1 SIZE     cuMemAllocHost_v2 | cuMemAllocHost
  *   host-alloc SIZE [FLAGS]                  cuMemHostAlloc
@@ -257,7 +260,7 @@ static atomic_int g_owner_seq;
 enum rkind {
     RK_ALLOC = 1, RK_ALLOC_V1, RK_PITCH, RK_PITCH_V1, RK_MANAGED, RK_ASYNC, RK_ASYNC_PTSZ,
     RK_POOLALLOC, RK_POOLALLOC_PTSZ, RK_POOL, RK_ARRAY, RK_MIPMAP, RK_VMM, RK_VMM_IMPORT,
-    RK_HOST, RK_HOSTREG, RK_IPC, RK_POOLIMPORT, RK_PEER, RK_EXT, RK_EXTBUF,
+    RK_HOST, RK_HOSTREG, RK_IPC, RK_POOLIMPORT, RK_PEER, RK_EXT, RK_EXTBUF, RK_VA, RK_SEGMENT,
 };
 
 struct res {
@@ -372,6 +375,13 @@ NOINLINE int release_res(struct exec *e, struct res *r)
         break;
     case RK_VMM_IMPORT:
         rc = CALL(cuMemRelease, r->mh);
+        break;
+    case RK_SEGMENT:
+        rc |= CALL(cuMemUnmap, r->ptr, r->size) != 0;
+        rc |= CALL(cuMemRelease, r->mh) != 0;
+        break;
+    case RK_VA:
+        rc = CALL(cuMemAddressFree, r->ptr, r->size);
         break;
     case RK_HOST:
         rc = CALL(cuMemFreeHost, r->host);
@@ -883,6 +893,49 @@ NOINLINE int step_vmm(struct exec *e, int argc, char **argv)
     }
     res_push(e, r);
     return rc;
+}
+
+/* expandable VA CHUNK: how PyTorch's expandable segments grow: reserve VA
+ * bytes of address space once, then grow into it CHUNK at a time
+ * (cuMemCreate on the current device + cuMemMap + cuMemSetAccess for the
+ * current device) until a call fails or the range is full. */
+NOINLINE int step_expandable(struct exec *e, int argc, char **argv)
+{
+    (void)argc;
+    U64(va_size, 1);
+    U64(chunk, 2);
+    if (need(chunk > 0 && chunk <= va_size, argv[0], "CHUNK must be between 1 and VA"))
+        return 1;
+    int dev = cur_dev_or0();
+    CUdeviceptr va = 0;
+    if (CALL(cuMemAddressReserve, &va, (size_t)va_size, (size_t)0, (CUdeviceptr)0, 0ull))
+        return 1;
+    struct res rv = {.kind = RK_VA, .ptr = va, .size = va_size};
+    res_push(e, rv);
+    CUmemAllocationProp prop;
+    memset(&prop, 0, sizeof(prop));
+    prop.type = CU_MEM_ALLOCATION_TYPE_PINNED;
+    prop.location.type = CU_MEM_LOCATION_TYPE_DEVICE;
+    prop.location.id = dev;
+    CUmemAccessDesc acc;
+    memset(&acc, 0, sizeof(acc));
+    acc.location.type = CU_MEM_LOCATION_TYPE_DEVICE;
+    acc.location.id = dev;
+    acc.flags = CU_MEM_ACCESS_FLAGS_PROT_READWRITE;
+    for (uint64_t off = 0; off + chunk <= va_size; off += chunk) {
+        CUmemGenericAllocationHandle h = 0;
+        if (CALL(cuMemCreate, &h, (size_t)chunk, &prop, 0ull))
+            return 1;
+        if (CALL(cuMemMap, va + off, (size_t)chunk, (size_t)0, h, 0ull)) {
+            CALL(cuMemRelease, h);
+            return 1;
+        }
+        struct res r = {.kind = RK_SEGMENT, .ptr = va + off, .size = chunk, .mh = h};
+        res_push(e, r);
+        if (CALL(cuMemSetAccess, va + off, (size_t)chunk, &acc, (size_t)1))
+            return 1;
+    }
+    return 0;
 }
 
 /* ------------------------------------------------------------------------ */
@@ -1630,6 +1683,7 @@ static const struct stepdef steps[] = {
     {"array3d-v1", 3, 3, 0, 1, step_array3d},
     {"mipmap", 3, 3, 0, 1, step_mipmap},
     {"vmm", 1, 2, 0, 1, step_vmm},
+    {"expandable", 2, 2, 0, 1, step_expandable},
     {"alloc-host", 1, 1, 0, 1, step_alloc_host},
     {"alloc-host-v1", 1, 1, 0, 1, step_alloc_host},
     {"host-alloc", 1, 2, 0, 1, step_host_alloc},

@@ -1,0 +1,253 @@
+package e2e
+
+import (
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/retrivium/forensic/report"
+)
+
+// Workloads written the way frameworks call the driver, not the way a test
+// would: caching allocators that retry, expandable segments, pools that run
+// out without a driver call failing, interrupted jobs, a libcuda forensic
+// cannot see, and mappings bigger than the aperture. Each once gave a
+// confident wrong answer.
+var frameworkScenarios = []scenario{
+	{
+		// PyTorch's caching allocator: an out-of-memory frees the cache and
+		// retries (recovered); the job dies of a later failure of another
+		// size.
+		name:   "caching allocator: recovered, then fatal",
+		cmd:    script("init; use 0; alloc 6G; alloc 6G; alloc 8G; free; free; alloc 8G; alloc 6G; alloc 4G; exit 1"),
+		symbol: "cuMemAlloc_v2", result: "CUDA_ERROR_OUT_OF_MEMORY", attribution: "allocation", capacity: "framebuffer-exhausted",
+		check: func(t *testing.T, rep *report.Report, w *world) {
+			ff, u := rep.FirstFailure, rep.FirstUnrecovered
+			if ff == nil || !ff.Recovered || *ff.Size != 8<<30 {
+				t.Fatalf("first failure %+v: want the recovered 8 GiB request", ff)
+			}
+			if u == nil || u.Recovered || u.Size == nil || *u.Size != 4<<30 {
+				t.Fatalf("first unrecovered %+v: want the fatal 4 GiB request", u)
+			}
+			if u.Attribution != report.AttrAllocation || u.Capacity == nil || *u.Capacity != report.CapFBExhausted {
+				t.Errorf("first unrecovered judged %s / %v, want allocation / framebuffer-exhausted", u.Attribution, deref(u.Capacity))
+			}
+			if !hasDecisive(u.Evidence, "framebuffer free at the failure") {
+				t.Errorf("the unrecovered failure has no capacity evidence of its own: %+v", u.Evidence)
+			}
+			if !strings.HasPrefix(rep.Verdict, "The first failure the process did not recover from is cuMemAlloc_v2 of 4.00 GiB") {
+				t.Errorf("the verdict does not lead with the fatal failure: %s", rep.Verdict)
+			}
+			for _, f := range rep.Failures {
+				if f.PossibleConsequence {
+					t.Errorf("%s of %d at %d is called a consequence of a recovered failure", f.Symbol, *f.Size, f.TimeNS)
+				}
+			}
+		},
+	},
+	{
+		// PyTorch's expandable segments: address space reserved once, then
+		// physical chunks created into it until cuMemCreate runs out.
+		name:   "expandable segments: cuMemCreate after a reservation",
+		cmd:    script("init; use 0; alloc 4G; expandable 64G 2G; exit 1"),
+		symbol: "cuMemCreate", result: "CUDA_ERROR_OUT_OF_MEMORY", attribution: "allocation", capacity: "framebuffer-exhausted",
+		check: func(t *testing.T, rep *report.Report, w *world) {
+			for _, v := range rep.MemoryViews {
+				if v.Field == "traced aperture mappings" {
+					t.Errorf("the reservation or the owner's own access counted as BAR1: %+v", v)
+				}
+			}
+			if !strings.Contains(rep.Verdict, "2.00 GiB requested") {
+				t.Errorf("the verdict does not name the 2 GiB chunk: %s", rep.Verdict)
+			}
+		},
+	},
+	{
+		// A framework's own pool (JAX preallocation, a PyTorch memory
+		// fraction) runs out with no driver call failing; the job exits 1.
+		name:        "framework pool exhausted without a failed driver call",
+		cmd:         script(`init; use 0; alloc 12G; print "RuntimeError: CUDA out of memory in the framework's pool"; exit 1`),
+		attribution: "missing-evidence",
+		check: func(t *testing.T, rep *report.Report, w *world) {
+			if strings.Contains(rep.Verdict, "no evidence lost") {
+				t.Errorf("the verdict claims nothing was lost: %s", rep.Verdict)
+			}
+			if !hasMissing(rep.Missing, "exited with status 1", "memory pool") {
+				t.Errorf("missing evidence does not explain the exit: %+v", rep.Missing)
+			}
+		},
+	},
+	{
+		// A libcuda forensic does not attach to (not named libcuda.so*),
+		// dlopened from the workload's own directory: NVML sees the memory,
+		// the record has no call.
+		name: "workload on a libcuda forensic cannot see",
+		setup: func(t *testing.T, w *world) func() {
+			shim := filepath.Join(w.dir, "private", "libnvshim.so")
+			os.MkdirAll(filepath.Dir(shim), 0o755)
+			copyFile(t, simCUDA, shim)
+			w.env = append(w.env, "SIMWORK_LIBCUDA="+shim)
+			return func() {}
+		},
+		cmd:         script("init; use 0; alloc 3G; sleep 300; exit 1"),
+		attribution: "missing-evidence",
+		check: func(t *testing.T, rep *report.Report, w *world) {
+			if !hasMissing(rep.Missing, "NVML shows process", "3.00 GiB") {
+				t.Errorf("NVML's view of the untraced memory is not missing evidence: %+v", rep.Missing)
+			}
+			if !hasMissing(rep.Missing, "no hooked call was recorded") {
+				t.Errorf("a workload with no traced call is not flagged: %+v", rep.Missing)
+			}
+		},
+	},
+	{
+		// An IPC open of 512 MiB against a 256 MiB aperture can never work.
+		name:   "IPC mapping larger than the whole aperture",
+		cmd:    []string{filepath.Join(simDir, "scenarios", "ipc_map")},
+		symbol: "cuIpcOpenMemHandle_v2", result: "CUDA_ERROR_MAP_FAILED", attribution: "mapping", capacity: "bar1-exhausted",
+		check: func(t *testing.T, rep *report.Report, w *world) {
+			ff := rep.FirstFailure
+			if ff.Size == nil || *ff.Size != 512<<20 || ff.SizeSource == "" {
+				t.Errorf("IPC open size %v (from %q), want 512 MiB from the exporter", ff.Size, ff.SizeSource)
+			}
+			for _, want := range []string{"needed 512.0 MiB", "only 256.0 MiB in all", "can never succeed on this GPU", "BAR1 is the PCIe window"} {
+				if !strings.Contains(rep.Verdict, want) {
+					t.Errorf("verdict lacks %q: %s", want, rep.Verdict)
+				}
+			}
+			if !anyContains(rep.NextSteps, "resizable BAR") || !anyContains(rep.NextSteps, "smaller") {
+				t.Errorf("next steps do not fit a BAR1 failure: %q", rep.NextSteps)
+			}
+		},
+	},
+	{
+		name:   "IPC mapping that would fit an empty aperture",
+		env:    []string{"SIMGPU_BAR1_TOTAL=1G", "SIMGPU_BAR1_USED=900M"},
+		cmd:    []string{filepath.Join(simDir, "scenarios", "ipc_map")},
+		symbol: "cuIpcOpenMemHandle_v2", result: "CUDA_ERROR_MAP_FAILED", attribution: "mapping", capacity: "bar1-exhausted",
+		check: func(t *testing.T, rep *report.Report, w *world) {
+			for _, want := range []string{"needed 512.0 MiB", "of 1.00 GiB", "free"} {
+				if !strings.Contains(rep.Verdict, want) {
+					t.Errorf("verdict lacks %q: %s", want, rep.Verdict)
+				}
+			}
+			if strings.Contains(rep.Verdict, "can never") {
+				t.Errorf("a request smaller than the aperture is called impossible: %s", rep.Verdict)
+			}
+		},
+	},
+}
+
+func TestFrameworkScenarios(t *testing.T) {
+	for _, sc := range frameworkScenarios {
+		t.Run(sc.name, sc.run)
+	}
+}
+
+// Ctrl-C of a hung job (SIGINT to the terminal's process group, recorder
+// and workload alike), and SIGTERM to the recorder (passed on to the
+// workload), are interruptions: no call failed, so the attribution is
+// none, said as such, with no crash advice.
+func TestInterruptedIsNotCrashed(t *testing.T) {
+	for _, tt := range []struct {
+		name  string
+		group bool
+		sig   syscall.Signal
+	}{{"ctrl-c", true, syscall.SIGINT}, {"sigterm", false, syscall.SIGTERM}} {
+		t.Run(tt.name, func(t *testing.T) {
+			w := newWorld(t)
+			ready := filepath.Join(w.dir, "ready")
+			db := filepath.Join(w.dir, "run.db")
+			cmd := exec.Command(binPath, "record", "-o", db, "--libcuda", simCUDA, "--libnvidia-ml", simNVML,
+				"--", simwork, "init; use 0; alloc 1G; touch "+ready+"; wait-signal")
+			cmd.Env = w.environ()
+			cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+			if err := cmd.Start(); err != nil {
+				t.Fatal(err)
+			}
+			if !waitFor(20*time.Second, func() bool { return exists(ready) }) {
+				cmd.Process.Kill()
+				t.Fatal("the workload did not start")
+			}
+			target := cmd.Process.Pid
+			if tt.group {
+				target = -target
+			}
+			syscall.Kill(target, tt.sig)
+			done := make(chan error, 1)
+			go func() { done <- cmd.Wait() }()
+			select {
+			case <-done:
+			case <-time.After(30 * time.Second):
+				syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL)
+				t.Fatal("the recording did not end")
+			}
+			rep, _ := analyzeJSON(t, db)
+			if rep.Attribution != report.AttrNone {
+				t.Errorf("attribution %s, want none: %s (missing %+v)", rep.Attribution, rep.Verdict, rep.Missing)
+			}
+			if rep.Run.Interrupted != tt.sig.String() && rep.Run.Interrupted != signalName(tt.sig) {
+				t.Errorf("run.interrupted %q, want %s", rep.Run.Interrupted, signalName(tt.sig))
+			}
+			if !strings.Contains(rep.Verdict, "interrupted") || strings.Contains(rep.Verdict, "core dump") {
+				t.Errorf("the verdict does not say the run was interrupted: %s", rep.Verdict)
+			}
+			for _, m := range rep.Missing {
+				if strings.Contains(m.What, "died of") {
+					t.Errorf("an interruption is reported as a death: %+v", m)
+				}
+			}
+		})
+	}
+}
+
+func signalName(s syscall.Signal) string {
+	return map[syscall.Signal]string{syscall.SIGINT: "SIGINT", syscall.SIGTERM: "SIGTERM"}[s]
+}
+
+func hasDecisive(ev []report.Evidence, field string) bool {
+	for _, e := range ev {
+		if e.Decisive && e.Field == field && e.Value != nil {
+			return true
+		}
+	}
+	return false
+}
+
+// hasMissing reports whether a missing item's text contains every word.
+func hasMissing(ms []report.Missing, words ...string) bool {
+	for _, m := range ms {
+		all := true
+		for _, w := range words {
+			all = all && strings.Contains(m.What, w)
+		}
+		if all {
+			return true
+		}
+	}
+	return false
+}
+
+func anyContains(list []string, s string) bool {
+	for _, l := range list {
+		if strings.Contains(l, s) {
+			return true
+		}
+	}
+	return false
+}
+
+func copyFile(t *testing.T, src, dst string) {
+	t.Helper()
+	b, err := os.ReadFile(src)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(dst, b, 0o755); err != nil {
+		t.Fatal(err)
+	}
+}
