@@ -112,7 +112,7 @@ type StopInfo struct {
 	Reason string    `json:"reason"` // workload-exited, target-exited, signal, stopped, disk-full, write-error, error
 	// Signal names the signal that stopped the recorder (reason signal).
 	Signal string `json:"signal,omitempty"`
-	Error  string    `json:"error,omitempty"`
+	Error  string `json:"error,omitempty"`
 	// Workload is the spawned command's exit.
 	Workload     *Exit      `json:"workload,omitempty"`
 	Stats        Stats      `json:"stats"`
