@@ -126,7 +126,7 @@ func (s *state) passEvents() error {
 	p := newReplayer(s)
 	s.replay = p
 	if p.obs != nil {
-		if err := p.obs.Begin(&s.rep.Run); err != nil {
+		if err := p.obs.Begin(s.rep); err != nil {
 			return err
 		}
 	}

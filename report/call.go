@@ -48,12 +48,13 @@ type SampleValue struct {
 }
 
 // Observer receives what the analysis pass streams: Begin once, with the
-// run's description, then every call in time order, then every sample
-// value in sample order. A non-nil error stops the analysis and is
-// returned by it. The values passed are reused: an observer copies what it
-// keeps.
+// report as far as it is known before the pass (Run, Processes, Coverage,
+// KernelLog, Markers, Phases; no verdict yet), then every call in time
+// order, then every sample value in sample order. A non-nil error stops
+// the analysis and is returned by it. The values passed are reused: an
+// observer copies what it keeps.
 type Observer interface {
-	Begin(run *RunInfo) error
+	Begin(rep *Report) error
 	Call(c *Call) error
 	Sample(v *SampleValue) error
 }

@@ -73,7 +73,8 @@ func (p *ChromeJSON) begin(b []byte) []byte {
 }
 
 // Begin writes the header.
-func (p *ChromeJSON) Begin(run *report.RunInfo) error {
+func (p *ChromeJSON) Begin(rep *report.Report) error {
+	run := &rep.Run
 	p.t0 = run.StartNS
 	b := []byte(`{"displayTimeUnit":"ns","otherData":{"producer":"forensic export --format chrome-json","run_id":`)
 	b = appendJSONString(b, run.ID)
