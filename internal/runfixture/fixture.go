@@ -45,6 +45,13 @@ func intp(v int) *int      { return &v }
 // GPUUUID is the UUID of GPU i in the run.
 func GPUUUID(i int) string { return fmt.Sprintf("GPU-0000000%d-aaaa-bbbb-cccc-dddddddddddd", i) }
 
+// Sizes of the run's GPUs.
+const (
+	fbTotal    = 80 * gib
+	fbReserved = 512 * mibB
+	barTotal   = 256 * mibB
+)
+
 // BuildRun writes a small but realistic run.db and returns its path.
 // extraCalls adds that many successful 4 KiB alloc/free pairs to the
 // serving process (to exercise binning and streaming).
@@ -61,13 +68,39 @@ func BuildRun(t testing.TB, extraCalls int) string {
 	}
 	defer w.Close()
 	w.Reserve = 0
+	inv := inventory()
+	lib := store.Library{Path: "/usr/lib/x86_64-linux-gnu/libcuda.so.1", HostPath: "/usr/lib/x86_64-linux-gnu/libcuda.so.1",
+		BuildID: "abc123", Attached: Symbols, Time: TClock}
+	events := calls()
+	commit(t, w, &store.Batch{Events: events, Processes: processes(), Inventory: &inv, Libraries: []store.Library{lib}})
+	extra(t, w, extraCalls)
+	samples := samples()
+	xid := 31
+	kmsg := []store.KernelLog{{Time: TFail + 100_000_000, Seq: 77, Priority: 4, Xid: &xid,
+		Text: "NVRM: Xid (PCI:0000:41:00): 31, pid=4242, name=python3, Ch 00000010, MMU Fault: ENGINE GRAPHICS faulted @ 0x7f12_34560000"}}
+	markers := []store.Marker{{Time: TClock + 700_000_000, Label: "weights loaded"}}
+	commit(t, w, &store.Batch{Samples: samples, Kmsg: kmsg, Markers: markers})
+	nEvents := uint64(len(events) + extraCalls)
+	stats := store.Stats{Calls: nEvents, Events: nEvents, Samples: uint64(len(samples)), KernelLines: 1}
+	if err := w.Stop(store.StopInfo{Time: TClock + 1_600_000_000, Wall: wall.Add(1600 * time.Millisecond), Reason: "workload-exited",
+		Workload: &store.Exit{Time: TFail + 300_000_000, Code: intp(1)}, Stats: stats,
+		TriggerDelay: store.DelayStats{Count: 1, Median: 700_000, Max: 700_000}}); err != nil {
+		t.Fatal(err)
+	}
+	return path
+}
 
-	fbTotal, fbReserved, barTotal := 80*gib, 512*mibB, 256*mibB
-	var inv store.Inventory
-	inv.Time = TClock
-	inv.Library = "libnvidia-ml.so.1"
-	inv.Init = store.Status{Code: 0, Name: "NVML_SUCCESS"}
-	inv.InitAPI = "nvmlInit_v2"
+func commit(t testing.TB, w *store.Writer, b *store.Batch) {
+	t.Helper()
+	if err := w.Commit(b); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// inventory is two H100s.
+func inventory() store.Inventory {
+	inv := store.Inventory{Time: TClock, Library: "libnvidia-ml.so.1", InitAPI: "nvmlInit_v2",
+		Init: store.Status{Code: 0, Name: "NVML_SUCCESS"}}
 	for i := 0; i < 2; i++ {
 		u, name, bus := GPUUUID(i), "NVIDIA H100 80GB HBM3", fmt.Sprintf("00000000:%02X:00.0", 0x41+2*i)
 		ok := store.Status{Name: "NVML_SUCCESS"}
@@ -80,7 +113,12 @@ func BuildRun(t testing.TB, extraCalls int) string {
 			BAR1Total:  store.Obs[uint64]{Value: u64(barTotal), API: "nvmlDeviceGetBAR1MemoryInfo", Status: ok},
 		})
 	}
-	procs := []store.Process{
+	return inv
+}
+
+// processes are a training process on GPU 0 and its serving child on GPU 1.
+func processes() []store.Process {
+	return []store.Process{
 		{PID: PIDTrain, PPID: 1, Start: TClock + 1_000_000, Comm: "python3", Exe: "/usr/bin/python3.11", Args: []string{"python3", "train.py", "--batch", "64"},
 			Root: true, Exit: &store.Exit{Time: TFail + 300_000_000, Code: intp(1)},
 			Devices: []store.DeviceMap{{Ordinal: 0, UUID: GPUUUID(0), GPU: 0, Method: "uuid"}}},
@@ -88,12 +126,16 @@ func BuildRun(t testing.TB, extraCalls int) string {
 			Args:    []string{"serve", "--port", "8000"},
 			Devices: []store.DeviceMap{{Ordinal: 1, UUID: GPUUUID(1), GPU: 1, Method: "uuid"}}},
 	}
-	lib := store.Library{Path: "/usr/lib/x86_64-linux-gnu/libcuda.so.1", HostPath: "/usr/lib/x86_64-linux-gnu/libcuda.so.1",
-		BuildID: "abc123", Attached: Symbols, Time: TClock}
+}
 
-	ev := func(sym int, pid, tid uint32, start, end int64, res int32, dev int32, f cuda.Fields) store.Event {
-		return store.Event{Symbol: uint16(sym), PID: pid, TID: tid, Start: start, End: end, Result: res, Fields: f, Dev: dev, Ctx: 1, Stack: -1}
-	}
+func ev(sym int, pid, tid uint32, start, end int64, res int32, dev int32, f cuda.Fields) store.Event {
+	return store.Event{Symbol: uint16(sym), PID: pid, TID: tid, Start: start, End: end, Result: res, Fields: f, Dev: dev, Ctx: 1, Stack: -1}
+}
+
+// calls are the run's calls: set-up in both processes, 60 GiB of weights
+// loaded on two threads and a 24 GiB request that fails, and the serving
+// process's 2 GiB, freed at the end.
+func calls() []store.Event {
 	var events []store.Event
 	for _, p := range []struct {
 		pid uint32
@@ -105,8 +147,6 @@ func BuildRun(t testing.TB, extraCalls int) string {
 			ev(symRetain, p.pid, p.pid, p.at+5000, p.at+9000, 0, -1, cuda.Fields{Has: cuda.FieldPtr | cuda.FieldDevice, Ptr: 0xc0, Device: p.dev}),
 			ev(symSetCurrent, p.pid, p.pid, p.at+10000, p.at+12000, 0, -1, cuda.Fields{Has: cuda.FieldTarget, Target: 0xc0}))
 	}
-	// The training process loads 60 GiB of weights (6 x 10 GiB), on two
-	// threads, then asks for 24 GiB more and fails.
 	for i := 0; i < 6; i++ {
 		at := TClock + 100_000_000 + int64(i)*100_000_000
 		tid := uint32(PIDTrain + i%2)
@@ -114,57 +154,57 @@ func BuildRun(t testing.TB, extraCalls int) string {
 			cuda.Fields{Has: cuda.FieldSize | cuda.FieldPtr, Size: 10 * gib, Ptr: 0x7f0000000000 + uint64(i)<<36}))
 	}
 	events = append(events, ev(symAlloc, PIDTrain, PIDTrain, TFail-30_000, TFail, 2, 0, cuda.Fields{Has: cuda.FieldSize, Size: 24 * gib}))
-	// The serving process holds 2 GiB on GPU 1, and frees it at the end.
 	events = append(events, ev(symAlloc, PIDServe, PIDServe, TClock+150_000_000, TClock+150_020_000, 0, 1,
 		cuda.Fields{Has: cuda.FieldSize | cuda.FieldPtr, Size: 2 * gib, Ptr: 0x7e0000000000}))
-	events = append(events, ev(symFree, PIDServe, PIDServe+1, TClock+1_450_000_000, TClock+1_450_010_000, 0, 1,
+	return append(events, ev(symFree, PIDServe, PIDServe+1, TClock+1_450_000_000, TClock+1_450_010_000, 0, 1,
 		cuda.Fields{Has: cuda.FieldTarget, Target: 0x7e0000000000}))
-	if err := w.Commit(&store.Batch{Events: events, Processes: procs, Inventory: &inv, Libraries: []store.Library{lib}}); err != nil {
-		t.Fatal(err)
-	}
-	// Extra calls, in chunks, spread over the run.
+}
+
+// extra commits n successful 4 KiB alloc/free calls of the serving
+// process, in chunks, spread over the run.
+func extra(t testing.TB, w *store.Writer, n int) {
 	var chunk []store.Event
-	for i := 0; i < extraCalls; i += 2 {
-		at := TClock + 200_000_000 + int64(i)*(1_000_000_000/int64(max(extraCalls, 1)))
+	for i := 0; i < n; i += 2 {
+		at := TClock + 200_000_000 + int64(i)*(1_000_000_000/int64(max(n, 1)))
 		p := uint64(0x7d0000000000 + i*4096)
 		chunk = append(chunk,
 			ev(symAlloc, PIDServe, PIDServe+1, at, at+3000, 0, 1, cuda.Fields{Has: cuda.FieldSize | cuda.FieldPtr, Size: 4096, Ptr: p}),
 			ev(symFree, PIDServe, PIDServe+1, at+4000, at+5000, 0, 1, cuda.Fields{Has: cuda.FieldTarget, Target: p}))
 		if len(chunk) >= 10000 {
-			if err := w.Commit(&store.Batch{Events: chunk}); err != nil {
-				t.Fatal(err)
-			}
+			commit(t, w, &store.Batch{Events: chunk})
 			chunk = chunk[:0]
 		}
 	}
 	if len(chunk) > 0 {
-		if err := w.Commit(&store.Batch{Events: chunk}); err != nil {
-			t.Fatal(err)
+		commit(t, w, &store.Batch{Events: chunk})
+	}
+}
+
+// fbUsed is what NVML shows used on a GPU at t.
+func fbUsed(gpu int, t int64) uint64 {
+	if gpu == 1 {
+		if t >= TClock+150_020_000 && t < TClock+1_450_010_000 {
+			return 2 * gib
+		}
+		return 0
+	}
+	n := uint64(0)
+	for i := 0; i < 6; i++ {
+		if t >= TClock+100_040_000+int64(i)*100_000_000 {
+			n++
 		}
 	}
+	if t > TFail+250_000_000 {
+		return 0 // the process exited
+	}
+	return n * 10 * gib
+}
 
-	// Samples every 100 ms on both GPUs: framebuffer and BAR1, and one
-	// round the failure triggered.
+// samples are taken every 100 ms on both GPUs, framebuffer and BAR1, with
+// one round the failure triggered.
+func samples() []store.Sample {
 	var samples []store.Sample
 	round := uint64(0)
-	fbUsed := func(gpu int, t int64) uint64 {
-		if gpu == 1 {
-			if t >= TClock+150_020_000 && t < TClock+1_450_010_000 {
-				return 2 * gib
-			}
-			return 0
-		}
-		n := uint64(0)
-		for i := 0; i < 6; i++ {
-			if t >= TClock+100_040_000+int64(i)*100_000_000 {
-				n++
-			}
-		}
-		if t > TFail+250_000_000 {
-			return 0 // the process exited
-		}
-		return n * 10 * gib
-	}
 	add := func(t int64, trig []store.Trigger) {
 		round++
 		for g := 0; g < 2; g++ {
@@ -186,21 +226,7 @@ func BuildRun(t testing.TB, extraCalls int) string {
 			add(TFail+700_000, []store.Trigger{{PID: PIDTrain, TID: PIDTrain, Symbol: "cuMemAlloc_v2", End: TFail}})
 		}
 	}
-	xid := 31
-	kmsg := []store.KernelLog{{Time: TFail + 100_000_000, Seq: 77, Priority: 4, Xid: &xid,
-		Text: "NVRM: Xid (PCI:0000:41:00): 31, pid=4242, name=python3, Ch 00000010, MMU Fault: ENGINE GRAPHICS faulted @ 0x7f12_34560000"}}
-	markers := []store.Marker{{Time: TClock + 700_000_000, Label: "weights loaded"}}
-	if err := w.Commit(&store.Batch{Samples: samples, Kmsg: kmsg, Markers: markers}); err != nil {
-		t.Fatal(err)
-	}
-	nEvents := uint64(len(events) + extraCalls)
-	stats := store.Stats{Calls: nEvents, Events: nEvents, Samples: uint64(len(samples)), KernelLines: 1}
-	if err := w.Stop(store.StopInfo{Time: TClock + 1_600_000_000, Wall: wall.Add(1600 * time.Millisecond), Reason: "workload-exited",
-		Workload: &store.Exit{Time: TFail + 300_000_000, Code: intp(1)}, Stats: stats,
-		TriggerDelay: store.DelayStats{Count: 1, Median: 700_000, Max: 700_000}}); err != nil {
-		t.Fatal(err)
-	}
-	return path
+	return samples
 }
 
 // BuildRunNoFailure is a run with one successful allocation and no
