@@ -347,7 +347,7 @@ func (fd *finding) viewEvidence(src string, g int) []report.Evidence {
 		out = append(out, row("framebuffer reserved", smp.Reserved, "held by the driver; no allocation can use it"))
 	}
 	if smp.Used != nil {
-		out = append(out, row("framebuffer used", smp.Used, "as sampled"))
+		out = append(out, row("framebuffer used as sampled", smp.Used, fd.sampleLabel()))
 	}
 	return out
 }
@@ -393,8 +393,7 @@ func abs(v int64) int64 {
 
 // reconcileNote explains a reconciled value.
 func (fd *finding) reconcileNote() string {
-	return fmt.Sprintf("the sample read %s (%s); corrected by what the recorded processes allocated and released on this GPU between the failure and the sample",
-		report.HumanBytes(fd.seen), fd.sampleLabel())
+	return fmt.Sprintf("%s as sampled, %s; corrected by the traced calls in between", report.HumanBytes(fd.seen), fd.sampleLabel())
 }
 
 // usesBAR1 reports whether a failed mapping's path can use the aperture:
