@@ -202,11 +202,12 @@ const (
 type Src uint8
 
 const (
-	SrcNone Src = iota
-	SrcArg      // an integer argument register
-	SrcIn       // bytes read at entry through a pointer argument (or the stack)
-	SrcOutA     // bytes read at return through the first out pointer
-	SrcOutB     // bytes read at return through the second out pointer
+	SrcNone  Src = iota
+	SrcArg       // an integer argument register
+	SrcIn        // bytes read at entry through a pointer argument (or the stack)
+	SrcOutA      // bytes read at return through the first out pointer
+	SrcOutB      // bytes read at return through the second out pointer
+	SrcArray     // bytes of the first element of the array argument (read at entry)
 )
 
 // Loc locates a field: argument Index (SrcArg) or byte offset Index into a
@@ -224,6 +225,30 @@ type Capture struct {
 	Arg       int8
 	Len       uint8
 	FromStack bool
+}
+
+// Elem says what the elements of an array argument are, for decoding.
+type Elem uint8
+
+const (
+	// ElemOpaque elements are only counted.
+	ElemOpaque Elem = iota
+	// ElemAccessDesc elements are CUmemAccessDesc, decoded into
+	// Fields.Grants.
+	ElemAccessDesc
+)
+
+// ArrayCapture is an array argument the probes read at entry: the pointer
+// in argument Arg to elements of Len bytes, as many as the argument at Count
+// says, at most Max of them (the probes bound Max and Len×Max; when the
+// caller passed more, the event's array-cut flag says so and Count keeps
+// the true number).
+type ArrayCapture struct {
+	Arg   int8
+	Len   uint8
+	Count Loc // an integer argument (SrcArg)
+	Max   uint8
+	Elem  Elem
 }
 
 // Symbol is one row of the symbol table.
@@ -251,6 +276,9 @@ type Symbol struct {
 
 	// What the probes read.
 	In, OutA, OutB Capture
+	// Array is the row's array argument, if it has one; its Count is also
+	// the row's Count field.
+	Array ArrayCapture
 
 	// Where the decoder finds each field.
 	Size, Flags, Ptr, Target, Device, Peer, Count, Key Loc
@@ -279,8 +307,20 @@ func arg(i, w uint8) Loc  { return Loc{SrcArg, i, w} }
 func in(o, w uint8) Loc   { return Loc{SrcIn, o, w} }
 func outA(o, w uint8) Loc { return Loc{SrcOutA, o, w} }
 func outB(o, w uint8) Loc { return Loc{SrcOutB, o, w} }
+func arr(o, w uint8) Loc  { return Loc{SrcArray, o, w} }
 func ptrTo(a int8, n uint8) Capture {
 	return Capture{Arg: a, Len: n}
+}
+
+// arrayMax is the most elements an array capture keeps: the probes'
+// FX_ARRAY_MAX (bpf checks every row against its limits).
+const arrayMax = 8
+
+// arrayOf is an array argument: pointer in argument a, elements of n
+// bytes, their number in count; as many are kept as fit the probes'
+// buffer (FX_ARRAY_LEN, 96 bytes), at most arrayMax.
+func arrayOf(a int8, n uint8, count Loc, e Elem) ArrayCapture {
+	return ArrayCapture{Arg: a, Len: n, Count: count, Max: uint8(min(arrayMax, len(Raw{}.Arr)/int(n))), Elem: e}
 }
 
 var none = Capture{Arg: -1}
@@ -303,6 +343,11 @@ func buildSymbols() []Symbol {
 			if c.Len == 0 && !c.FromStack {
 				c.Arg = -1
 			}
+		}
+		if s.Array.Len == 0 {
+			s.Array.Arg = -1
+		} else {
+			s.Count = s.Array.Count
 		}
 		t = append(t, s)
 	}
@@ -400,13 +445,18 @@ func buildSymbols() []Symbol {
 	add(Symbol{Name: "cuMemMap", Op: OpMapping, Creates: ResVMap,
 		Ptr: arg(0, 8), Size: arg(1, 8), Target: arg(3, 8), Flags: arg(4, 8)})
 	{
-		s := Symbol{Name: "cuMemMapArrayAsync", Op: OpMapping, Target: arg(0, 8), Count: arg(1, 4)}
+		// CUarrayMapInfo is 96 bytes: one fits the probes' buffer.
+		s := Symbol{Name: "cuMemMapArrayAsync", Op: OpMapping, Target: arg(0, 8),
+			Array: arrayOf(0, 96, arg(1, 4), ElemOpaque)}
 		variants(s, "cuMemMapArrayAsync", "cuMemMapArrayAsync_ptsz")
 	}
-	// CUmemAccessDesc: location{type@0, id@4}, flags@8. The granted device
-	// is the peer; it uses BAR1 when it is not the owner.
+	// CUmemAccessDesc: location{type@0, id@4}, flags@8, an array of
+	// count. Each granted device other than the owner uses BAR1. Peer and
+	// Flags are the first descriptor's (the owner's, as NCCL and PyTorch
+	// order them); Grants has every descriptor read.
 	add(Symbol{Name: "cuMemSetAccess", Op: OpMapping, BAR1: BAR1Peer, Creates: ResAccess,
-		Ptr: arg(0, 8), Size: arg(1, 8), In: ptrTo(2, 12), Peer: in(4, 4), Flags: in(8, 4), Count: arg(3, 8)})
+		Ptr: arg(0, 8), Size: arg(1, 8), Peer: arr(4, 4), Flags: arr(8, 4),
+		Array: arrayOf(2, accessDescBytes, arg(3, 8), ElemAccessDesc)})
 	add(Symbol{Name: "cuMemExportToShareableHandle", Op: OpMapping,
 		OutA: ptrTo(0, 8), Ptr: outA(0, 8), Target: arg(1, 8), Flags: arg(2, 4)})
 	add(Symbol{Name: "cuMemImportFromShareableHandle", Op: OpMapping,
@@ -437,7 +487,9 @@ func buildSymbols() []Symbol {
 	add(Symbol{Name: "cuExternalMemoryGetMappedBuffer", Op: OpMapping, BAR1: BAR1May, Creates: ResExtBuf,
 		OutA: ptrTo(0, 8), Ptr: outA(0, 8), Target: arg(1, 8), In: ptrTo(2, 24), Size: in(8, 8), Flags: in(16, 4)})
 	{
-		s := Symbol{Name: "cuGraphicsMapResources", Op: OpMapping, Count: arg(0, 4), Target: arg(1, 8)}
+		// CUgraphicsResource handles, 8 bytes each.
+		s := Symbol{Name: "cuGraphicsMapResources", Op: OpMapping, Target: arg(1, 8),
+			Array: arrayOf(1, 8, arg(0, 4), ElemOpaque)}
 		variants(s, "cuGraphicsMapResources", "cuGraphicsMapResources_ptsz")
 	}
 
