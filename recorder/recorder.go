@@ -801,17 +801,7 @@ func (r *rec) readCounters(st bpf.Stats, err error, t int64) {
 	if err != nil {
 		return
 	}
-	r.stats.Calls = st.Calls
-	r.stats.LostCalls = st.LostCalls
-	r.stats.LostFirst = int64(st.LostFirstNs)
-	r.stats.LostLast = int64(st.LostLastNs)
-	r.stats.LostInflight = st.LostInflight
-	r.stats.TooDeep = st.TooDeep
-	r.stats.Unmatched = st.UnmatchedReturns
-	r.stats.LostProc = st.LostProc
-	r.stats.LostProcFirst = int64(st.LostProcFirstNs)
-	r.stats.StackErrors = st.StackErrors
-	r.stats.Frozen = st.Frozen
+	st.Store(&r.stats)
 	r.pending.Drops = append(r.pending.Drops, store.Drops{Time: t, Stats: r.stats})
 }
 
