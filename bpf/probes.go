@@ -37,10 +37,11 @@ type Proc = forensicFxProc
 
 // Options are fixed when the program is loaded.
 type Options struct {
-	// TraceAll records every process that calls a hooked symbol, not only
+	// TraceAll records every process that calls an attached symbol, not only
 	// tracked ones.
 	TraceAll bool
-	// FreezeOnFailure stops a process with SIGSTOP when a hooked call fails.
+	// FreezeOnFailure stops a process with SIGSTOP when a call of an
+	// attached symbol fails.
 	FreezeOnFailure bool
 	// RingBytes is the ring buffer size, a power of two (default 16 MiB).
 	RingBytes int

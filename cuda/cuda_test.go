@@ -71,7 +71,7 @@ func TestTableRows(t *testing.T) {
 }
 
 // NVIDIA's real libcuda (driver 535) is the reference for what exists:
-// every exported symbol of a hooked family must have a row.
+// every exported symbol of a family in the table must have a row.
 func TestRealLibCUDAFamiliesCovered(t *testing.T) {
 	path := filepath.Join("..", "build", "nvidia", "libcuda.so.1")
 	_, err := os.Stat(path)
@@ -105,9 +105,9 @@ func TestRealLibCUDAFamiliesCovered(t *testing.T) {
 		t.Errorf("driver 535 exports %s, which has no row in the symbol table", m)
 	}
 	if len(covered) < 60 {
-		t.Errorf("only %d hooked-family exports found: is this libcuda?", len(covered))
+		t.Errorf("only %d exports of the table's families found: is this libcuda?", len(covered))
 	}
-	t.Logf("%d exports of hooked families, all with rows", len(covered))
+	t.Logf("%d exports of the table's families, all with rows", len(covered))
 }
 
 func TestLookupResult(t *testing.T) {

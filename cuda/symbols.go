@@ -5,7 +5,7 @@ import (
 	"regexp"
 )
 
-// Op is the operation class of a hooked symbol.
+// Op is the operation class of a symbol of the table.
 type Op uint8
 
 const (
@@ -574,7 +574,7 @@ func Lookup(name string) (*Symbol, int, bool) {
 	return &Symbols[i], i, true
 }
 
-// Families lists the unversioned names of every hooked family, in table
+// Families lists the unversioned names of every family in the table, in table
 // order.
 func Families() []string {
 	var out []string
@@ -590,7 +590,7 @@ func Families() []string {
 
 var variantSuffix = regexp.MustCompile(`^(_v[0-9]+)?(_ptsz|_ptds)?$`)
 
-// FamilyOf returns the hooked family an exported libcuda name belongs to:
+// FamilyOf returns the table's family an exported libcuda name belongs to:
 // the family's name followed by an optional _vN and an optional _ptsz or
 // _ptds suffix. It is how forensic notices a variant that a newer driver
 // exports and the table lacks.

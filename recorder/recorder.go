@@ -350,7 +350,7 @@ func Run(ctx context.Context, cfg Config) (*Result, error) {
 		r.pending.Libraries = append(r.pending.Libraries, lib)
 	}
 	if attached == 0 {
-		return nil, fmt.Errorf("no hooked symbol could be attached in %s", libs[0].HostPath)
+		return nil, fmt.Errorf("no symbol of the table could be attached in %s", libs[0].HostPath)
 	}
 
 	// NVML before the workload, so the first sample precedes its calls.
@@ -652,7 +652,7 @@ func (r *rec) trackExisting(pid uint32) {
 	}
 }
 
-// attach puts the probes on every hooked symbol a library exports and
+// attach puts the probes on every symbol of the table a library exports and
 // records which were attached and which were absent.
 func (r *rec) attach(lf LibFile) store.Library {
 	lib := store.Library{Path: lf.Path, HostPath: lf.HostPath, BuildID: lf.BuildID, Device: lf.Dev, Inode: lf.Ino, Time: now()}

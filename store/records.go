@@ -141,9 +141,9 @@ type Library struct {
 	BuildID  string `json:"build_id,omitempty"`
 	Device   uint64 `json:"dev"`
 	Inode    uint64 `json:"inode"`
-	// Attached lists the hooked symbols the file exports; Absent those of
-	// the symbol table it does not. Unknown lists exported names of hooked
-	// families that the symbol table has no row for.
+	// Attached lists the symbols of the table the file exports, which the
+	// probes were attached to; Absent those it does not. Unknown lists
+	// exported names of the table's families that have no row.
 	Attached []string `json:"attached"`
 	Absent   []string `json:"absent"`
 	Unknown  []string `json:"unknown,omitempty"`
