@@ -91,13 +91,17 @@ func compare(env *benchutil.Env, bins []string, rounds, n int) error {
 // after its loop until they have been read.
 func recordCost(env *benchutil.Env, bin string, wl workload, tag string) (progCost, error) {
 	ready := filepath.Join(env.Work, "probecost."+tag+".ready")
-	goOn := filepath.Join(env.Work, "probecost."+tag+".go")
+	goOn := filepath.Join(env.Work, "probecost."+tag+".continue")
 	db := filepath.Join(env.Work, "probecost."+tag+".db")
 	state := filepath.Join(env.Work, "probecost."+tag+".state")
 	for _, p := range []string{ready, goOn, state} {
 		os.Remove(p)
 	}
-	defer os.Remove(db)
+	defer func() {
+		for _, p := range []string{ready, goOn, state, db} {
+			os.Remove(p)
+		}
+	}()
 	cmd := exec.Command(bin, "record", "-o", db, "--force", "--libcuda", env.LibCUDA, "--libnvidia-ml", env.LibNVML,
 		"--", env.Simwork, wl.script+"; touch "+ready+"; wait-file "+goOn)
 	cmd.Env = env.SimEnv(state, wl.env...)
