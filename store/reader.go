@@ -199,21 +199,13 @@ func (r *Reader) Events(fn func(*Event) error) (err error) {
 		if b == nil {
 			return fmt.Errorf("%w: no events bucket", ErrCorrupt)
 		}
-		read := 0
+		rel := releaser{r: r}
 		return b.ForEach(func(_, chunk []byte) error {
-			err := DecodeChunk(chunk, func(e *Event) error {
+			rel.read(len(chunk))
+			return DecodeChunk(chunk, func(e *Event) error {
 				e.Name = r.SymbolName(e.Symbol)
 				return fn(e)
 			})
-			// Chunks are read through bbolt's mapping of the file, and
-			// every page read stays resident: let them go every
-			// releaseEvery bytes, so a pass over a large run does not
-			// grow with the file.
-			if read += len(chunk); read >= r.releaseEvery {
-				read = 0
-				releaseMapped(r.file)
-			}
-			return err
 		})
 	})
 }
@@ -230,13 +222,32 @@ func (r *Reader) Failures(fn func(*Event) error) (err error) {
 		if b == nil {
 			return ErrNoFailureIndex
 		}
+		rel := releaser{r: r}
 		return b.ForEach(func(_, chunk []byte) error {
+			rel.read(len(chunk))
 			return DecodeChunk(chunk, func(e *Event) error {
 				e.Name = r.SymbolName(e.Symbol)
 				return fn(e)
 			})
 		})
 	})
+}
+
+// releaser lets go of the pages a long pass has read: records are read
+// through bbolt's mapping of the file and every page read stays resident,
+// so without it a pass over a large run would grow with the file.
+type releaser struct {
+	r     *Reader
+	bytes int
+}
+
+// read counts n more bytes read, releasing the mapped pages every
+// Reader.releaseEvery bytes.
+func (x *releaser) read(n int) {
+	if x.bytes += n; x.bytes >= x.r.releaseEvery {
+		x.bytes = 0
+		releaseMapped(x.r.file)
+	}
 }
 
 // LastEventEnd returns the latest return time in the last event chunk
@@ -266,7 +277,9 @@ func forEachJSON[T any](r *Reader, bucket []byte, fn func(*T) error) (err error)
 		if b == nil {
 			return fmt.Errorf("%w: no %s bucket", ErrCorrupt, bucket)
 		}
+		rel := releaser{r: r}
 		return b.ForEach(func(k, v []byte) error {
+			rel.read(len(v))
 			var t T
 			if err := json.Unmarshal(v, &t); err != nil {
 				return fmt.Errorf("%w: %s record: %v", ErrCorrupt, bucket, err)
