@@ -1,7 +1,7 @@
 /* The ABI between the BPF program and user space, defined once: bpf2go
  * generates the Go types from these structs and the Go constants from these
  * enums (-type), so kernel and user side cannot disagree on a layout or a
- * number. Nothing here is retyped in Go. */
+ * number; bpf/abi.go gives them Go names and retypes none. */
 #ifndef FORENSIC_H
 #define FORENSIC_H
 
