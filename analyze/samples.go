@@ -268,7 +268,7 @@ func (s *state) samplingSummary(sp *samplesPass) {
 		sm.NVMLInit = "no inventory recorded"
 	}
 	if s.stop != nil {
-		sm.Thinned = s.stop.Stats.SamplesDropped
+		sm.Thinned = s.stop.Stats.SamplesThinned
 	}
 	if len(sp.delays) > 0 {
 		d := append([]int64(nil), sp.delays...)

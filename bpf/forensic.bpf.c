@@ -4,10 +4,11 @@
 /* forensic: record every call of libcuda's memory API, with its arguments,
  * result, process, thread and time.
  *
- * One generic program pair serves every hooked symbol: the attach cookie is
- * the symbol's row in the Go symbol table, and the symcfg map (filled from
- * that table) says which pointers to read. The entry probe stashes the
- * argument registers per thread; the return probe emits one fx_call with the
+ * One generic program pair serves every attached symbol: the attach cookie
+ * is the symbol's row in the Go symbol table, and the symcfg map (filled
+ * from that table) says which pointers and arrays to read. The entry probe
+ * stashes the argument registers per thread; the return probe emits one
+ * fx_call (an fx_call_array for symbols with an array argument) with the
  * CUresult. The hot path is one task-local storage lookup per probe (per
  * thread: whether it is recorded, its ids, its calls in progress) plus the
  * ring buffer; hash map lookups cost 130 ns each here and are kept off it.
@@ -29,6 +30,7 @@
 #endif
 
 #define SIGSTOP 19
+#define EEXIST 17
 
 /* Set by the loader before the program is loaded. */
 const volatile __u8 trace_all = 0;         /* record any process that calls in */
@@ -59,10 +61,16 @@ struct frame {
 	__u64 ts;
 	__u64 args[6];
 	__u16 symbol;
-	__u16 flags;
-	__u32 pad;
+	__u16 flags;  /* enum fx_call_flags set at entry (probe bits only) */
+	__u8 has_arr; /* the symbol's row captures an array argument */
+	__u8 arr_n;   /* elements read into arr */
+	__u16 pad;
 	__u8 in[FX_IN_LEN];
+	__u8 arr[FX_ARRAY_LEN];
 };
+
+_Static_assert(FX_CALL_LATE_ATTACH > 0xff && FX_CALL_ARRAY_FAULT <= 0xff,
+	       "probe flags are bits 0-7, user-space flags bits 8-15");
 
 enum thread_state {
 	THREAD_UNKNOWN = 0, /* first call: look the process up */
@@ -105,10 +113,16 @@ struct {
 	__uint(value_size, FX_STACK_DEPTH * sizeof(struct bpf_stack_build_id));
 } stacks SEC(".maps");
 
-/* References that make clang emit BTF for the records, so bpf2go can
- * generate their Go types. */
+/* References that make clang emit BTF for the records and the enums, so
+ * bpf2go can generate their Go types and constants. */
 const struct fx_call *unused_fx_call __attribute__((unused));
+const struct fx_call_array *unused_fx_call_array __attribute__((unused));
 const struct fx_proc *unused_fx_proc __attribute__((unused));
+const enum fx_const *unused_fx_const __attribute__((unused));
+const enum fx_kind *unused_fx_kind __attribute__((unused));
+const enum fx_call_flags *unused_fx_call_flags __attribute__((unused));
+const enum fx_proc_what *unused_fx_proc_what __attribute__((unused));
+const enum fx_counter *unused_fx_counter __attribute__((unused));
 
 static __always_inline struct fx_stats *stats_get(void)
 {
@@ -116,16 +130,30 @@ static __always_inline struct fx_stats *stats_get(void)
 	return bpf_map_lookup_elem(&stats, &zero);
 }
 
+/* count adds one to a counter of this CPU. */
+static __always_inline void count(enum fx_counter c)
+{
+	struct fx_stats *s = stats_get();
+	if (s)
+		s->c[c]++;
+}
+
+/* count_first adds one to a counter and keeps the time of its first. */
+static __always_inline void count_first(enum fx_counter c, enum fx_counter first, __u64 now)
+{
+	struct fx_stats *s = stats_get();
+	if (!s)
+		return;
+	if (!s->c[first])
+		s->c[first] = now;
+	s->c[c]++;
+}
+
 static __always_inline void emit_proc(__u8 what, struct task_struct *task, __s32 exit_code)
 {
 	struct fx_proc *p = bpf_ringbuf_reserve(&events, sizeof(*p), 0);
 	if (!p) {
-		struct fx_stats *s = stats_get();
-		if (s) {
-			if (!s->lost_proc_first_ns)
-				s->lost_proc_first_ns = bpf_ktime_get_ns();
-			s->lost_proc++;
-		}
+		count_first(FX_CTR_LOST_PROC, FX_CTR_LOST_PROC_FIRST_NS, bpf_ktime_get_ns());
 		return;
 	}
 	p->kind = FX_KIND_PROC;
@@ -164,9 +192,45 @@ static __always_inline int admit(__u32 tgid)
 	if (!trace_all)
 		return 0;
 	__u32 one = 1;
-	if (bpf_map_update_elem(&tracked, &tgid, &one, BPF_NOEXIST) == 0)
+	long err = bpf_map_update_elem(&tracked, &tgid, &one, BPF_NOEXIST);
+	if (err == 0)
 		emit_proc(FX_PROC_FIRST_CALL, (struct task_struct *)bpf_get_current_task(), 0);
+	else if (err != -EEXIST)
+		/* The map is full: the thread's calls are recorded, but the
+		 * process's exit is not followed. Counted once per thread that
+		 * tries (its other threads fail the same way). */
+		count_first(FX_CTR_UNTRACKED, FX_CTR_UNTRACKED_FIRST_NS, bpf_ktime_get_ns());
 	return 1;
+}
+
+/* read_array reads the array argument a symbol's row names at entry:
+ * min(count, arr_max) elements, in one read. */
+static __always_inline void read_array(struct frame *f, struct fx_symcfg *cfg)
+{
+	__s8 a = cfg->arr_arg, c = cfg->arr_count_arg;
+	f->arr_n = 0;
+	if (a < 0 || a >= 6 || c < 0 || c >= 6)
+		return;
+	__u64 n = f->args[c];
+	if (cfg->arr_count_width < 8)
+		n &= 0xffffffff;
+	if (n > cfg->arr_max) {
+		n = cfg->arr_max;
+		f->flags |= FX_CALL_ARRAY_CUT;
+	}
+	/* 64-bit: a 32-bit size is zero-extended into another register after
+	 * the bound, and the verifier would not see the bound there. */
+	__u64 bytes = n * cfg->arr_len;
+	if (bytes > FX_ARRAY_LEN)
+		bytes = FX_ARRAY_LEN;
+	if (!bytes)
+		return;
+	__u64 src = f->args[a];
+	if (!src || bpf_probe_read_user(f->arr, bytes, (void *)src)) {
+		f->flags |= FX_CALL_ARRAY_FAULT;
+		return;
+	}
+	f->arr_n = n;
 }
 
 SEC("uprobe")
@@ -175,9 +239,7 @@ int call_entry(struct pt_regs *ctx)
 	struct thread *th = bpf_task_storage_get(&threads, bpf_get_current_task_btf(), 0,
 						 BPF_LOCAL_STORAGE_GET_F_CREATE);
 	if (!th) {
-		struct fx_stats *s = stats_get();
-		if (s)
-			s->lost_inflight++;
+		count(FX_CTR_LOST_INFLIGHT);
 		return 0;
 	}
 	if (th->state != THREAD_TRACKED) {
@@ -200,9 +262,7 @@ int call_entry(struct pt_regs *ctx)
 	__u32 d = th->depth;
 	if (d >= FX_MAX_DEPTH) {
 		th->depth = d + 1; /* keep returns balanced */
-		struct fx_stats *s = stats_get();
-		if (s)
-			s->too_deep++;
+		count(FX_CTR_TOO_DEEP);
 		return 0;
 	}
 	struct frame *f = &th->f[d & (FX_MAX_DEPTH - 1)];
@@ -218,6 +278,7 @@ int call_entry(struct pt_regs *ctx)
 
 	__u32 key = sym;
 	struct fx_symcfg *cfg = bpf_map_lookup_elem(&symcfg, &key);
+	f->has_arr = 0;
 	if (cfg && cfg->in_len) {
 		__u64 src = 0;
 		__s8 a = cfg->in_arg;
@@ -227,6 +288,10 @@ int call_entry(struct pt_regs *ctx)
 			src = f->args[a];
 		if (!src || bpf_probe_read_user(&f->in, FX_IN_LEN, (void *)src))
 			f->flags |= FX_CALL_IN_FAULT;
+	}
+	if (cfg && cfg->arr_len) {
+		f->has_arr = 1;
+		read_array(f, cfg);
 	}
 	th->depth = d + 1;
 	/* Last, so the time excludes the probe's own work. */
@@ -246,6 +311,27 @@ static __always_inline __u32 read_out(void *dst, __u32 size, __u8 len, __s8 arg,
 	return bpf_probe_read_user(dst, len, (void *)p) ? 1 : 0;
 }
 
+/* reserve_call takes room in the ring for one call record: an
+ * fx_call_array when the frame holds an array argument (only symbols with
+ * one pay for the larger record), else an fx_call. */
+static __always_inline struct fx_call *reserve_call(struct frame *f)
+{
+	if (!f->has_arr) {
+		struct fx_call *e = bpf_ringbuf_reserve(&events, sizeof(*e), 0);
+		if (e)
+			e->kind = FX_KIND_CALL;
+		return e;
+	}
+	struct fx_call_array *a = bpf_ringbuf_reserve(&events, sizeof(*a), 0);
+	if (!a)
+		return 0;
+	a->call.kind = FX_KIND_CALL_ARRAY;
+	a->n = f->arr_n;
+	__builtin_memset(a->pad, 0, sizeof(a->pad));
+	__builtin_memcpy(a->data, f->arr, sizeof(a->data));
+	return &a->call;
+}
+
 SEC("uretprobe")
 int call_return(struct pt_regs *ctx)
 {
@@ -258,13 +344,13 @@ int call_return(struct pt_regs *ctx)
 		return 0;
 	__u32 depth = th->depth;
 	if (depth == 0) {
-		s->unmatched_returns++;
+		s->c[FX_CTR_UNMATCHED_RETURNS]++;
 		return 0;
 	}
 	depth--;
 	th->depth = depth;
 	if (depth >= FX_MAX_DEPTH)
-		return 0; /* counted as too_deep at entry */
+		return 0; /* counted as too deep at entry */
 
 	__u16 sym = (__u16)bpf_get_attach_cookie(ctx);
 	__u32 flags = 0;
@@ -281,7 +367,7 @@ int call_return(struct pt_regs *ctx)
 			}
 		}
 		if (!found) {
-			s->unmatched_returns++;
+			s->c[FX_CTR_UNMATCHED_RETURNS]++;
 			return 0;
 		}
 		th->depth = depth;
@@ -289,18 +375,17 @@ int call_return(struct pt_regs *ctx)
 		flags |= FX_CALL_REORDERED;
 	}
 
-	s->calls++;
-	struct fx_call *e = bpf_ringbuf_reserve(&events, sizeof(*e), 0);
+	s->c[FX_CTR_CALLS]++;
+	struct fx_call *e = reserve_call(f);
 	if (!e) {
-		if (!s->lost_first_ns)
-			s->lost_first_ns = now;
-		s->lost_last_ns = now;
-		s->lost_calls++;
+		if (!s->c[FX_CTR_LOST_FIRST_NS])
+			s->c[FX_CTR_LOST_FIRST_NS] = now;
+		s->c[FX_CTR_LOST_LAST_NS] = now;
+		s->c[FX_CTR_LOST_CALLS]++;
 		return 0;
 	}
 
 	__s32 result = (__s32)PT_REGS_RC(ctx);
-	e->kind = FX_KIND_CALL;
 	e->depth = depth;
 	e->symbol = sym;
 	e->pid = th->pid;
@@ -326,7 +411,7 @@ int call_return(struct pt_regs *ctx)
 		if (result != 0 || cfg->stack) {
 			e->stack_id = bpf_get_stackid(ctx, &stacks, BPF_F_USER_STACK);
 			if (e->stack_id < 0)
-				s->stack_errors++;
+				s->c[FX_CTR_STACK_ERRORS]++;
 		}
 	}
 
@@ -338,7 +423,7 @@ int call_return(struct pt_regs *ctx)
 			 * state at the failure; user space continues it. */
 			if (bpf_send_signal(SIGSTOP) == 0) {
 				flags |= FX_CALL_FROZEN;
-				s->frozen++;
+				s->c[FX_CTR_FROZEN]++;
 			}
 		}
 	} else if (wakeup_every && ++s->unwoken >= wakeup_every) {
@@ -361,7 +446,11 @@ int BPF_PROG(proc_fork, struct task_struct *parent, struct task_struct *child)
 	if (!bpf_map_lookup_elem(&tracked, &ptgid))
 		return 0;
 	__u32 ctgid = child->tgid, one = 1;
-	bpf_map_update_elem(&tracked, &ctgid, &one, BPF_ANY);
+	if (bpf_map_update_elem(&tracked, &ctgid, &one, BPF_ANY)) {
+		/* The map is full: the child's calls will not be recorded. */
+		count_first(FX_CTR_UNTRACKED, FX_CTR_UNTRACKED_FIRST_NS, bpf_ktime_get_ns());
+		return 0;
+	}
 	emit_proc(FX_PROC_FORK, child, 0);
 	return 0;
 }

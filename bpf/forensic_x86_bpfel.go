@@ -31,6 +31,71 @@ type forensicFxCall struct {
 	Outb    [8]uint8
 }
 
+type forensicFxCallArray struct {
+	_    structs.HostLayout
+	Call forensicFxCall
+	N    uint8
+	Pad  [7]uint8
+	Data [96]uint8
+}
+
+type forensicFxCallFlags uint32
+
+const (
+	forensicFxCallFlagsFX_CALL_FROZEN      forensicFxCallFlags = 1
+	forensicFxCallFlagsFX_CALL_IN_FAULT    forensicFxCallFlags = 2
+	forensicFxCallFlagsFX_CALL_OUTA_FAULT  forensicFxCallFlags = 4
+	forensicFxCallFlagsFX_CALL_OUTB_FAULT  forensicFxCallFlags = 8
+	forensicFxCallFlagsFX_CALL_REORDERED   forensicFxCallFlags = 16
+	forensicFxCallFlagsFX_CALL_ARRAY_CUT   forensicFxCallFlags = 32
+	forensicFxCallFlagsFX_CALL_ARRAY_FAULT forensicFxCallFlags = 64
+	forensicFxCallFlagsFX_CALL_LATE_ATTACH forensicFxCallFlags = 256
+)
+
+type forensicFxConst uint32
+
+const (
+	forensicFxConstFX_MAX_SYMBOLS  forensicFxConst = 512
+	forensicFxConstFX_MAX_DEPTH    forensicFxConst = 4
+	forensicFxConstFX_IN_LEN       forensicFxConst = 32
+	forensicFxConstFX_OUTA_LEN     forensicFxConst = 32
+	forensicFxConstFX_OUTB_LEN     forensicFxConst = 8
+	forensicFxConstFX_COMM_LEN     forensicFxConst = 16
+	forensicFxConstFX_FILENAME_LEN forensicFxConst = 128
+	forensicFxConstFX_ARGS_LEN     forensicFxConst = 256
+	forensicFxConstFX_STACK_DEPTH  forensicFxConst = 64
+	forensicFxConstFX_IN_STACK     forensicFxConst = 6
+	forensicFxConstFX_ARRAY_MAX    forensicFxConst = 8
+	forensicFxConstFX_ARRAY_LEN    forensicFxConst = 96
+)
+
+type forensicFxCounter uint32
+
+const (
+	forensicFxCounterFX_CTR_CALLS              forensicFxCounter = 0
+	forensicFxCounterFX_CTR_LOST_CALLS         forensicFxCounter = 1
+	forensicFxCounterFX_CTR_LOST_FIRST_NS      forensicFxCounter = 2
+	forensicFxCounterFX_CTR_LOST_LAST_NS       forensicFxCounter = 3
+	forensicFxCounterFX_CTR_LOST_INFLIGHT      forensicFxCounter = 4
+	forensicFxCounterFX_CTR_TOO_DEEP           forensicFxCounter = 5
+	forensicFxCounterFX_CTR_UNMATCHED_RETURNS  forensicFxCounter = 6
+	forensicFxCounterFX_CTR_LOST_PROC          forensicFxCounter = 7
+	forensicFxCounterFX_CTR_LOST_PROC_FIRST_NS forensicFxCounter = 8
+	forensicFxCounterFX_CTR_STACK_ERRORS       forensicFxCounter = 9
+	forensicFxCounterFX_CTR_FROZEN             forensicFxCounter = 10
+	forensicFxCounterFX_CTR_UNTRACKED          forensicFxCounter = 11
+	forensicFxCounterFX_CTR_UNTRACKED_FIRST_NS forensicFxCounter = 12
+	forensicFxCounterFX_COUNTER_MAX            forensicFxCounter = 13
+)
+
+type forensicFxKind uint32
+
+const (
+	forensicFxKindFX_KIND_CALL       forensicFxKind = 1
+	forensicFxKindFX_KIND_PROC       forensicFxKind = 2
+	forensicFxKindFX_KIND_CALL_ARRAY forensicFxKind = 3
+)
+
 type forensicFxProc struct {
 	_        structs.HostLayout
 	Kind     uint8
@@ -48,32 +113,37 @@ type forensicFxProc struct {
 	Args     [256]int8
 }
 
+type forensicFxProcWhat uint32
+
+const (
+	forensicFxProcWhatFX_PROC_FORK       forensicFxProcWhat = 1
+	forensicFxProcWhatFX_PROC_EXEC       forensicFxProcWhat = 2
+	forensicFxProcWhatFX_PROC_EXIT       forensicFxProcWhat = 3
+	forensicFxProcWhatFX_PROC_FIRST_CALL forensicFxProcWhat = 4
+)
+
 type forensicFxStats struct {
-	_                structs.HostLayout
-	Calls            uint64
-	LostCalls        uint64
-	LostFirstNs      uint64
-	LostLastNs       uint64
-	LostInflight     uint64
-	TooDeep          uint64
-	UnmatchedReturns uint64
-	LostProc         uint64
-	LostProcFirstNs  uint64
-	StackErrors      uint64
-	Frozen           uint64
-	Unwoken          uint64
+	_       structs.HostLayout
+	C       [13]uint64
+	Unwoken uint64
 }
 
 type forensicFxSymcfg struct {
-	_       structs.HostLayout
-	InArg   int8
-	InLen   uint8
-	OutaArg int8
-	OutaLen uint8
-	OutbArg int8
-	OutbLen uint8
-	Stack   uint8
-	Pad     uint8
+	_             structs.HostLayout
+	InArg         int8
+	InLen         uint8
+	OutaArg       int8
+	OutaLen       uint8
+	OutbArg       int8
+	OutbLen       uint8
+	Stack         uint8
+	Pad           uint8
+	ArrArg        int8
+	ArrLen        uint8
+	ArrCountArg   int8
+	ArrCountWidth uint8
+	ArrMax        uint8
+	Pad2          [3]uint8
 }
 
 type forensicThread struct {
@@ -88,8 +158,11 @@ type forensicThread struct {
 		Args   [6]uint64
 		Symbol uint16
 		Flags  uint16
-		Pad    uint32
+		HasArr uint8
+		ArrN   uint8
+		Pad    uint16
 		In     [32]uint8
+		Arr    [96]uint8
 	}
 }
 
@@ -97,22 +170,28 @@ type forensicThread struct {
 //
 // Used for safe lookups in a Collection or CollectionSpec.
 const (
-	forensicMapEvents          = "events"
-	forensicMapStacks          = "stacks"
-	forensicMapStats           = "stats"
-	forensicMapSymcfg          = "symcfg"
-	forensicMapThreads         = "threads"
-	forensicMapTracked         = "tracked"
-	forensicProgCallEntry      = "call_entry"
-	forensicProgCallReturn     = "call_return"
-	forensicProgProcExec       = "proc_exec"
-	forensicProgProcExit       = "proc_exit"
-	forensicProgProcFork       = "proc_fork"
-	forensicVarFreezeOnFailure = "freeze_on_failure"
-	forensicVarTraceAll        = "trace_all"
-	forensicVarUnusedFxCall    = "unused_fx_call"
-	forensicVarUnusedFxProc    = "unused_fx_proc"
-	forensicVarWakeupEvery     = "wakeup_every"
+	forensicMapEvents            = "events"
+	forensicMapStacks            = "stacks"
+	forensicMapStats             = "stats"
+	forensicMapSymcfg            = "symcfg"
+	forensicMapThreads           = "threads"
+	forensicMapTracked           = "tracked"
+	forensicProgCallEntry        = "call_entry"
+	forensicProgCallReturn       = "call_return"
+	forensicProgProcExec         = "proc_exec"
+	forensicProgProcExit         = "proc_exit"
+	forensicProgProcFork         = "proc_fork"
+	forensicVarFreezeOnFailure   = "freeze_on_failure"
+	forensicVarTraceAll          = "trace_all"
+	forensicVarUnusedFxCall      = "unused_fx_call"
+	forensicVarUnusedFxCallArray = "unused_fx_call_array"
+	forensicVarUnusedFxCallFlags = "unused_fx_call_flags"
+	forensicVarUnusedFxConst     = "unused_fx_const"
+	forensicVarUnusedFxCounter   = "unused_fx_counter"
+	forensicVarUnusedFxKind      = "unused_fx_kind"
+	forensicVarUnusedFxProc      = "unused_fx_proc"
+	forensicVarUnusedFxProcWhat  = "unused_fx_proc_what"
+	forensicVarWakeupEvery       = "wakeup_every"
 )
 
 // loadForensic returns the embedded CollectionSpec for forensic.
@@ -180,11 +259,17 @@ type forensicMapSpecs struct {
 //
 // It can be passed ebpf.CollectionSpec.Assign.
 type forensicVariableSpecs struct {
-	FreezeOnFailure *ebpf.VariableSpec `ebpf:"freeze_on_failure"`
-	TraceAll        *ebpf.VariableSpec `ebpf:"trace_all"`
-	UnusedFxCall    *ebpf.VariableSpec `ebpf:"unused_fx_call"`
-	UnusedFxProc    *ebpf.VariableSpec `ebpf:"unused_fx_proc"`
-	WakeupEvery     *ebpf.VariableSpec `ebpf:"wakeup_every"`
+	FreezeOnFailure   *ebpf.VariableSpec `ebpf:"freeze_on_failure"`
+	TraceAll          *ebpf.VariableSpec `ebpf:"trace_all"`
+	UnusedFxCall      *ebpf.VariableSpec `ebpf:"unused_fx_call"`
+	UnusedFxCallArray *ebpf.VariableSpec `ebpf:"unused_fx_call_array"`
+	UnusedFxCallFlags *ebpf.VariableSpec `ebpf:"unused_fx_call_flags"`
+	UnusedFxConst     *ebpf.VariableSpec `ebpf:"unused_fx_const"`
+	UnusedFxCounter   *ebpf.VariableSpec `ebpf:"unused_fx_counter"`
+	UnusedFxKind      *ebpf.VariableSpec `ebpf:"unused_fx_kind"`
+	UnusedFxProc      *ebpf.VariableSpec `ebpf:"unused_fx_proc"`
+	UnusedFxProcWhat  *ebpf.VariableSpec `ebpf:"unused_fx_proc_what"`
+	WakeupEvery       *ebpf.VariableSpec `ebpf:"wakeup_every"`
 }
 
 // forensicObjects contains all objects after they have been loaded into the kernel.
@@ -230,11 +315,17 @@ func (m *forensicMaps) Close() error {
 //
 // It can be passed to loadForensicObjects or ebpf.CollectionSpec.LoadAndAssign.
 type forensicVariables struct {
-	FreezeOnFailure *ebpf.Variable `ebpf:"freeze_on_failure"`
-	TraceAll        *ebpf.Variable `ebpf:"trace_all"`
-	UnusedFxCall    *ebpf.Variable `ebpf:"unused_fx_call"`
-	UnusedFxProc    *ebpf.Variable `ebpf:"unused_fx_proc"`
-	WakeupEvery     *ebpf.Variable `ebpf:"wakeup_every"`
+	FreezeOnFailure   *ebpf.Variable `ebpf:"freeze_on_failure"`
+	TraceAll          *ebpf.Variable `ebpf:"trace_all"`
+	UnusedFxCall      *ebpf.Variable `ebpf:"unused_fx_call"`
+	UnusedFxCallArray *ebpf.Variable `ebpf:"unused_fx_call_array"`
+	UnusedFxCallFlags *ebpf.Variable `ebpf:"unused_fx_call_flags"`
+	UnusedFxConst     *ebpf.Variable `ebpf:"unused_fx_const"`
+	UnusedFxCounter   *ebpf.Variable `ebpf:"unused_fx_counter"`
+	UnusedFxKind      *ebpf.Variable `ebpf:"unused_fx_kind"`
+	UnusedFxProc      *ebpf.Variable `ebpf:"unused_fx_proc"`
+	UnusedFxProcWhat  *ebpf.Variable `ebpf:"unused_fx_proc_what"`
+	WakeupEvery       *ebpf.Variable `ebpf:"wakeup_every"`
 }
 
 // forensicPrograms contains all programs after they have been loaded into the kernel.

@@ -1,10 +1,11 @@
 // Package bpf loads forensic's eBPF program and decodes what it emits.
 //
-// The C program (forensic.bpf.c) and the record layouts (forensic.h) are
-// the single definition; bpf2go generates the Go types from them. One
-// generic entry/return program pair serves every hooked libcuda symbol: the
-// attach cookie is the symbol's id in [cuda.Symbols], and the capture
-// configuration for each id is derived from that table by [Load].
+// The C program (forensic.bpf.c) and its header (forensic.h) are the single
+// definition of the records, flags, limits and counters; bpf2go generates
+// the Go types and constants from them (abi.go gives those readable names).
+// One generic entry/return program pair serves every attached libcuda
+// symbol: the attach cookie is the symbol's id in [cuda.Symbols], and the
+// capture configuration for each id is derived from that table by [Load].
 package bpf
 
 import (
@@ -22,50 +23,34 @@ import (
 	"github.com/retrivium/forensic/cuda"
 )
 
-// Record kinds (enum fx_kind).
-const (
-	KindCall = 1
-	KindProc = 2
-)
-
-// Process lifecycle changes (enum fx_proc_what).
-const (
-	ProcFork      = 1
-	ProcExec      = 2
-	ProcExit      = 3
-	ProcFirstCall = 4
-)
-
-// Call flags (enum fx_call_flags).
-const (
-	CallFrozen    = 1 << 0
-	CallInFault   = 1 << 1
-	CallOutAFault = 1 << 2
-	CallOutBFault = 1 << 3
-	CallReordered = 1 << 4
-)
-
-// Call is one completed hooked call, as the probes emitted it.
-type Call = forensicFxCall
+// Call is one completed call of an attached symbol, as the probes emitted
+// it: an fx_call record, or an fx_call_array for a symbol whose row
+// captures an array argument (then ArrayN elements are in Array).
+type Call struct {
+	forensicFxCall
+	ArrayN uint8
+	Array  [arrayLen]byte
+}
 
 // Proc is one lifecycle change of a tracked process.
 type Proc = forensicFxProc
 
-// Stats are the probes' loss and health counters, summed over CPUs.
-type Stats = forensicFxStats
-
 // Options are fixed when the program is loaded.
 type Options struct {
-	// TraceAll records every process that calls a hooked symbol, not only
+	// TraceAll records every process that calls an attached symbol, not only
 	// tracked ones.
 	TraceAll bool
-	// FreezeOnFailure stops a process with SIGSTOP when a hooked call fails.
+	// FreezeOnFailure stops a process with SIGSTOP when a call of an
+	// attached symbol fails.
 	FreezeOnFailure bool
 	// RingBytes is the ring buffer size, a power of two (default 16 MiB).
 	RingBytes int
 	// StackAll captures the user stack of successful calls of symbols whose
 	// row asks for it (device allocations), not only of failures.
 	StackAll bool
+	// maxTracked replaces the size of the tracked-process map (tests fill
+	// it to see what the probes count when it is full).
+	maxTracked uint32
 }
 
 // Objects are the loaded program and its maps.
@@ -100,6 +85,9 @@ func Load(opts Options) (*Objects, error) {
 		return nil, fmt.Errorf("parse BPF object: %w", err)
 	}
 	spec.Maps[forensicMapEvents].MaxEntries = uint32(opts.RingBytes)
+	if opts.maxTracked > 0 {
+		spec.Maps[forensicMapTracked].MaxEntries = opts.maxTracked
+	}
 	set := func(name string, v any) error {
 		vs, ok := spec.Variables[name]
 		if !ok {
@@ -115,7 +103,7 @@ func Load(opts Options) (*Objects, error) {
 	}
 	// Wake the reader after every eighth of the ring's records per CPU,
 	// so a burst cannot overrun a reader that only polls.
-	if err := set(forensicVarWakeupEvery, max(uint64(64), uint64(opts.RingBytes)/recordBytes/8)); err != nil {
+	if err := set(forensicVarWakeupEvery, max(uint64(64), uint64(opts.RingBytes/recordBytes/8))); err != nil {
 		return nil, err
 	}
 	o := &Objects{}
@@ -136,19 +124,17 @@ func Load(opts Options) (*Objects, error) {
 		return nil, fmt.Errorf("load BPF program: %w", err)
 	}
 	for id := range cuda.Symbols {
-		cfg := SymCfg(&cuda.Symbols[id], opts.StackAll)
-		if err := o.objs.Symcfg.Put(uint32(id), cfg); err != nil {
+		cfg, err := SymCfg(&cuda.Symbols[id], opts.StackAll)
+		if err == nil {
+			err = o.objs.Symcfg.Put(uint32(id), cfg)
+		}
+		if err != nil {
 			o.Close()
 			return nil, fmt.Errorf("configure symbol %s: %w", cuda.Symbols[id].Name, err)
 		}
 	}
 	return o, nil
 }
-
-const maxSymbols = 512 // FX_MAX_SYMBOLS
-
-// recordBytes is what one call record takes in the ring (with its header).
-const recordBytes = 168
 
 func boolByte(b bool) uint8 {
 	if b {
@@ -157,12 +143,13 @@ func boolByte(b bool) uint8 {
 	return 0
 }
 
-// inStack is FX_IN_STACK: read the in-struct from the stack.
-const inStack = 6
-
-// SymCfg is the capture configuration the probes use for one row.
-func SymCfg(s *cuda.Symbol, stackAll bool) forensicFxSymcfg {
-	c := forensicFxSymcfg{InArg: -1, OutaArg: -1, OutbArg: -1}
+// SymCfg is the capture configuration the probes use for one row. A row
+// asking for more than the record holds is an error.
+func SymCfg(s *cuda.Symbol, stackAll bool) (forensicFxSymcfg, error) {
+	c := forensicFxSymcfg{InArg: -1, OutaArg: -1, OutbArg: -1, ArrArg: -1, ArrCountArg: -1}
+	if int(s.In.Len) > inLen || int(s.OutA.Len) > outALen || int(s.OutB.Len) > outBLen {
+		return c, fmt.Errorf("%s: capture longer than the record's buffers", s.Name)
+	}
 	if s.In.Len > 0 {
 		c.InArg, c.InLen = s.In.Arg, s.In.Len
 		if s.In.FromStack {
@@ -178,7 +165,14 @@ func SymCfg(s *cuda.Symbol, stackAll bool) forensicFxSymcfg {
 	if stackAll && s.Stack {
 		c.Stack = 1
 	}
-	return c
+	if a := s.Array; a.Len > 0 {
+		if int(a.Max) > arrayMax || int(a.Max)*int(a.Len) > arrayLen || a.Count.Src != cuda.SrcArg || a.Count.Index > 5 {
+			return c, fmt.Errorf("%s: array capture %+v does not fit the probes' limits", s.Name, a)
+		}
+		c.ArrArg, c.ArrLen, c.ArrMax = a.Arg, a.Len, a.Max
+		c.ArrCountArg, c.ArrCountWidth = int8(a.Count.Index), a.Count.Width
+	}
+	return c, nil
 }
 
 // Close unloads the program and its maps (links must be closed first).
@@ -201,38 +195,13 @@ func (o *Objects) NewReader() (*ringbuf.Reader, error) {
 	return ringbuf.NewReader(o.objs.Events)
 }
 
-// Stats sums the per-CPU counters. The lost-call times are the earliest
-// first and latest last over all CPUs.
+// Stats reads the loss and health counters, combined over CPUs.
 func (o *Objects) Stats() (Stats, error) {
 	var per []forensicFxStats
 	if err := o.objs.Stats.Lookup(uint32(0), &per); err != nil {
 		return Stats{}, err
 	}
-	var s Stats
-	for _, c := range per {
-		s.Calls += c.Calls
-		s.LostCalls += c.LostCalls
-		s.LostFirstNs = minNonZero(s.LostFirstNs, c.LostFirstNs)
-		s.LostLastNs = max(s.LostLastNs, c.LostLastNs)
-		s.LostInflight += c.LostInflight
-		s.TooDeep += c.TooDeep
-		s.UnmatchedReturns += c.UnmatchedReturns
-		s.LostProc += c.LostProc
-		s.LostProcFirstNs = minNonZero(s.LostProcFirstNs, c.LostProcFirstNs)
-		s.StackErrors += c.StackErrors
-		s.Frozen += c.Frozen
-	}
-	return s, nil
-}
-
-func minNonZero(a, b uint64) uint64 {
-	if a == 0 {
-		return b
-	}
-	if b == 0 {
-		return a
-	}
-	return min(a, b)
+	return sumCPUs(per), nil
 }
 
 // StackFrame is one user stack frame as the kernel stored it: a build id
@@ -250,9 +219,6 @@ const (
 	StackBuildID = 1
 	StackIP      = 2
 )
-
-// stackDepth is FX_STACK_DEPTH.
-const stackDepth = 64
 
 // Stack reads the user stack of a stack id, innermost frame first.
 func (o *Objects) Stack(id int32) ([]StackFrame, error) {
@@ -351,17 +317,13 @@ func CloseLinks(links []link.Link) {
 // look for leftovers after a recorder is killed.
 var ProgramNames = []string{"call_entry", "call_return", "proc_fork", "proc_exec", "proc_exit"}
 
-var (
-	callSize = int(unsafe.Sizeof(Call{}))
-	procSize = int(unsafe.Sizeof(Proc{}))
-)
-
 // ErrShortRecord: a ring buffer record shorter than its kind's layout.
 var ErrShortRecord = errors.New("short ring buffer record")
 
 // Decode interprets one ring buffer record. It accepts any bytes: a record
-// of unknown kind or wrong size is an error, never a panic.
-func Decode(rec []byte, call *Call, proc *Proc) (kind int, err error) {
+// of unknown kind or wrong size is an error, never a panic. Both call
+// record kinds decode into call and return KindCall.
+func Decode(rec []byte, call *Call, proc *Proc) (kind uint8, err error) {
 	if len(rec) == 0 {
 		return 0, ErrShortRecord
 	}
@@ -370,7 +332,15 @@ func Decode(rec []byte, call *Call, proc *Proc) (kind int, err error) {
 		if len(rec) < callSize {
 			return 0, fmt.Errorf("%w: call record of %d bytes", ErrShortRecord, len(rec))
 		}
-		*call = *(*Call)(unsafe.Pointer(&rec[0]))
+		call.forensicFxCall = *(*forensicFxCall)(unsafe.Pointer(&rec[0]))
+		call.ArrayN = 0
+		return KindCall, nil
+	case KindCallArray:
+		if len(rec) < callArraySize {
+			return 0, fmt.Errorf("%w: call record of %d bytes", ErrShortRecord, len(rec))
+		}
+		a := (*forensicFxCallArray)(unsafe.Pointer(&rec[0]))
+		call.forensicFxCall, call.ArrayN, call.Array = a.Call, a.N, a.Data
 		return KindCall, nil
 	case KindProc:
 		if len(rec) < procSize {
@@ -388,6 +358,9 @@ func (c *Call) Raw() cuda.Raw {
 	r.InOK = c.Flags&CallInFault == 0
 	r.OutAOK = c.Result == 0 && c.Flags&CallOutAFault == 0
 	r.OutBOK = c.Result == 0 && c.Flags&CallOutBFault == 0
+	if c.Kind == KindCallArray && c.Flags&CallArrayFault == 0 {
+		r.Arr, r.ArrN, r.ArrOK = c.Array, c.ArrayN, true
+	}
 	return r
 }
 

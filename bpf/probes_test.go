@@ -1,11 +1,16 @@
 package bpf
 
 import (
+	"encoding/binary"
+	"reflect"
 	"testing"
 	"unsafe"
 
+	"github.com/cilium/ebpf/btf"
+
 	"github.com/retrivium/forensic/cuda"
 	"github.com/retrivium/forensic/internal/e2eenv"
+	"github.com/retrivium/forensic/store"
 )
 
 // The verifier is the real test of the C program: load it into this kernel.
@@ -21,14 +26,18 @@ func TestLoadVerifies(t *testing.T) {
 		if err := o.objs.Symcfg.Lookup(uint32(id), &got); err != nil {
 			t.Fatal(err)
 		}
-		if got.OutaArg != 0 || got.OutaLen != 8 {
-			t.Errorf("cuMemAlloc_v2 capture config = %+v, want out pointer arg 0, 8 bytes", got)
+		if got.OutaArg != 0 || got.OutaLen != 8 || got.ArrLen != 0 {
+			t.Errorf("cuMemAlloc_v2 capture config = %+v, want out pointer arg 0, 8 bytes, no array", got)
 		}
-		if want := uint8(0); opts.StackAll {
-			want = 1
-			if got.Stack != want {
-				t.Errorf("stack flag = %d, want %d", got.Stack, want)
-			}
+		if want := boolByte(opts.StackAll); got.Stack != want {
+			t.Errorf("stack flag = %d, want %d", got.Stack, want)
+		}
+		_, sa, _ := cuda.Lookup("cuMemSetAccess")
+		if err := o.objs.Symcfg.Lookup(uint32(sa), &got); err != nil {
+			t.Fatal(err)
+		}
+		if got.ArrArg != 2 || got.ArrLen != 12 || got.ArrCountArg != 3 || got.ArrCountWidth != 8 || got.ArrMax != 8 {
+			t.Errorf("cuMemSetAccess capture config = %+v, want 8 descriptors of 12 bytes at arg 2, count in arg 3", got)
 		}
 		links, err := o.AttachLifecycle()
 		if err != nil {
@@ -44,32 +53,86 @@ func TestLoadVerifies(t *testing.T) {
 func TestDecodeRejectsBadRecords(t *testing.T) {
 	var c Call
 	var p Proc
-	for _, rec := range [][]byte{nil, {KindCall}, {KindProc, 0, 0}, {9, 1, 2, 3}, make([]byte, 8)} {
+	for _, rec := range [][]byte{nil, {KindCall}, {KindProc, 0, 0}, {9, 1, 2, 3}, make([]byte, 8),
+		append([]byte{KindCallArray}, make([]byte, callSize)...)} {
 		if _, err := Decode(rec, &c, &p); err == nil {
 			t.Errorf("Decode(%v) = nil error", rec)
 		}
 	}
-	rec := make([]byte, unsafe.Sizeof(Call{}))
+	rec := make([]byte, callSize)
 	rec[0] = KindCall
 	rec[2] = 7 // symbol, little-endian
 	kind, err := Decode(rec, &c, &p)
-	if err != nil || kind != KindCall || c.Symbol != 7 {
-		t.Fatalf("Decode = %d, %v, symbol %d", kind, err, c.Symbol)
+	if err != nil || kind != KindCall || c.Symbol != 7 || c.ArrayN != 0 {
+		t.Fatalf("Decode = %d, %v, symbol %d, %d array elements", kind, err, c.Symbol, c.ArrayN)
+	}
+}
+
+// A call of a symbol with an array argument comes as an fx_call_array
+// record; it decodes into the same Call, and its elements reach the
+// decoder: [owner GPU 0, peer GPU 1] becomes two grants.
+func TestDecodeArrayRecord(t *testing.T) {
+	_, id, _ := cuda.Lookup("cuMemSetAccess")
+	var a forensicFxCallArray
+	a.Call.Kind, a.Call.Symbol, a.Call.Result = KindCallArray, uint16(id), 205
+	a.Call.Args = [6]uint64{0x7f0000000000, 64 << 20, 0x1000, 2}
+	a.N = 2
+	for i, d := range [][3]uint32{{1, 0, 3}, {1, 1, 3}} {
+		for j, v := range d {
+			binary.LittleEndian.PutUint32(a.Data[i*12+j*4:], v)
+		}
+	}
+	rec := unsafe.Slice((*byte)(unsafe.Pointer(&a)), callArraySize)
+	var c Call
+	var p Proc
+	kind, err := Decode(rec, &c, &p)
+	if err != nil || kind != KindCall || c.ArrayN != 2 || c.Result != 205 {
+		t.Fatalf("Decode = %d, %v, %d elements, result %d", kind, err, c.ArrayN, c.Result)
+	}
+	raw := c.Raw()
+	f := cuda.Symbols[id].Decode(&raw)
+	want := []cuda.Grant{{Type: 1, Device: 0, Flags: 3}, {Type: 1, Device: 1, Flags: 3}}
+	if f.Items != 2 || !reflect.DeepEqual(f.Grants, want) || f.Count != 2 {
+		t.Fatalf("decoded %d items, grants %+v, count %d", f.Items, f.Grants, f.Count)
+	}
+	// A read that faulted leaves the elements out rather than guessing.
+	c.Flags |= CallArrayFault
+	raw = c.Raw()
+	if f := cuda.Symbols[id].Decode(&raw); f.Has&cuda.FieldItems != 0 || f.Grants != nil {
+		t.Fatalf("elements decoded from a faulted read: %+v", f)
 	}
 }
 
 func TestSymCfgFollowsTable(t *testing.T) {
 	for i := range cuda.Symbols {
 		s := &cuda.Symbols[i]
-		c := SymCfg(s, true)
+		c, err := SymCfg(s, true)
+		if err != nil {
+			t.Errorf("%s: %v", s.Name, err)
+			continue
+		}
 		if s.In.FromStack && c.InArg != inStack {
 			t.Errorf("%s: stack-passed struct not read from the stack", s.Name)
 		}
-		if c.InLen > 32 || c.OutaLen > 32 || c.OutbLen > 8 {
-			t.Errorf("%s: capture longer than the record's buffers: %+v", s.Name, c)
-		}
 		if s.OutA.Len > 0 && (c.OutaArg < 0 || c.OutaArg > 5) {
 			t.Errorf("%s: out pointer argument %d", s.Name, c.OutaArg)
+		}
+		if a := s.Array; a.Len > 0 && (c.ArrArg != a.Arg || c.ArrLen != a.Len || c.ArrMax != a.Max ||
+			c.ArrCountArg != int8(a.Count.Index) || c.ArrCountWidth != a.Count.Width) {
+			t.Errorf("%s: array capture %+v, probes configured %+v", s.Name, a, c)
+		}
+		if s.Array.Len == 0 && c.ArrLen != 0 {
+			t.Errorf("%s: array capture configured for a row without one", s.Name)
+		}
+	}
+	// A row asking for more than the probes hold is refused, not cut.
+	for _, bad := range []cuda.Symbol{
+		{Name: "in", In: cuda.Capture{Arg: 1, Len: uint8(inLen + 1)}},
+		{Name: "array", Array: cuda.ArrayCapture{Arg: 1, Len: 16, Max: uint8(arrayMax), Count: cuda.Loc{Src: cuda.SrcArg, Index: 2, Width: 4}}},
+		{Name: "count", Array: cuda.ArrayCapture{Arg: 1, Len: 8, Max: 1, Count: cuda.Loc{Src: cuda.SrcIn, Index: 2, Width: 4}}},
+	} {
+		if _, err := SymCfg(&bad, false); err == nil {
+			t.Errorf("SymCfg(%+v) accepted", bad)
 		}
 	}
 }
@@ -77,10 +140,14 @@ func TestSymCfgFollowsTable(t *testing.T) {
 // FuzzDecodeRecord: any bytes from the ring buffer decode or fail cleanly,
 // and a decoded call converts to the decoder's input without panicking.
 func FuzzDecodeRecord(f *testing.F) {
-	call := make([]byte, unsafe.Sizeof(Call{}))
+	call := make([]byte, callSize)
 	call[0] = KindCall
 	f.Add(call)
-	proc := make([]byte, unsafe.Sizeof(Proc{}))
+	array := make([]byte, callArraySize)
+	array[0] = KindCallArray
+	array[callSize] = 200 // more elements than the buffer holds
+	f.Add(array)
+	proc := make([]byte, procSize)
 	proc[0] = KindProc
 	f.Add(proc)
 	f.Add([]byte{})
@@ -103,10 +170,82 @@ func FuzzDecodeRecord(f *testing.F) {
 	})
 }
 
-// recordBytes sizes the wake-up threshold: a call record plus the ring
-// buffer's 8-byte header.
-func TestRecordBytes(t *testing.T) {
-	if callSize+8 != recordBytes {
-		t.Fatalf("a call record takes %d bytes in the ring, recordBytes says %d", callSize+8, recordBytes)
+// What the generated Go types cannot carry by themselves: the array
+// lengths in the structs are the header's constants, and the common call
+// record (every successful cuMemAlloc pays for each byte) stays at its
+// size.
+func TestABILengths(t *testing.T) {
+	var c forensicFxCall
+	var a forensicFxCallArray
+	var p forensicFxProc
+	var th forensicThread
+	tests := []struct {
+		what      string
+		got, want int
+	}{
+		{"fx_call.in", len(c.In), inLen},
+		{"fx_call.outa", len(c.Outa), outALen},
+		{"fx_call.outb", len(c.Outb), outBLen},
+		{"fx_call_array.data", len(a.Data), arrayLen},
+		{"fx_proc.comm", len(p.Comm), commLen},
+		{"fx_proc.filename", len(p.Filename), fileLen},
+		{"fx_proc.args", len(p.Args), argsLen},
+		{"thread frames", len(th.F), maxDepth},
+		{"frame array buffer", len(th.F[0].Arr), arrayLen},
+		{"fx_stats counters", len(forensicFxStats{}.C), counterMax},
+		{"common record in the ring", recordBytes, 168},
+		{"a stack frame", int(unsafe.Sizeof(StackFrame{})), 32}, // struct bpf_stack_build_id
+	}
+	for _, tt := range tests {
+		if tt.got != tt.want {
+			t.Errorf("%s: %d, want %d", tt.what, tt.got, tt.want)
+		}
+	}
+	if arrayMax*12 > arrayLen {
+		t.Errorf("%d access descriptors do not fit the %d-byte array buffer", arrayMax, arrayLen)
+	}
+	spec, err := loadForensic()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got, want := spec.Maps[forensicMapStacks].ValueSize, uint32(stackDepth)*uint32(unsafe.Sizeof(StackFrame{})); got != want {
+		t.Errorf("stacks map values are %d bytes, Stack reads %d", got, want)
+	}
+	if got := spec.Maps[forensicMapSymcfg].MaxEntries; got != uint32(maxSymbols) {
+		t.Errorf("symcfg map holds %d symbols, Load checks against %d", got, maxSymbols)
+	}
+}
+
+// run.db stores the probes' call flags bit for bit: every enumerator of
+// enum fx_call_flags (read from the BTF of the compiled object, so a new
+// one cannot be missed) has its store.Event flag with the same value.
+func TestCallFlagsAreStoredFlags(t *testing.T) {
+	stored := map[string]uint32{
+		"FX_CALL_FROZEN": store.EventFrozen, "FX_CALL_IN_FAULT": store.EventInFault,
+		"FX_CALL_OUTA_FAULT": store.EventOutFault, "FX_CALL_OUTB_FAULT": store.EventOutBFault,
+		"FX_CALL_REORDERED": store.EventReordered, "FX_CALL_ARRAY_CUT": store.EventArrayCut,
+		"FX_CALL_ARRAY_FAULT": store.EventArrayFault, "FX_CALL_LATE_ATTACH": store.EventLateAttach,
+	}
+	spec, err := loadForensic()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var e *btf.Enum
+	if err := spec.Types.TypeByName("fx_call_flags", &e); err != nil {
+		t.Fatal(err)
+	}
+	if len(e.Values) != len(stored) {
+		t.Errorf("the header has %d call flags, store names %d", len(e.Values), len(stored))
+	}
+	for _, v := range e.Values {
+		bit, ok := stored[v.Name]
+		switch {
+		case !ok:
+			t.Errorf("%s (%#x) has no store.Event flag", v.Name, v.Value)
+		case uint64(bit) != v.Value:
+			t.Errorf("%s = %#x in the header, %#x in store", v.Name, v.Value, bit)
+		case v.Name != "FX_CALL_LATE_ATTACH" && v.Value > 0xff:
+			t.Errorf("%s (%#x): the probes' flags are bits 0-7", v.Name, v.Value)
+		}
 	}
 }

@@ -2,8 +2,10 @@ package cuda
 
 import (
 	"debug/elf"
+	"encoding/binary"
 	"os"
 	"path/filepath"
+	"reflect"
 	"sort"
 	"testing"
 
@@ -69,7 +71,7 @@ func TestTableRows(t *testing.T) {
 }
 
 // NVIDIA's real libcuda (driver 535) is the reference for what exists:
-// every exported symbol of a hooked family must have a row.
+// every exported symbol of a family in the table must have a row.
 func TestRealLibCUDAFamiliesCovered(t *testing.T) {
 	path := filepath.Join("..", "build", "nvidia", "libcuda.so.1")
 	_, err := os.Stat(path)
@@ -103,9 +105,9 @@ func TestRealLibCUDAFamiliesCovered(t *testing.T) {
 		t.Errorf("driver 535 exports %s, which has no row in the symbol table", m)
 	}
 	if len(covered) < 60 {
-		t.Errorf("only %d hooked-family exports found: is this libcuda?", len(covered))
+		t.Errorf("only %d exports of the table's families found: is this libcuda?", len(covered))
 	}
-	t.Logf("%d exports of hooked families, all with rows", len(covered))
+	t.Logf("%d exports of the table's families, all with rows", len(covered))
 }
 
 func TestLookupResult(t *testing.T) {
@@ -238,5 +240,108 @@ func TestLookupResultIndex(t *testing.T) {
 	}
 	if got := LookupResult(-5); got.Name != "CUDA_ERROR_-5" || got.Meaning != MeaningUnknown {
 		t.Errorf("LookupResult(-5) = %+v", got)
+	}
+}
+
+// Every array argument the table names is captured by the generic array
+// capture, within the probes' buffer, with its count as the row's Count.
+func TestArrayRows(t *testing.T) {
+	want := map[string]bool{"cuMemSetAccess": true, "cuMemMapArrayAsync": true, "cuGraphicsMapResources": true}
+	for _, s := range Symbols {
+		a := s.Array
+		if a.Len == 0 {
+			if want[s.Family] {
+				t.Errorf("%s: array argument not captured", s.Name)
+			}
+			continue
+		}
+		if !want[s.Family] {
+			t.Errorf("%s: unexpected array capture", s.Name)
+		}
+		if a.Max == 0 || a.Max > arrayMax || int(a.Max)*int(a.Len) > len(Raw{}.Arr) {
+			t.Errorf("%s: %d elements of %d bytes do not fit the probes' %d-byte buffer", s.Name, a.Max, a.Len, len(Raw{}.Arr))
+		}
+		if a.Count.Src != SrcArg || s.Count != a.Count {
+			t.Errorf("%s: count %+v, row Count %+v", s.Name, a.Count, s.Count)
+		}
+		if a.Arg < 0 || a.Arg > 5 {
+			t.Errorf("%s: array pointer in argument %d", s.Name, a.Arg)
+		}
+		for _, l := range []Loc{s.Size, s.Flags, s.Ptr, s.Target, s.Device, s.Peer, s.Key} {
+			if l.Src == SrcArray && int(l.Index)+int(l.Width) > int(a.Len) {
+				t.Errorf("%s: field at %+v lies outside the first element (%d bytes)", s.Name, l, a.Len)
+			}
+		}
+	}
+}
+
+// accessDescs lays out CUmemAccessDesc elements as the caller does.
+func accessDescs(r *Raw, descs ...[3]uint32) {
+	for i, d := range descs {
+		for j, v := range d {
+			binary.LittleEndian.PutUint32(r.Arr[i*12+j*4:], v)
+		}
+	}
+}
+
+func TestDecodeArrays(t *testing.T) {
+	owner0peer1 := func() Raw {
+		r := Raw{Args: [6]uint64{0x7f0000000000, 64 << 20, 0x1000, 2}, ArrN: 2, ArrOK: true}
+		accessDescs(&r, [3]uint32{1, 0, 3}, [3]uint32{1, 1, 3})
+		return r
+	}
+	tests := []struct {
+		name   string
+		sym    string
+		raw    func() Raw
+		has    bool
+		items  uint32
+		grants []Grant
+		peer   int64 // -1: no Peer field
+	}{
+		{"owner first, then a peer", "cuMemSetAccess", owner0peer1, true, 2,
+			[]Grant{{Type: LocationDevice, Device: 0, Flags: 3}, {Type: LocationDevice, Device: 1, Flags: 3}}, 0},
+		{"descriptors could not be read", "cuMemSetAccess", func() Raw {
+			r := owner0peer1()
+			r.ArrOK = false
+			return r
+		}, false, 0, nil, -1},
+		{"no descriptor", "cuMemSetAccess", func() Raw {
+			return Raw{Args: [6]uint64{0x7f0000000000, 64 << 20, 0, 0}, ArrOK: true}
+		}, true, 0, nil, -1},
+		{"a count beyond the buffer keeps what fits", "cuMemSetAccess", func() Raw {
+			r := Raw{Args: [6]uint64{0, 0, 0x1000, 100}, ArrN: 200, ArrOK: true}
+			accessDescs(&r, [3]uint32{1, 5, 1})
+			return r
+		}, true, 8, nil, 5},
+		{"map infos are counted", "cuMemMapArrayAsync", func() Raw {
+			return Raw{Args: [6]uint64{0x1000, 3}, ArrN: 1, ArrOK: true}
+		}, true, 1, nil, -1},
+		{"graphics resources are counted", "cuGraphicsMapResources_ptsz", func() Raw {
+			return Raw{Args: [6]uint64{2, 0x2000}, ArrN: 2, ArrOK: true}
+		}, true, 2, nil, -1},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			s, _, _ := Lookup(tt.sym)
+			raw := tt.raw()
+			f := s.Decode(&raw)
+			if (f.Has&FieldItems != 0) != tt.has || f.Items != tt.items {
+				t.Fatalf("items = %d (has %v), want %d (has %v)", f.Items, f.Has&FieldItems != 0, tt.items, tt.has)
+			}
+			if tt.grants != nil && !reflect.DeepEqual(f.Grants, tt.grants) {
+				t.Errorf("grants = %+v, want %+v", f.Grants, tt.grants)
+			}
+			if s.Array.Elem != ElemAccessDesc && f.Grants != nil {
+				t.Errorf("grants decoded from opaque elements: %+v", f.Grants)
+			}
+			if gotPeer := f.Has&FieldPeer != 0; gotPeer != (tt.peer >= 0) || (gotPeer && int64(f.Peer) != tt.peer) {
+				t.Errorf("peer = %d (has %v), want %d", f.Peer, gotPeer, tt.peer)
+			}
+			// The true count is the argument, even when fewer were read.
+			if f.Has&FieldCount == 0 || f.Count != raw.Args[s.Array.Count.Index] {
+				t.Errorf("count = %d (has %v), want argument %d", f.Count, f.Has&FieldCount != 0, raw.Args[s.Array.Count.Index])
+			}
+		})
 	}
 }

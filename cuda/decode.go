@@ -5,15 +5,20 @@ import (
 	"math/bits"
 )
 
-// Raw is what the probes captured for one call, before decoding.
+// Raw is what the probes captured for one call, before decoding. The
+// buffer sizes are the probes' (bpf/forensic.h); the bpf package's
+// conversion into Raw fails to compile if they differ.
 type Raw struct {
 	Args [6]uint64
 	In   [32]byte
 	OutA [32]byte
 	OutB [8]byte
-	// InOK, OutAOK and OutBOK say the buffers were read (a failed call
-	// writes no out parameters, so its out buffers are never OK).
-	InOK, OutAOK, OutBOK bool
+	// Arr holds the first ArrN elements of the row's array argument.
+	Arr  [96]byte
+	ArrN uint8
+	// InOK, OutAOK, OutBOK and ArrOK say the buffers were read (a failed
+	// call writes no out parameters, so its out buffers are never OK).
+	InOK, OutAOK, OutBOK, ArrOK bool
 }
 
 // Field names one decoded field; Fields.Has is a set of them.
@@ -28,6 +33,9 @@ const (
 	FieldPeer
 	FieldCount
 	FieldKey
+	// FieldItems: the row's array argument was read (Items elements, and
+	// Grants for access descriptors).
+	FieldItems
 )
 
 // Fields are the arguments that matter, decoded through a Symbol row.
@@ -41,7 +49,32 @@ type Fields struct {
 	Peer   uint64 // peer context or device granted access
 	Count  uint64
 	Key    []byte // identity bytes: UUID, PCI bus id, IPC or pool export data
+	// Items is how many elements of the array argument the probes read:
+	// at most the row's maximum, so fewer than Count when the list was
+	// cut (the event's array-cut flag says so).
+	Items uint32
+	// Grants are the access descriptors read (cuMemSetAccess), in the
+	// caller's order: the owner of the memory usually comes first.
+	Grants []Grant
 }
+
+// Grant is one CUmemAccessDesc: a location granted access to a range, and
+// how.
+type Grant struct {
+	// Type is the CUmemLocationType (1: a device).
+	Type uint32 `json:"location_type"`
+	// Device is the location's id: a CUDA device ordinal for type 1.
+	Device int32 `json:"device"`
+	// Flags are the CUmemAccess_flags (0 none, 1 read, 3 read and write).
+	Flags uint32 `json:"flags"`
+}
+
+// LocationDevice is CU_MEM_LOCATION_TYPE_DEVICE.
+const LocationDevice = 1
+
+// accessDescBytes is the size of a CUmemAccessDesc: location {type@0,
+// id@4}, flags@8.
+const accessDescBytes = 12
 
 // Decode extracts the row's fields from a raw capture. A field whose
 // source was not captured (a fault, or an out pointer of a failed call) is
@@ -77,7 +110,28 @@ func (s *Symbol) Decode(r *Raw) Fields {
 	if b, ok := r.bytes(s.Key); ok {
 		f.Key, f.Has = b, f.Has|FieldKey
 	}
+	s.decodeArray(r, &f)
 	return f
+}
+
+// decodeArray takes the elements of the row's array argument: their number,
+// and the grants they name when they are access descriptors.
+func (s *Symbol) decodeArray(r *Raw, f *Fields) {
+	a := &s.Array
+	if a.Len == 0 || !r.ArrOK {
+		return
+	}
+	n := min(int(r.ArrN), int(a.Max), len(r.Arr)/int(a.Len))
+	f.Items, f.Has = uint32(n), f.Has|FieldItems
+	if a.Elem != ElemAccessDesc || a.Len < accessDescBytes || n == 0 {
+		return
+	}
+	f.Grants = make([]Grant, n)
+	for i := range f.Grants {
+		b := r.Arr[i*int(a.Len):]
+		f.Grants[i] = Grant{Type: binary.LittleEndian.Uint32(b), Device: int32(binary.LittleEndian.Uint32(b[4:])),
+			Flags: binary.LittleEndian.Uint32(b[8:])}
+	}
 }
 
 func (r *Raw) buf(src Src) ([]byte, bool) {
@@ -88,6 +142,8 @@ func (r *Raw) buf(src Src) ([]byte, bool) {
 		return r.OutA[:], r.OutAOK
 	case SrcOutB:
 		return r.OutB[:], r.OutBOK
+	case SrcArray:
+		return r.Arr[:], r.ArrOK && r.ArrN > 0
 	}
 	return nil, false
 }

@@ -1,7 +1,7 @@
 // Package cuda describes the part of the CUDA driver API that forensic
-// hooks, in two tables that every other part follows:
+// attaches its probes to, in two tables that every other part follows:
 //
-//   - [Symbols], one row per hooked libcuda symbol: its operation class,
+//   - [Symbols], one row per libcuda symbol to attach to: its operation class,
 //     which argument holds the size, which is the out pointer, what the
 //     probes must read, and whether the call's path can use the BAR1
 //     aperture. The BPF capture configuration, the event decoder and the

@@ -5,7 +5,7 @@ import (
 	"regexp"
 )
 
-// Op is the operation class of a hooked symbol.
+// Op is the operation class of a symbol of the table.
 type Op uint8
 
 const (
@@ -202,11 +202,12 @@ const (
 type Src uint8
 
 const (
-	SrcNone Src = iota
-	SrcArg      // an integer argument register
-	SrcIn       // bytes read at entry through a pointer argument (or the stack)
-	SrcOutA     // bytes read at return through the first out pointer
-	SrcOutB     // bytes read at return through the second out pointer
+	SrcNone  Src = iota
+	SrcArg       // an integer argument register
+	SrcIn        // bytes read at entry through a pointer argument (or the stack)
+	SrcOutA      // bytes read at return through the first out pointer
+	SrcOutB      // bytes read at return through the second out pointer
+	SrcArray     // bytes of the first element of the array argument (read at entry)
 )
 
 // Loc locates a field: argument Index (SrcArg) or byte offset Index into a
@@ -224,6 +225,30 @@ type Capture struct {
 	Arg       int8
 	Len       uint8
 	FromStack bool
+}
+
+// Elem says what the elements of an array argument are, for decoding.
+type Elem uint8
+
+const (
+	// ElemOpaque elements are only counted.
+	ElemOpaque Elem = iota
+	// ElemAccessDesc elements are CUmemAccessDesc, decoded into
+	// Fields.Grants.
+	ElemAccessDesc
+)
+
+// ArrayCapture is an array argument the probes read at entry: the pointer
+// in argument Arg to elements of Len bytes, as many as the argument at Count
+// says, at most Max of them (the probes bound Max and Len×Max; when the
+// caller passed more, the event's array-cut flag says so and Count keeps
+// the true number).
+type ArrayCapture struct {
+	Arg   int8
+	Len   uint8
+	Count Loc // an integer argument (SrcArg)
+	Max   uint8
+	Elem  Elem
 }
 
 // Symbol is one row of the symbol table.
@@ -251,6 +276,9 @@ type Symbol struct {
 
 	// What the probes read.
 	In, OutA, OutB Capture
+	// Array is the row's array argument, if it has one; its Count is also
+	// the row's Count field.
+	Array ArrayCapture
 
 	// Where the decoder finds each field.
 	Size, Flags, Ptr, Target, Device, Peer, Count, Key Loc
@@ -279,8 +307,20 @@ func arg(i, w uint8) Loc  { return Loc{SrcArg, i, w} }
 func in(o, w uint8) Loc   { return Loc{SrcIn, o, w} }
 func outA(o, w uint8) Loc { return Loc{SrcOutA, o, w} }
 func outB(o, w uint8) Loc { return Loc{SrcOutB, o, w} }
+func arr(o, w uint8) Loc  { return Loc{SrcArray, o, w} }
 func ptrTo(a int8, n uint8) Capture {
 	return Capture{Arg: a, Len: n}
+}
+
+// arrayMax is the most elements an array capture keeps: the probes'
+// FX_ARRAY_MAX (bpf checks every row against its limits).
+const arrayMax = 8
+
+// arrayOf is an array argument: pointer in argument a, elements of n
+// bytes, their number in count; as many are kept as fit the probes'
+// buffer (FX_ARRAY_LEN, 96 bytes), at most arrayMax.
+func arrayOf(a int8, n uint8, count Loc, e Elem) ArrayCapture {
+	return ArrayCapture{Arg: a, Len: n, Count: count, Max: uint8(min(arrayMax, len(Raw{}.Arr)/int(n))), Elem: e}
 }
 
 var none = Capture{Arg: -1}
@@ -294,214 +334,250 @@ var Symbols = buildSymbols()
 // larger than 16 bytes passed by value (CUipcMemHandle) goes on the stack
 // and takes no register, so the argument after it is register 1.
 func buildSymbols() []Symbol {
-	var t []Symbol
-	add := func(s Symbol) {
-		if s.Family == "" {
-			s.Family = s.Name
-		}
-		for _, c := range []*Capture{&s.In, &s.OutA, &s.OutB} {
-			if c.Len == 0 && !c.FromStack {
-				c.Arg = -1
-			}
-		}
-		t = append(t, s)
-	}
-	variants := func(base Symbol, names ...string) {
-		for _, n := range names {
-			s := base
-			s.Name = n
-			s.Family = base.Name
-			add(s)
-		}
-	}
+	var t table
+	t.allocations()
+	t.hostAllocations()
+	t.mappings()
+	t.releases()
+	t.contexts()
+	return t
+}
 
-	// Device allocation.
+// table is the symbol table being built.
+type table []Symbol
+
+// add appends a row, completing what every row shares: the family defaults
+// to the name, captures of no bytes read nothing, and an array's count is
+// the row's Count.
+func (t *table) add(s Symbol) {
+	if s.Family == "" {
+		s.Family = s.Name
+	}
+	for _, c := range []*Capture{&s.In, &s.OutA, &s.OutB} {
+		if c.Len == 0 && !c.FromStack {
+			c.Arg = -1
+		}
+	}
+	if s.Array.Len == 0 {
+		s.Array.Arg = -1
+	} else {
+		s.Count = s.Array.Count
+	}
+	*t = append(*t, s)
+}
+
+// variants adds one row per name, each of base's family.
+func (t *table) variants(base Symbol, names ...string) {
+	for _, n := range names {
+		s := base
+		s.Name = n
+		s.Family = base.Name
+		t.add(s)
+	}
+}
+
+// allocations: device (framebuffer) allocation.
+func (t *table) allocations() {
 	alloc := Symbol{Op: OpAllocation, Creates: ResDevPtr, Stack: true}
 	{
 		s := alloc
 		s.Name, s.OutA, s.Ptr, s.Size = "cuMemAlloc", ptrTo(0, 4), outA(0, 4), arg(1, 4)
-		add(s)
+		t.add(s)
 		s.Name, s.Family, s.OutA, s.Ptr, s.Size = "cuMemAlloc_v2", "cuMemAlloc", ptrTo(0, 8), outA(0, 8), arg(1, 8)
-		add(s)
+		t.add(s)
 	}
 	{
 		s := alloc
 		s.Name, s.OutA, s.OutB, s.Ptr = "cuMemAllocPitch", ptrTo(0, 4), ptrTo(1, 4), outA(0, 4)
 		s.SizeFrom = func(r *Raw) (uint64, bool) { return pitchSize(r, 4) }
-		add(s)
+		t.add(s)
 		s.Name, s.Family, s.OutA, s.OutB, s.Ptr = "cuMemAllocPitch_v2", "cuMemAllocPitch", ptrTo(0, 8), ptrTo(1, 8), outA(0, 8)
 		s.SizeFrom = func(r *Raw) (uint64, bool) { return pitchSize(r, 8) }
-		add(s)
+		t.add(s)
 	}
 	{
 		s := alloc
 		s.Name, s.OutA, s.Ptr, s.Size, s.Flags = "cuMemAllocManaged", ptrTo(0, 8), outA(0, 8), arg(1, 8), arg(2, 4)
-		add(s)
+		t.add(s)
 	}
 	{
 		s := alloc
 		s.Name, s.OutA, s.Ptr, s.Size = "cuMemAllocAsync", ptrTo(0, 8), outA(0, 8), arg(1, 8)
-		variants(s, "cuMemAllocAsync", "cuMemAllocAsync_ptsz")
+		t.variants(s, "cuMemAllocAsync", "cuMemAllocAsync_ptsz")
 		s.Name, s.Target = "cuMemAllocFromPoolAsync", arg(2, 8)
-		variants(s, "cuMemAllocFromPoolAsync", "cuMemAllocFromPoolAsync_ptsz")
+		t.variants(s, "cuMemAllocFromPoolAsync", "cuMemAllocFromPoolAsync_ptsz")
 	}
 	// CUmemAllocationProp: type@0, requestedHandleTypes@4, location{type@8, id@12}.
-	add(Symbol{Name: "cuMemCreate", Op: OpAllocation, Creates: ResMemHandle, Stack: true,
+	t.add(Symbol{Name: "cuMemCreate", Op: OpAllocation, Creates: ResMemHandle, Stack: true,
 		OutA: ptrTo(0, 8), Ptr: outA(0, 8), Size: arg(1, 8), In: ptrTo(2, 16),
 		Device: in(12, 4), Flags: arg(3, 8)})
 	// CUmemPoolProps: location{type@8, id@12}, maxSize@24.
-	add(Symbol{Name: "cuMemPoolCreate", Op: OpAllocation, Creates: ResPool,
+	t.add(Symbol{Name: "cuMemPoolCreate", Op: OpAllocation, Creates: ResPool,
 		OutA: ptrTo(0, 8), Ptr: outA(0, 8), In: ptrTo(1, 32), Device: in(12, 4), Size: in(24, 8)})
 	{
 		s := Symbol{Name: "cuArrayCreate", Op: OpAllocation, Creates: ResArray, Stack: true,
 			OutA: ptrTo(0, 8), Ptr: outA(0, 8), In: ptrTo(1, 16)}
 		s.SizeFrom = func(r *Raw) (uint64, bool) { return arraySize(r, 4, false) }
-		add(s)
+		t.add(s)
 		s.Name, s.Family, s.In = "cuArrayCreate_v2", "cuArrayCreate", ptrTo(1, 24)
 		s.SizeFrom = func(r *Raw) (uint64, bool) { return arraySize(r, 8, false) }
-		add(s)
+		t.add(s)
 		s.Name, s.Family, s.In = "cuArray3DCreate", "cuArray3DCreate", ptrTo(1, 20)
 		s.SizeFrom = func(r *Raw) (uint64, bool) { return arraySize(r, 4, true) }
-		add(s)
+		t.add(s)
 		s.Name, s.Family, s.In = "cuArray3DCreate_v2", "cuArray3DCreate", ptrTo(1, 32)
 		s.SizeFrom = func(r *Raw) (uint64, bool) { return arraySize(r, 8, true) }
-		add(s)
+		t.add(s)
 		s.Name, s.Family, s.Creates, s.In, s.Count = "cuMipmappedArrayCreate", "", ResMipmap, ptrTo(1, 32), arg(2, 4)
 		s.SizeFrom = mipmapSize
-		add(s)
+		t.add(s)
 	}
+}
 
-	// Host allocation.
+// hostAllocations: page-locked host memory.
+func (t *table) hostAllocations() {
 	{
 		s := Symbol{Name: "cuMemAllocHost", Op: OpHostAllocation, Creates: ResHostPtr,
 			OutA: ptrTo(0, 8), Ptr: outA(0, 8), Size: arg(1, 4)}
-		add(s)
+		t.add(s)
 		s.Name, s.Family, s.Size = "cuMemAllocHost_v2", "cuMemAllocHost", arg(1, 8)
-		add(s)
+		t.add(s)
 		s.Name, s.Family, s.Flags = "cuMemHostAlloc", "", arg(2, 4)
-		add(s)
+		t.add(s)
 	}
+}
 
-	// Mapping.
+// mappings: mapping, registration, import/export, peer and IPC access.
+func (t *table) mappings() {
 	{
 		s := Symbol{Name: "cuMemHostRegister", Op: OpMapping, Creates: ResHostReg,
 			Ptr: arg(0, 8), Size: arg(1, 8), Flags: arg(2, 4)}
-		variants(s, "cuMemHostRegister", "cuMemHostRegister_v2")
+		t.variants(s, "cuMemHostRegister", "cuMemHostRegister_v2")
 	}
 	{
 		s := Symbol{Name: "cuMemHostGetDevicePointer", Op: OpMapping,
 			OutA: ptrTo(0, 4), Ptr: outA(0, 4), Target: arg(1, 8), Flags: arg(2, 4)}
-		add(s)
+		t.add(s)
 		s.Name, s.Family, s.OutA, s.Ptr = "cuMemHostGetDevicePointer_v2", "cuMemHostGetDevicePointer", ptrTo(0, 8), outA(0, 8)
-		add(s)
+		t.add(s)
 	}
-	add(Symbol{Name: "cuMemAddressReserve", Op: OpMapping, Creates: ResVAddr,
+	t.add(Symbol{Name: "cuMemAddressReserve", Op: OpMapping, Creates: ResVAddr,
 		OutA: ptrTo(0, 8), Ptr: outA(0, 8), Size: arg(1, 8), Flags: arg(4, 8)})
-	add(Symbol{Name: "cuMemMap", Op: OpMapping, Creates: ResVMap,
+	t.add(Symbol{Name: "cuMemMap", Op: OpMapping, Creates: ResVMap,
 		Ptr: arg(0, 8), Size: arg(1, 8), Target: arg(3, 8), Flags: arg(4, 8)})
 	{
-		s := Symbol{Name: "cuMemMapArrayAsync", Op: OpMapping, Target: arg(0, 8), Count: arg(1, 4)}
-		variants(s, "cuMemMapArrayAsync", "cuMemMapArrayAsync_ptsz")
+		// CUarrayMapInfo is 96 bytes: one fits the probes' buffer.
+		s := Symbol{Name: "cuMemMapArrayAsync", Op: OpMapping, Target: arg(0, 8),
+			Array: arrayOf(0, 96, arg(1, 4), ElemOpaque)}
+		t.variants(s, "cuMemMapArrayAsync", "cuMemMapArrayAsync_ptsz")
 	}
-	// CUmemAccessDesc: location{type@0, id@4}, flags@8. The granted device
-	// is the peer; it uses BAR1 when it is not the owner.
-	add(Symbol{Name: "cuMemSetAccess", Op: OpMapping, BAR1: BAR1Peer, Creates: ResAccess,
-		Ptr: arg(0, 8), Size: arg(1, 8), In: ptrTo(2, 12), Peer: in(4, 4), Flags: in(8, 4), Count: arg(3, 8)})
-	add(Symbol{Name: "cuMemExportToShareableHandle", Op: OpMapping,
+	// CUmemAccessDesc: location{type@0, id@4}, flags@8, an array of
+	// count. Each granted device other than the owner uses BAR1. Peer and
+	// Flags are the first descriptor's (the owner's, as NCCL and PyTorch
+	// order them); Grants has every descriptor read.
+	t.add(Symbol{Name: "cuMemSetAccess", Op: OpMapping, BAR1: BAR1Peer, Creates: ResAccess,
+		Ptr: arg(0, 8), Size: arg(1, 8), Peer: arr(4, 4), Flags: arr(8, 4),
+		Array: arrayOf(2, accessDescBytes, arg(3, 8), ElemAccessDesc)})
+	t.add(Symbol{Name: "cuMemExportToShareableHandle", Op: OpMapping,
 		OutA: ptrTo(0, 8), Ptr: outA(0, 8), Target: arg(1, 8), Flags: arg(2, 4)})
-	add(Symbol{Name: "cuMemImportFromShareableHandle", Op: OpMapping,
+	t.add(Symbol{Name: "cuMemImportFromShareableHandle", Op: OpMapping,
 		OutA: ptrTo(0, 8), Ptr: outA(0, 8), Target: arg(1, 8), Flags: arg(2, 4)})
 	// What an export names: a device allocation (cuMemAlloc*, a pool's) or
 	// a physical allocation handle.
 	exported := []Resource{ResDevPtr, ResMemHandle}
-	add(Symbol{Name: "cuMemPoolExportPointer", Op: OpMapping, Exports: exported,
+	t.add(Symbol{Name: "cuMemPoolExportPointer", Op: OpMapping, Exports: exported,
 		OutA: ptrTo(0, 32), Key: outA(0, 32), Target: arg(1, 8)})
-	add(Symbol{Name: "cuMemPoolImportPointer", Op: OpMapping, BAR1: BAR1May, Creates: ResPoolImport, Imports: true,
+	t.add(Symbol{Name: "cuMemPoolImportPointer", Op: OpMapping, BAR1: BAR1May, Creates: ResPoolImport, Imports: true,
 		OutA: ptrTo(0, 8), Ptr: outA(0, 8), Target: arg(1, 8), In: ptrTo(2, 32), Key: in(0, 32)})
-	add(Symbol{Name: "cuIpcGetMemHandle", Op: OpMapping, Exports: exported,
+	t.add(Symbol{Name: "cuIpcGetMemHandle", Op: OpMapping, Exports: exported,
 		OutA: ptrTo(0, 32), Key: outA(0, 32), Target: arg(1, 8)})
 	{
 		// CUipcMemHandle (64 bytes) is passed by value, on the stack.
 		s := Symbol{Name: "cuIpcOpenMemHandle", Op: OpMapping, BAR1: BAR1May, Creates: ResIPC, Imports: true,
 			OutA: ptrTo(0, 8), Ptr: outA(0, 8), In: Capture{Arg: -1, Len: 32, FromStack: true},
 			Key: in(0, 32), Flags: arg(1, 4)}
-		variants(s, "cuIpcOpenMemHandle", "cuIpcOpenMemHandle_v2")
+		t.variants(s, "cuIpcOpenMemHandle", "cuIpcOpenMemHandle_v2")
 	}
-	add(Symbol{Name: "cuCtxEnablePeerAccess", Op: OpMapping, BAR1: BAR1May, Creates: ResPeer,
+	t.add(Symbol{Name: "cuCtxEnablePeerAccess", Op: OpMapping, BAR1: BAR1May, Creates: ResPeer,
 		Ptr: arg(0, 8), Peer: arg(0, 8), Flags: arg(1, 4)})
 	// CUDA_EXTERNAL_MEMORY_HANDLE_DESC: type@0, size@24.
-	add(Symbol{Name: "cuImportExternalMemory", Op: OpMapping, Creates: ResExtMem,
+	t.add(Symbol{Name: "cuImportExternalMemory", Op: OpMapping, Creates: ResExtMem,
 		OutA: ptrTo(0, 8), Ptr: outA(0, 8), In: ptrTo(1, 32), Size: in(24, 8), Flags: in(0, 4)})
 	// CUDA_EXTERNAL_MEMORY_BUFFER_DESC: offset@0, size@8, flags@16. The
 	// external memory may be another device's: a third-party mapping.
-	add(Symbol{Name: "cuExternalMemoryGetMappedBuffer", Op: OpMapping, BAR1: BAR1May, Creates: ResExtBuf,
+	t.add(Symbol{Name: "cuExternalMemoryGetMappedBuffer", Op: OpMapping, BAR1: BAR1May, Creates: ResExtBuf,
 		OutA: ptrTo(0, 8), Ptr: outA(0, 8), Target: arg(1, 8), In: ptrTo(2, 24), Size: in(8, 8), Flags: in(16, 4)})
 	{
-		s := Symbol{Name: "cuGraphicsMapResources", Op: OpMapping, Count: arg(0, 4), Target: arg(1, 8)}
-		variants(s, "cuGraphicsMapResources", "cuGraphicsMapResources_ptsz")
+		// CUgraphicsResource handles, 8 bytes each.
+		s := Symbol{Name: "cuGraphicsMapResources", Op: OpMapping, Target: arg(1, 8),
+			Array: arrayOf(1, 8, arg(0, 4), ElemOpaque)}
+		t.variants(s, "cuGraphicsMapResources", "cuGraphicsMapResources_ptsz")
 	}
+}
 
-	// Release.
+// releases: calls that release what an earlier call created.
+func (t *table) releases() {
 	free := func(name string, target Loc, rel ...Resource) Symbol {
 		return Symbol{Name: name, Op: OpFree, Target: target, Releases: rel}
 	}
-	add(free("cuMemFree", arg(0, 4), ResDevPtr, ResExtBuf, ResPoolImport))
+	t.add(free("cuMemFree", arg(0, 4), ResDevPtr, ResExtBuf, ResPoolImport))
 	s := free("cuMemFree_v2", arg(0, 8), ResDevPtr, ResExtBuf, ResPoolImport)
 	s.Family = "cuMemFree"
-	add(s)
-	add(free("cuMemFreeHost", arg(0, 8), ResHostPtr))
-	variants(free("cuMemFreeAsync", arg(0, 8), ResDevPtr, ResPoolImport), "cuMemFreeAsync", "cuMemFreeAsync_ptsz")
-	add(free("cuMemHostUnregister", arg(0, 8), ResHostReg))
-	add(free("cuMemRelease", arg(0, 8), ResMemHandle))
+	t.add(s)
+	t.add(free("cuMemFreeHost", arg(0, 8), ResHostPtr))
+	t.variants(free("cuMemFreeAsync", arg(0, 8), ResDevPtr, ResPoolImport), "cuMemFreeAsync", "cuMemFreeAsync_ptsz")
+	t.add(free("cuMemHostUnregister", arg(0, 8), ResHostReg))
+	t.add(free("cuMemRelease", arg(0, 8), ResMemHandle))
 	s = free("cuMemUnmap", arg(0, 8), ResVMap, ResAccess)
 	s.Size = arg(1, 8)
-	add(s)
+	t.add(s)
 	s = free("cuMemAddressFree", arg(0, 8), ResVAddr)
 	s.Size = arg(1, 8)
-	add(s)
-	add(free("cuIpcCloseMemHandle", arg(0, 8), ResIPC))
+	t.add(s)
+	t.add(free("cuIpcCloseMemHandle", arg(0, 8), ResIPC))
 	s = free("cuCtxDisablePeerAccess", arg(0, 8), ResPeer)
 	s.Peer = arg(0, 8)
-	add(s)
-	add(free("cuArrayDestroy", arg(0, 8), ResArray))
-	add(free("cuMipmappedArrayDestroy", arg(0, 8), ResMipmap))
-	add(free("cuMemPoolDestroy", arg(0, 8), ResPool))
-	add(free("cuDestroyExternalMemory", arg(0, 8), ResExtMem))
+	t.add(s)
+	t.add(free("cuArrayDestroy", arg(0, 8), ResArray))
+	t.add(free("cuMipmappedArrayDestroy", arg(0, 8), ResMipmap))
+	t.add(free("cuMemPoolDestroy", arg(0, 8), ResPool))
+	t.add(free("cuDestroyExternalMemory", arg(0, 8), ResExtMem))
 	s = free("cuGraphicsUnmapResources", arg(1, 8))
 	s.Count = arg(0, 4)
-	variants(s, "cuGraphicsUnmapResources", "cuGraphicsUnmapResources_ptsz")
+	t.variants(s, "cuGraphicsUnmapResources", "cuGraphicsUnmapResources_ptsz")
+}
 
-	// Initialization, context and device identity.
-	add(Symbol{Name: "cuInit", Op: OpOther, Flags: arg(0, 4)})
+// contexts: initialization, context and device identity.
+func (t *table) contexts() {
+	t.add(Symbol{Name: "cuInit", Op: OpOther, Flags: arg(0, 4)})
 	{
 		c := Symbol{Name: "cuCtxCreate", Op: OpContext, Creates: ResContext, Ctx: CtxCreate,
 			OutA: ptrTo(0, 8), Ptr: outA(0, 8), Flags: arg(1, 4), Device: arg(2, 4)}
-		variants(c, "cuCtxCreate", "cuCtxCreate_v2")
+		t.variants(c, "cuCtxCreate", "cuCtxCreate_v2")
 		c.Flags, c.Device = arg(3, 4), arg(4, 4) // (pctx, params, n, flags, dev)
-		variants(c, "cuCtxCreate_v3")
+		t.variants(c, "cuCtxCreate_v3")
 		c.Flags, c.Device = arg(2, 4), arg(3, 4) // (pctx, params, flags, dev)
-		variants(c, "cuCtxCreate_v4")
+		t.variants(c, "cuCtxCreate_v4")
 	}
 	{
 		c := Symbol{Name: "cuCtxDestroy", Op: OpContext, Ctx: CtxDestroy, Target: arg(0, 8), Releases: []Resource{ResContext}}
-		variants(c, "cuCtxDestroy", "cuCtxDestroy_v2")
+		t.variants(c, "cuCtxDestroy", "cuCtxDestroy_v2")
 	}
-	add(Symbol{Name: "cuDevicePrimaryCtxRetain", Op: OpContext, Ctx: CtxRetain,
+	t.add(Symbol{Name: "cuDevicePrimaryCtxRetain", Op: OpContext, Ctx: CtxRetain,
 		OutA: ptrTo(0, 8), Ptr: outA(0, 8), Device: arg(1, 4)})
-	variants(Symbol{Name: "cuDevicePrimaryCtxRelease", Op: OpContext, Device: arg(0, 4)},
+	t.variants(Symbol{Name: "cuDevicePrimaryCtxRelease", Op: OpContext, Device: arg(0, 4)},
 		"cuDevicePrimaryCtxRelease", "cuDevicePrimaryCtxRelease_v2")
-	add(Symbol{Name: "cuCtxSetCurrent", Op: OpContext, Ctx: CtxSet, Target: arg(0, 8)})
-	variants(Symbol{Name: "cuCtxPushCurrent", Op: OpContext, Ctx: CtxPush, Target: arg(0, 8)},
+	t.add(Symbol{Name: "cuCtxSetCurrent", Op: OpContext, Ctx: CtxSet, Target: arg(0, 8)})
+	t.variants(Symbol{Name: "cuCtxPushCurrent", Op: OpContext, Ctx: CtxPush, Target: arg(0, 8)},
 		"cuCtxPushCurrent", "cuCtxPushCurrent_v2")
-	variants(Symbol{Name: "cuCtxPopCurrent", Op: OpContext, Ctx: CtxPop, OutA: ptrTo(0, 8), Ptr: outA(0, 8)},
+	t.variants(Symbol{Name: "cuCtxPopCurrent", Op: OpContext, Ctx: CtxPop, OutA: ptrTo(0, 8), Ptr: outA(0, 8)},
 		"cuCtxPopCurrent", "cuCtxPopCurrent_v2")
-	add(Symbol{Name: "cuDeviceGet", Op: OpOther, Identity: IdentityOrdinal,
+	t.add(Symbol{Name: "cuDeviceGet", Op: OpOther, Identity: IdentityOrdinal,
 		OutA: ptrTo(0, 4), Ptr: outA(0, 4), Device: arg(1, 4)})
-	variants(Symbol{Name: "cuDeviceGetUuid", Op: OpOther, Identity: IdentityUUID,
+	t.variants(Symbol{Name: "cuDeviceGetUuid", Op: OpOther, Identity: IdentityUUID,
 		OutA: ptrTo(0, 16), Key: outA(0, 16), Device: arg(1, 4)}, "cuDeviceGetUuid", "cuDeviceGetUuid_v2")
-	add(Symbol{Name: "cuDeviceGetPCIBusId", Op: OpOther, Identity: IdentityPCI,
+	t.add(Symbol{Name: "cuDeviceGetPCIBusId", Op: OpOther, Identity: IdentityPCI,
 		OutA: ptrTo(0, 32), Key: outA(0, 32), Device: arg(2, 4)})
-	return t
 }
 
 // byName indexes Symbols.
@@ -522,7 +598,7 @@ func Lookup(name string) (*Symbol, int, bool) {
 	return &Symbols[i], i, true
 }
 
-// Families lists the unversioned names of every hooked family, in table
+// Families lists the unversioned names of every family in the table, in table
 // order.
 func Families() []string {
 	var out []string
@@ -538,7 +614,7 @@ func Families() []string {
 
 var variantSuffix = regexp.MustCompile(`^(_v[0-9]+)?(_ptsz|_ptds)?$`)
 
-// FamilyOf returns the hooked family an exported libcuda name belongs to:
+// FamilyOf returns the table's family an exported libcuda name belongs to:
 // the family's name followed by an optional _vN and an optional _ptsz or
 // _ptds suffix. It is how forensic notices a variant that a newer driver
 // exports and the table lacks.

@@ -295,7 +295,7 @@ func TestSampleThinningKeepsLandmarks(t *testing.T) {
 		}
 	}
 	_, _, stop := stored(t, res.db)
-	if stop.Stats.SamplesDropped == 0 {
+	if stop.Stats.SamplesThinned == 0 {
 		t.Error("nothing was thinned in a 1.2 s run at 5 ms with a budget of 5")
 	}
 	if len(rounds) > 120 {

@@ -88,19 +88,7 @@ func (r *rec) onCall(c *bpf.Call) {
 	r.raw = c.Raw()
 	e := store.Event{
 		Symbol: c.Symbol, PID: c.Pid, TID: c.Tid, Start: int64(c.TsEntry), End: int64(c.TsExit),
-		Result: c.Result, Depth: c.Depth, Fields: sym.Decode(&r.raw), Dev: -1, Stack: c.StackId,
-	}
-	if c.Flags&bpf.CallFrozen != 0 {
-		e.Flags |= store.EventFrozen
-	}
-	if c.Flags&bpf.CallInFault != 0 {
-		e.Flags |= store.EventInFault
-	}
-	if c.Flags&(bpf.CallOutAFault|bpf.CallOutBFault) != 0 {
-		e.Flags |= store.EventOutFault
-	}
-	if c.Flags&bpf.CallReordered != 0 {
-		e.Flags |= store.EventReordered
+		Result: c.Result, Depth: c.Depth, Flags: c.Flags, Fields: sym.Decode(&r.raw), Dev: -1, Stack: c.StackId,
 	}
 	if e.Stack < 0 {
 		e.Stack = -1

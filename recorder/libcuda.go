@@ -262,7 +262,7 @@ func exportedFuncs(path string) (map[string]uint64, error) {
 
 // Coverage compares a library's exports with the symbol table: which rows
 // it exports (with their offsets), which it lacks, and which exported names
-// belong to a hooked family but have no row.
+// belong to a family of the table but have no row.
 type Coverage struct {
 	Attach  map[int]uint64 // symbol id -> file offset
 	Absent  []string

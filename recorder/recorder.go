@@ -352,7 +352,7 @@ func Run(ctx context.Context, cfg Config) (*Result, error) {
 		r.pending.Libraries = append(r.pending.Libraries, lib)
 	}
 	if attached == 0 {
-		return nil, fmt.Errorf("no hooked symbol could be attached in %s", libs[0].HostPath)
+		return nil, fmt.Errorf("no symbol of the table could be attached in %s", libs[0].HostPath)
 	}
 
 	// NVML before the workload, so the first sample precedes its calls.
@@ -657,7 +657,7 @@ func (r *rec) trackExisting(pid uint32) {
 	}
 }
 
-// attach puts the probes on every hooked symbol a library exports and
+// attach puts the probes on every symbol of the table a library exports and
 // records which were attached and which were absent.
 func (r *rec) attach(lf LibFile) store.Library {
 	lib := store.Library{Path: lf.Path, HostPath: lf.HostPath, BuildID: lf.BuildID, Device: lf.Dev, Inode: lf.Ino, Time: now()}
@@ -807,17 +807,7 @@ func (r *rec) readCounters(st bpf.Stats, err error, t int64) {
 	if err != nil {
 		return
 	}
-	r.stats.Calls = st.Calls
-	r.stats.LostCalls = st.LostCalls
-	r.stats.LostFirst = int64(st.LostFirstNs)
-	r.stats.LostLast = int64(st.LostLastNs)
-	r.stats.LostInflight = st.LostInflight
-	r.stats.TooDeep = st.TooDeep
-	r.stats.Unmatched = st.UnmatchedReturns
-	r.stats.LostProc = st.LostProc
-	r.stats.LostProcFirst = int64(st.LostProcFirstNs)
-	r.stats.StackErrors = st.StackErrors
-	r.stats.Frozen = st.Frozen
+	st.Store(&r.stats)
 	r.pending.Drops = append(r.pending.Drops, store.Drops{Time: t, Stats: r.stats})
 }
 

@@ -39,7 +39,7 @@ func (r *rec) sampleLoop(stop chan struct{}) {
 		} else {
 			held = s
 			r.mu.Lock()
-			r.stats.SamplesDropped += uint64(len(s))
+			r.stats.SamplesThinned += uint64(len(s))
 			r.mu.Unlock()
 		}
 	}
@@ -60,7 +60,7 @@ func (r *rec) sampleLoop(stop chan struct{}) {
 			}
 			r.addSamples(held)
 			r.mu.Lock()
-			r.stats.SamplesDropped -= uint64(len(held))
+			r.stats.SamplesThinned -= uint64(len(held))
 			r.mu.Unlock()
 			held = nil
 		}

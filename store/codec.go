@@ -13,11 +13,19 @@ const chunkFormat = 1
 // maxKey bounds a decoded key so corrupt input cannot allocate much.
 const maxKey = 64
 
-// Presence bits beyond cuda.Field's, for the event's own optional fields.
+// maxGrants bounds the decoded access descriptors of one event, likewise.
+const maxGrants = 64
+
+// Presence bits: 0..11 are cuda.Field's (the call's fields), 12..14 the
+// event's own optional fields.
 const (
-	presCtx   = 1 << 12
-	presStack = 1 << 13
-	presDev   = 1 << 14
+	presFields = 0xfff
+	presCtx    = 1 << 12
+	presStack  = 1 << 13
+	presDev    = 1 << 14
+	// presKnown are the bits this package writes; any other is corrupt.
+	presKnown = uint64(cuda.FieldSize|cuda.FieldFlags|cuda.FieldPtr|cuda.FieldTarget|cuda.FieldDevice|
+		cuda.FieldPeer|cuda.FieldCount|cuda.FieldKey|cuda.FieldItems) | presCtx | presStack | presDev
 )
 
 // appendEvent appends e to buf; prevEnd is the previous event's End in the
@@ -71,6 +79,9 @@ func appendEvent(buf []byte, e *Event, prevEnd int64) []byte {
 		buf = binary.AppendUvarint(buf, uint64(len(k)))
 		buf = append(buf, k...)
 	}
+	if e.Has&cuda.FieldItems != 0 {
+		buf = appendArray(buf, &e.Fields)
+	}
 	if pres&presCtx != 0 {
 		buf = binary.AppendUvarint(buf, uint64(e.Ctx))
 	}
@@ -79,6 +90,23 @@ func appendEvent(buf []byte, e *Event, prevEnd int64) []byte {
 	}
 	if pres&presDev != 0 {
 		buf = binary.AppendUvarint(buf, uint64(e.Dev))
+	}
+	return buf
+}
+
+// appendArray encodes what was read of an array argument: the number of
+// elements, then the access descriptors among them (type, device, flags).
+func appendArray(buf []byte, f *cuda.Fields) []byte {
+	g := f.Grants
+	if len(g) > maxGrants {
+		g = g[:maxGrants]
+	}
+	buf = binary.AppendUvarint(buf, uint64(f.Items))
+	buf = binary.AppendUvarint(buf, uint64(len(g)))
+	for _, x := range g {
+		buf = binary.AppendUvarint(buf, uint64(x.Type))
+		buf = binary.AppendVarint(buf, int64(x.Device))
+		buf = binary.AppendUvarint(buf, uint64(x.Flags))
 	}
 	return buf
 }
@@ -168,6 +196,14 @@ func (d *chunkDecoder) varint() int64 {
 	return int64(u>>1) ^ -int64(u&1)
 }
 
+func (d *chunkDecoder) i32() int32 {
+	v := d.varint()
+	if v != int64(int32(v)) {
+		d.bad = true
+	}
+	return int32(v)
+}
+
 func (d *chunkDecoder) u32() uint32 {
 	v := d.uvarint()
 	if v > 0xffffffff {
@@ -177,7 +213,8 @@ func (d *chunkDecoder) u32() uint32 {
 }
 
 // DecodeChunk calls fn for each event of a chunk. The Event passed to fn is
-// reused; fn must copy what it keeps (Key included).
+// reused; fn must copy what it keeps (Key included; Grants are allocated
+// for each event and may be kept).
 func DecodeChunk(chunk []byte, fn func(*Event) error) error {
 	if len(chunk) == 0 || chunk[0] != chunkFormat {
 		return fmt.Errorf("%w: unknown event chunk format", ErrCorrupt)
@@ -207,37 +244,13 @@ func DecodeChunk(chunk []byte, fn func(*Event) error) error {
 		e.Depth = uint8(d.uvarint())
 		e.Flags = d.u32()
 		pres := d.uvarint()
-		e.Has = cuda.Field(pres & 0xfff)
+		if pres&^presKnown != 0 {
+			return fmt.Errorf("%w: unknown presence bits %#x in event", ErrCorrupt, pres&^presKnown)
+		}
+		e.Has = cuda.Field(pres & presFields)
 		if e.Has != 0 {
-			if e.Has&cuda.FieldSize != 0 {
-				e.Size = d.uvarint()
-			}
-			if e.Has&cuda.FieldFlags != 0 {
-				e.Fields.Flags = d.uvarint()
-			}
-			if e.Has&cuda.FieldPtr != 0 {
-				e.Ptr = d.uvarint()
-			}
-			if e.Has&cuda.FieldTarget != 0 {
-				e.Target = d.uvarint()
-			}
-			if e.Has&cuda.FieldDevice != 0 {
-				e.Device = int32(d.varint())
-			}
-			if e.Has&cuda.FieldPeer != 0 {
-				e.Peer = d.uvarint()
-			}
-			if e.Has&cuda.FieldCount != 0 {
-				e.Count = d.uvarint()
-			}
-			if e.Has&cuda.FieldKey != 0 {
-				l := d.uvarint()
-				if l > maxKey || l > uint64(len(d.b)-d.i) {
-					return fmt.Errorf("%w: key length %d", ErrCorrupt, l)
-				}
-				keyBuf = append(keyBuf[:0], d.b[d.i:d.i+int(l)]...)
-				e.Key = keyBuf
-				d.i += int(l)
+			if err := d.fields(&e.Fields, &keyBuf); err != nil {
+				return err
 			}
 		}
 		if pres&presCtx != 0 {
@@ -259,6 +272,66 @@ func DecodeChunk(chunk []byte, fn func(*Event) error) error {
 	}
 	if d.i != len(d.b) {
 		return fmt.Errorf("%w: %d trailing bytes in event chunk", ErrCorrupt, len(d.b)-d.i)
+	}
+	return nil
+}
+
+// fields reads the call fields f.Has says are present. The key is read
+// into keyBuf, reused from event to event.
+func (d *chunkDecoder) fields(f *cuda.Fields, keyBuf *[]byte) error {
+	if f.Has&cuda.FieldSize != 0 {
+		f.Size = d.uvarint()
+	}
+	if f.Has&cuda.FieldFlags != 0 {
+		f.Flags = d.uvarint()
+	}
+	if f.Has&cuda.FieldPtr != 0 {
+		f.Ptr = d.uvarint()
+	}
+	if f.Has&cuda.FieldTarget != 0 {
+		f.Target = d.uvarint()
+	}
+	if f.Has&cuda.FieldDevice != 0 {
+		f.Device = int32(d.varint())
+	}
+	if f.Has&cuda.FieldPeer != 0 {
+		f.Peer = d.uvarint()
+	}
+	if f.Has&cuda.FieldCount != 0 {
+		f.Count = d.uvarint()
+	}
+	if f.Has&cuda.FieldKey != 0 {
+		l := d.uvarint()
+		if l > maxKey || l > uint64(len(d.b)-d.i) {
+			return fmt.Errorf("%w: key length %d", ErrCorrupt, l)
+		}
+		*keyBuf = append((*keyBuf)[:0], d.b[d.i:d.i+int(l)]...)
+		f.Key = *keyBuf
+		d.i += int(l)
+	}
+	if f.Has&cuda.FieldItems != 0 {
+		return d.array(f)
+	}
+	return nil
+}
+
+// array reads what appendArray wrote.
+func (d *chunkDecoder) array(f *cuda.Fields) error {
+	f.Items = d.u32()
+	n := d.uvarint()
+	// Each grant takes at least three bytes.
+	if n > maxGrants || n > uint64(len(d.b)-d.i)/3 {
+		return fmt.Errorf("%w: %d access descriptors", ErrCorrupt, n)
+	}
+	if n == 0 {
+		return nil
+	}
+	f.Grants = make([]cuda.Grant, n)
+	for i := range f.Grants {
+		g := &f.Grants[i]
+		g.Type = d.u32()
+		g.Device = d.i32()
+		g.Flags = d.u32()
 	}
 	return nil
 }

@@ -10,7 +10,8 @@
 // Top-level buckets, their keys and value encodings:
 //
 //	meta        "format"   the string "forensic-run" (anything else: a foreign file)
-//	            "schema"   uint32 big-endian schema version (this package writes SchemaVersion)
+//	            "schema"   uint32 big-endian schema version (this package writes
+//	                       SchemaVersion and reads every earlier one)
 //	            "run"      JSON RunInfo: command, mode, options, clock pair, host
 //	            "inventory" JSON Inventory: the platform, taken once per run
 //	            "stop"     JSON StopInfo; absent when the recorder did not stop
@@ -19,7 +20,8 @@
 //	            bucket makes the file self-describing, so a newer forensic
 //	            with a reordered symbol table still reads an old file.
 //	libraries   uint32 BE sequence -> JSON Library: each libcuda file attached,
-//	            its build id, and which hooked symbols it exported or lacked
+//	            its build id, and which symbols of the table it exported
+//	            (attached) or lacked
 //	events      uint64 BE chunk sequence -> event chunk (binary, below)
 //	samples     uint64 BE sequence -> JSON Sample: one NVML query on one GPU
 //	processes   uint32 BE pid + uint64 BE first-seen time -> JSON Process,
@@ -40,6 +42,11 @@
 // per event the symbol id, pid, tid-pid, the exit time as a delta from the
 // previous event's, the duration, the result, depth, flags, a presence mask
 // and the present fields. A typical allocation event costs about 30 bytes.
+// Presence bits 0-8 are cuda.Field's; bit 8 (schema 2) is an array
+// argument: the elements read, then the access descriptors among them
+// (location type, device, flags each). Bits 12-14 are the event's context,
+// stack and device. Event flags are the probes' call flags, bit for bit
+// (EventFrozen, ...).
 // Events are stored in the order the ring buffer delivered them: exact per
 // thread, and across CPUs nearly in time order; readers that need time order
 // compare times rather than positions.

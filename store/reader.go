@@ -2,11 +2,9 @@ package store
 
 import (
 	"encoding/binary"
-
 	"encoding/json"
 	"errors"
 	"fmt"
-	"golang.org/x/sys/unix"
 	"os"
 	"runtime/debug"
 	"time"
@@ -23,10 +21,17 @@ const LockWait = 200 * time.Millisecond
 type Reader struct {
 	db      *bolt.DB
 	path    string
+	file    fileID // the file bbolt maps, for releaseMapped
 	schema  uint32
 	run     RunInfo
 	symbols []string // by id
+	// releaseEvery is how many bytes of events a pass reads between
+	// releases of the mapped pages.
+	releaseEvery int
 }
+
+// releaseEvery is the default Reader.releaseEvery: 16 MiB.
+const releaseEvery = 16 << 20
 
 // Open opens path read-only and checks that it is a forensic run of a
 // schema this package knows. Errors wrap the sentinels in errors.go.
@@ -47,42 +52,54 @@ func Open(path string) (r *Reader, err error) {
 	if err := checkFile(path, st.Size()); err != nil {
 		return nil, fmt.Errorf("%s: %w", path, err)
 	}
-	defer recoverCorrupt(&err)
-	defer guardFaults()()
-	db, err := bolt.Open(path, 0o600, &bolt.Options{ReadOnly: true, Timeout: LockWait})
-	if err != nil {
-		if errors.Is(err, bolt.ErrTimeout) {
-			return nil, fmt.Errorf("%s: %w", path, ErrLocked)
+	r = &Reader{path: path, file: fileIDOf(st), releaseEvery: releaseEvery}
+	err = guarded(func() error {
+		db, err := bolt.Open(path, 0o600, &bolt.Options{ReadOnly: true, Timeout: LockWait})
+		if err != nil {
+			if errors.Is(err, bolt.ErrTimeout) {
+				return ErrLocked
+			}
+			return fmt.Errorf("%w: %v", ErrNotRunDB, err)
 		}
-		return nil, fmt.Errorf("%s: %w: %v", path, ErrNotRunDB, err)
+		r.db = db
+		return nil
+	})
+	if err == nil {
+		err = r.load()
 	}
-	r = &Reader{db: db, path: path}
-	if err := r.load(); err != nil {
-		db.Close()
+	if err != nil {
+		if r.db != nil {
+			r.db.Close()
+		}
 		return nil, fmt.Errorf("%s: %w", path, err)
 	}
 	return r, nil
 }
 
-// recoverCorrupt turns a panic inside bbolt (it panics on some corrupt
-// pages) into ErrCorrupt: bad input must never crash the CLI.
-func recoverCorrupt(err *error) {
-	if p := recover(); p != nil {
-		*err = fmt.Errorf("%w: %v", ErrCorrupt, p)
-	}
+// guarded runs fn, which reads through bbolt, so that bad input never
+// crashes the CLI: a panic inside bbolt (it panics on some corrupt pages)
+// and a memory fault on its mapping of the file (a page reference past
+// the end of the file faults with SIGBUS; only a fault turned into a panic
+// can be recovered) both become ErrCorrupt.
+func guarded(fn func() error) (err error) {
+	defer func() {
+		if p := recover(); p != nil {
+			err = fmt.Errorf("%w: %v", ErrCorrupt, p)
+		}
+	}()
+	old := debug.SetPanicOnFault(true)
+	defer debug.SetPanicOnFault(old)
+	return fn()
 }
 
-// guardFaults makes a memory fault in this goroutine a panic instead of a
-// crash, for as long as the returned function is not called. bbolt reads
-// the file through mmap: a corrupt page reference past the end of the file
-// faults (SIGBUS), and only this turns that into an error.
-func guardFaults() func() {
-	old := debug.SetPanicOnFault(true)
-	return func() { debug.SetPanicOnFault(old) }
+// view runs fn in a read transaction, guarded. Every read of the file
+// goes through it.
+func (r *Reader) view(fn func(*bolt.Tx) error) error {
+	return guarded(func() error { return r.db.View(fn) })
 }
 
 func (r *Reader) load() error {
-	return r.db.View(func(tx *bolt.Tx) error {
+	return r.view(func(tx *bolt.Tx) error {
 		m := tx.Bucket(bucketMeta)
 		if m == nil || string(m.Get(keyFormat)) != Format {
 			return ErrForeign
@@ -149,9 +166,7 @@ func (r *Reader) SymbolName(id uint16) string {
 
 // Stop returns the stop record, or nil when the run ended abruptly.
 func (r *Reader) Stop() (s *StopInfo, err error) {
-	defer recoverCorrupt(&err)
-	defer guardFaults()()
-	err = r.db.View(func(tx *bolt.Tx) error {
+	err = r.view(func(tx *bolt.Tx) error {
 		m := tx.Bucket(bucketMeta)
 		if m.Get(keyStop) == nil {
 			return nil
@@ -164,9 +179,7 @@ func (r *Reader) Stop() (s *StopInfo, err error) {
 
 // Inventory returns the platform inventory, or nil if none was stored.
 func (r *Reader) Inventory() (inv *Inventory, err error) {
-	defer recoverCorrupt(&err)
-	defer guardFaults()()
-	err = r.db.View(func(tx *bolt.Tx) error {
+	err = r.view(func(tx *bolt.Tx) error {
 		m := tx.Bucket(bucketMeta)
 		if m.Get(keyInventory) == nil {
 			return nil
@@ -181,27 +194,18 @@ func (r *Reader) Inventory() (inv *Inventory, err error) {
 // does not grow with the number of events. The Event is reused between
 // calls.
 func (r *Reader) Events(fn func(*Event) error) (err error) {
-	defer recoverCorrupt(&err)
-	defer guardFaults()()
-	return r.db.View(func(tx *bolt.Tx) error {
+	return r.view(func(tx *bolt.Tx) error {
 		b := tx.Bucket(bucketEvents)
 		if b == nil {
 			return fmt.Errorf("%w: no events bucket", ErrCorrupt)
 		}
-		read := 0
+		rel := releaser{r: r}
 		return b.ForEach(func(_, chunk []byte) error {
-			err := DecodeChunk(chunk, func(e *Event) error {
+			rel.read(len(chunk))
+			return DecodeChunk(chunk, func(e *Event) error {
 				e.Name = r.SymbolName(e.Symbol)
 				return fn(e)
 			})
-			// Chunks are read through bbolt's mmap, and every page read
-			// stays resident: let them go every 16 MiB, so a pass over a
-			// large run does not grow with the file.
-			if read += len(chunk); read >= 16<<20 {
-				read = 0
-				r.dropMapped(tx)
-			}
-			return err
 		})
 	})
 }
@@ -213,14 +217,14 @@ var ErrNoFailureIndex = errors.New("no failure index")
 // Failures calls fn for every failed call, in storage order, from the
 // failures index (a copy the writer keeps of each failed event).
 func (r *Reader) Failures(fn func(*Event) error) (err error) {
-	defer recoverCorrupt(&err)
-	defer guardFaults()()
-	return r.db.View(func(tx *bolt.Tx) error {
+	return r.view(func(tx *bolt.Tx) error {
 		b := tx.Bucket(bucketFailures)
 		if b == nil {
 			return ErrNoFailureIndex
 		}
+		rel := releaser{r: r}
 		return b.ForEach(func(_, chunk []byte) error {
+			rel.read(len(chunk))
 			return DecodeChunk(chunk, func(e *Event) error {
 				e.Name = r.SymbolName(e.Symbol)
 				return fn(e)
@@ -229,12 +233,27 @@ func (r *Reader) Failures(fn func(*Event) error) (err error) {
 	})
 }
 
+// releaser lets go of the pages a long pass has read: records are read
+// through bbolt's mapping of the file and every page read stays resident,
+// so without it a pass over a large run would grow with the file.
+type releaser struct {
+	r     *Reader
+	bytes int
+}
+
+// read counts n more bytes read, releasing the mapped pages every
+// Reader.releaseEvery bytes.
+func (x *releaser) read(n int) {
+	if x.bytes += n; x.bytes >= x.r.releaseEvery {
+		x.bytes = 0
+		releaseMapped(x.r.file)
+	}
+}
+
 // LastEventEnd returns the latest return time in the last event chunk
 // (0 when there are no events): where the record ends.
 func (r *Reader) LastEventEnd() (end int64, err error) {
-	defer recoverCorrupt(&err)
-	defer guardFaults()()
-	err = r.db.View(func(tx *bolt.Tx) error {
+	err = r.view(func(tx *bolt.Tx) error {
 		b := tx.Bucket(bucketEvents)
 		if b == nil {
 			return fmt.Errorf("%w: no events bucket", ErrCorrupt)
@@ -253,14 +272,14 @@ func (r *Reader) LastEventEnd() (end int64, err error) {
 
 // forEachJSON decodes every value of a bucket into a T.
 func forEachJSON[T any](r *Reader, bucket []byte, fn func(*T) error) (err error) {
-	defer recoverCorrupt(&err)
-	defer guardFaults()()
-	return r.db.View(func(tx *bolt.Tx) error {
+	return r.view(func(tx *bolt.Tx) error {
 		b := tx.Bucket(bucket)
 		if b == nil {
 			return fmt.Errorf("%w: no %s bucket", ErrCorrupt, bucket)
 		}
+		rel := releaser{r: r}
 		return b.ForEach(func(k, v []byte) error {
+			rel.read(len(v))
 			var t T
 			if err := json.Unmarshal(v, &t); err != nil {
 				return fmt.Errorf("%w: %s record: %v", ErrCorrupt, bucket, err)
@@ -298,9 +317,7 @@ func (r *Reader) Drops() ([]Drops, error) { return collect[Drops](r, bucketDrops
 
 // Stack returns the frames of a stack id, or nil if not stored.
 func (r *Reader) Stack(id int32) (frames []Frame, err error) {
-	defer recoverCorrupt(&err)
-	defer guardFaults()()
-	err = r.db.View(func(tx *bolt.Tx) error {
+	err = r.view(func(tx *bolt.Tx) error {
 		b := tx.Bucket(bucketStacks)
 		if b == nil {
 			return nil
@@ -320,28 +337,3 @@ func (r *Reader) Stack(id int32) (frames []Frame, err error) {
 // SymbolNames returns the file's symbol names, indexed by symbol id ("" for
 // an unused id).
 func (r *Reader) SymbolNames() []string { return append([]string(nil), r.symbols...) }
-
-// dropMapped tells the kernel this process no longer needs the resident
-// pages of bbolt's read-only shared mapping of the file. Nothing is lost:
-// the next touch reads a page back from the page cache.
-func (r *Reader) dropMapped(tx *bolt.Tx) { dropMapped(r.db, tx) }
-
-// dropMapped releases the resident pages of bbolt's shared mapping of the
-// file. bbolt only reads through the mapping (it writes with pwrite), so
-// the pages are clean and nothing is lost. The range is what the
-// transaction sees (its high-water mark), which bbolt keeps mapped: the
-// file itself may be longer than the mapping (bbolt grows it ahead), and
-// MADV_DONTNEED past the mapping would zero whatever memory lies there.
-func dropMapped(db *bolt.DB, tx *bolt.Tx) {
-	size := tx.Size()
-	if size <= 0 {
-		return
-	}
-	start := db.Info().Data
-	pg := uintptr(os.Getpagesize())
-	length := uintptr(size) &^ (pg - 1) // whole pages only, never past it
-	if length == 0 {
-		return
-	}
-	unix.Syscall(unix.SYS_MADVISE, start, length, unix.MADV_DONTNEED)
-}

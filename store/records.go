@@ -10,8 +10,12 @@ import (
 const Format = "forensic-run"
 
 // SchemaVersion is the schema this package writes. Readers refuse files
-// with a larger version.
-const SchemaVersion = 1
+// with a larger version and read every older one:
+//
+//   - 1: the first.
+//   - 2: events may carry array arguments (presence bit 8: the elements
+//     read and the access descriptors); event flags 8, 32 and 64 appear.
+const SchemaVersion = 2
 
 // ClockName names the run clock.
 const ClockName = "CLOCK_MONOTONIC"
@@ -50,21 +54,29 @@ type RunInfo struct {
 type Stats struct {
 	// Calls is the number of completed tracked calls the probes saw;
 	// Events + LostCalls == Calls when nothing else went wrong.
-	Calls          uint64 `json:"calls"`
-	Events         uint64 `json:"events"`
-	LostCalls      uint64 `json:"lost_calls"`
-	LostFirst      int64  `json:"lost_first_ns,omitempty"` // exit time of the earliest lost call
-	LostLast       int64  `json:"lost_last_ns,omitempty"`
-	LostInflight   uint64 `json:"lost_inflight"`
-	TooDeep        uint64 `json:"too_deep"`
-	Unmatched      uint64 `json:"unmatched_returns"`
-	LostProc       uint64 `json:"lost_proc"`
-	LostProcFirst  int64  `json:"lost_proc_first_ns,omitempty"`
-	StackErrors    uint64 `json:"stack_errors"`
-	Frozen         uint64 `json:"frozen"`
+	Calls         uint64 `json:"calls"`
+	Events        uint64 `json:"events"`
+	LostCalls     uint64 `json:"lost_calls"`
+	LostFirst     int64  `json:"lost_first_ns,omitempty"` // exit time of the earliest lost call
+	LostLast      int64  `json:"lost_last_ns,omitempty"`
+	LostInflight  uint64 `json:"lost_inflight"`
+	TooDeep       uint64 `json:"too_deep"`
+	Unmatched     uint64 `json:"unmatched_returns"`
+	LostProc      uint64 `json:"lost_proc"`
+	LostProcFirst int64  `json:"lost_proc_first_ns,omitempty"`
+	StackErrors   uint64 `json:"stack_errors"`
+	Frozen        uint64 `json:"frozen"`
+	// Untracked counts processes the probes' table of tracked processes
+	// had no room for: a child forked then is not recorded at all; under
+	// --all a process's calls are recorded but its exit is not (counted
+	// once per thread that tried). UntrackedFirst is when the first was.
+	Untracked      uint64 `json:"untracked_processes"`
+	UntrackedFirst int64  `json:"untracked_first_ns,omitempty"`
 	DecodeErrors   uint64 `json:"decode_errors"`
 	Samples        uint64 `json:"samples"`
-	SamplesDropped uint64 `json:"samples_thinned"`
+	// SamplesThinned are periodic samples left out by thinning (a quiet
+	// stretch keeps only some).
+	SamplesThinned uint64 `json:"samples_thinned"`
 	KernelLines    uint64 `json:"kernel_lines"`
 }
 
@@ -131,9 +143,9 @@ type Library struct {
 	BuildID  string `json:"build_id,omitempty"`
 	Device   uint64 `json:"dev"`
 	Inode    uint64 `json:"inode"`
-	// Attached lists the hooked symbols the file exports; Absent those of
-	// the symbol table it does not. Unknown lists exported names of hooked
-	// families that the symbol table has no row for.
+	// Attached lists the symbols of the table the file exports, which the
+	// probes were attached to; Absent those it does not. Unknown lists
+	// exported names of the table's families that have no row.
 	Attached []string `json:"attached"`
 	Absent   []string `json:"absent"`
 	Unknown  []string `json:"unknown,omitempty"`
@@ -141,7 +153,7 @@ type Library struct {
 	Time     int64    `json:"time_ns"`
 }
 
-// Event is one completed call of a hooked symbol.
+// Event is one completed call of an attached symbol.
 type Event struct {
 	Symbol uint16 `json:"-"` // id in the file's symbols bucket
 	Name   string `json:"symbol"`
@@ -151,7 +163,7 @@ type Event struct {
 	End    int64  `json:"time_ns"`
 	Result int32  `json:"result"`
 	Depth  uint8  `json:"depth,omitempty"`
-	Flags  uint32 `json:"flags,omitempty"` // EventFrozen, ...
+	Flags  uint32 `json:"flags,omitempty"` // EventFrozen, ... (the probes' call flags, same bits)
 	cuda.Fields
 	// Ctx is the per-process index of the context current on the thread
 	// (Process.Contexts), 0 when none.
@@ -161,12 +173,18 @@ type Event struct {
 	Stack int32 `json:"stack,omitempty"` // stack id, -1 when none
 }
 
-// Event flags.
+// Event flags: the bits of the probes' call flags (enum fx_call_flags in
+// bpf/forensic.h; a test in package bpf checks every one against it).
+// Bits 0-7 are set by the probes, bits 8-15 by the recorder; bits 16-31 are
+// never stored, so a reader may use them for marks of its own.
 const (
 	EventFrozen     = 1 << 0 // the process was stopped at this failed call
-	EventInFault    = 1 << 1
-	EventOutFault   = 1 << 2
-	EventReordered  = 1 << 4
+	EventInFault    = 1 << 1 // the input struct could not be read
+	EventOutFault   = 1 << 2 // the (first) out parameter could not be read; schema 1: either out parameter
+	EventOutBFault  = 1 << 3 // the second out parameter could not be read (schema 2 on)
+	EventReordered  = 1 << 4 // an inner call never returned (longjmp)
+	EventArrayCut   = 1 << 5 // the array argument had more elements than were read (Count has them all)
+	EventArrayFault = 1 << 6 // the array argument could not be read
 	EventLateAttach = 1 << 8 // the process was running before the recorder attached
 )
 

@@ -21,6 +21,11 @@ func sampleEvents() []Event {
 		{Symbol: 4, PID: 100, TID: 101, Start: 1_000_100, End: 1_000_800, Result: 2, Dev: 1, Stack: 7, Flags: EventFrozen,
 			Fields: cuda.Fields{Has: cuda.FieldSize | cuda.FieldDevice | cuda.FieldKey, Size: 5, Device: -1, Key: []byte{1, 2, 3}}},
 		{Symbol: 0, PID: 4294967295, TID: 1, Start: 0, End: 0, Result: -7, Dev: -1, Stack: -1, Depth: 2},
+		{Symbol: 9, PID: 100, TID: 100, Start: 1_001_000, End: 1_002_000, Result: 205, Dev: 0, Stack: -1, Ctx: 1,
+			Flags: EventArrayCut, Fields: cuda.Fields{Has: cuda.FieldSize | cuda.FieldCount | cuda.FieldItems, Size: 64 << 20,
+				Count: 9, Items: 8, Grants: []cuda.Grant{{Type: 1, Device: 0, Flags: 3}, {Type: 1, Device: -1, Flags: 1}}}},
+		{Symbol: 10, PID: 100, TID: 100, Start: 1_003_000, End: 1_004_000, Dev: 0, Stack: -1,
+			Fields: cuda.Fields{Has: cuda.FieldItems | cuda.FieldCount, Count: 1, Items: 1}},
 	}
 }
 
@@ -79,6 +84,10 @@ func TestDecodeChunkRejectsCorruption(t *testing.T) {
 		"huge count":   {chunkFormat, 0xff, 0xff, 0xff, 0xff, 0x0f},
 		"key too long": append([]byte{chunkFormat, 1, 1, 1, 0, 0, 0, 0, 0, 0, byte(cuda.FieldKey)}, 0x7f),
 		"symbol range": {chunkFormat, 1, 0xff, 0xff, 0x7f},
+		// presence bit 11 was never written
+		"unknown presence bit": {chunkFormat, 1, 1, 1, 0, 0, 0, 0, 0, 0, 0x80, 0x10},
+		"too many grants":      {chunkFormat, 1, 1, 1, 0, 0, 0, 0, 0, 0, 0x80, 0x02, 1, 0x7f, 1, 1, 1},
+		"grant device range":   {chunkFormat, 1, 1, 1, 0, 0, 0, 0, 0, 0, 0x80, 0x02, 1, 1, 1, 0xff, 0xff, 0xff, 0xff, 0x7f, 1},
 	}
 	for name, chunk := range tests {
 		t.Run(name, func(t *testing.T) {
@@ -441,6 +450,7 @@ func TestPresenceBitsPinned(t *testing.T) {
 	}{
 		{cuda.FieldSize, 1}, {cuda.FieldFlags, 2}, {cuda.FieldPtr, 4}, {cuda.FieldTarget, 8},
 		{cuda.FieldDevice, 16}, {cuda.FieldPeer, 32}, {cuda.FieldCount, 64}, {cuda.FieldKey, 128},
+		{cuda.FieldItems, 256},
 	} {
 		if uint16(tc.f) != tc.want {
 			t.Errorf("field bit %d, the file format says %d", tc.f, tc.want)

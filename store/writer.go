@@ -52,6 +52,7 @@ type Writer struct {
 	// freeSpace reports the filesystem's free bytes; replaced in tests.
 	freeSpace func() (uint64, error)
 	full      bool
+	file      fileID // the file bbolt maps, for releaseMapped
 }
 
 // CreateOptions adjust Create.
@@ -75,7 +76,12 @@ func Create(path string, opts CreateOptions, run RunInfo, symbols []string) (*Wr
 		}
 		return nil, err
 	}
+	st, err := f.Stat()
 	f.Close()
+	if err != nil {
+		os.Remove(path)
+		return nil, err
+	}
 	db, err := bolt.Open(path, 0o600, &bolt.Options{
 		Timeout:        time.Second,
 		NoFreelistSync: true,
@@ -86,7 +92,7 @@ func Create(path string, opts CreateOptions, run RunInfo, symbols []string) (*Wr
 		return nil, fmt.Errorf("open %s: %w", path, err)
 	}
 	dir := filepath.Dir(path)
-	w := &Writer{db: db, path: path, Reserve: DefaultReserve,
+	w := &Writer{db: db, path: path, Reserve: DefaultReserve, file: fileIDOf(st),
 		freeSpace: func() (uint64, error) { return fsFree(dir) }}
 	err = db.Update(func(tx *bolt.Tx) error {
 		for _, b := range allBuckets {
@@ -296,10 +302,7 @@ func (w *Writer) Commit(b *Batch) error {
 	// bbolt reads the B+tree through its mapping of the file, and every
 	// page it touched stays resident: over a long run the recorder's memory
 	// would grow with run.db. Let them go after each commit.
-	w.db.View(func(tx *bolt.Tx) error {
-		dropMapped(w.db, tx)
-		return nil
-	})
+	releaseMapped(w.file)
 	return nil
 }
 

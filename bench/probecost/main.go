@@ -8,6 +8,10 @@
 //
 // It prints a markdown table on stdout, meant as the breakdown under
 // section 1 of BENCHMARKS.md.
+//
+// With -compare OLD,NEW it instead measures forensic's own programs as two
+// forensic binaries load them, interleaved (compare.go): the cost of a
+// change to the probes, before and after, as ratios.
 package main
 
 import (
@@ -17,6 +21,7 @@ import (
 	"os"
 	"path/filepath"
 	"sort"
+	"strings"
 	"time"
 
 	"github.com/cilium/ebpf"
@@ -48,11 +53,39 @@ func ret0() asm.Instructions { return asm.Instructions{asm.Mov.Imm(asm.R0, 0), a
 
 func main() {
 	n := flag.Int("n", 0, "mix iterations per variant (default 20000; 5000 quick)")
+	cmp := flag.String("compare", "", "OLD,NEW: compare two forensic binaries' own programs instead")
+	rounds := flag.Int("rounds", 5, "rounds of a -compare")
 	flag.Parse()
-	if err := run(*n); err != nil {
+	var err error
+	if *cmp != "" {
+		err = runCompare(*cmp, *rounds, *n)
+	} else {
+		err = run(*n)
+	}
+	if err != nil {
 		fmt.Fprintln(os.Stderr, "probecost:", err)
 		os.Exit(1)
 	}
+}
+
+func runCompare(bins string, rounds, n int) error {
+	env, err := benchutil.Setup()
+	if err != nil {
+		return err
+	}
+	list := strings.Split(bins, ",")
+	if len(list) != 2 || rounds < 1 {
+		return errors.New("-compare takes OLD,NEW (two forensic binaries) and -rounds at least 1")
+	}
+	if n == 0 {
+		n = 20000
+	}
+	closer, err := ebpf.EnableStats(uint32(unix.BPF_STATS_RUN_TIME))
+	if err != nil {
+		return fmt.Errorf("enable BPF statistics: %w", err)
+	}
+	defer closer.Close()
+	return compare(env, list, rounds, n)
 }
 
 func run(n int) error {

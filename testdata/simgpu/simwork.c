@@ -50,8 +50,12 @@
  *   array W H | array-v1 W H                 cuArrayCreate_v2 | cuArrayCreate (FLOAT x1)
  *   array3d W H D | array3d-v1 W H D         cuArray3DCreate_v2 | cuArray3DCreate
  *   mipmap W H LEVELS                        cuMipmappedArrayCreate
- *   vmm SIZE [DEV]       cuMemCreate (pinned, current device) + cuMemAddressReserve
- *                        + cuMemMap + cuMemSetAccess granting DEV (default: current)
+ *   vmm SIZE [DEV...]    cuMemCreate (pinned, current device) + cuMemAddressReserve
+ *                        + cuMemMap + one cuMemSetAccess granting every DEV, in the
+ *                        order given, read-write (default: the current device). List
+ *                        the owner first, as NCCL and PyTorch do: `vmm 64M 0 1` on
+ *                        device 0 grants [0, 1]; each DEV other than the owner is
+ *                        charged to the owner's BAR1. At most 16 DEVs.
  *   expandable VA CHUNK  PyTorch's expandable segments: cuMemAddressReserve of VA once,
  *                        then CHUNK at a time cuMemCreate + cuMemMap + cuMemSetAccess
  *                        (current device) until a call fails or VA is full
@@ -855,12 +859,23 @@ NOINLINE int step_mipmap(struct exec *e, int argc, char **argv)
     return 0;
 }
 
+#define VMM_MAX_GRANTS 16
+
 NOINLINE int step_vmm(struct exec *e, int argc, char **argv)
 {
     U64(size, 1);
-    int owner = cur_dev_or0(), target = owner;
-    if (argc > 2 && arg_int(argv[0], argv[2], &target) != 0)
-        return 1;
+    int owner = cur_dev_or0();
+    CUmemAccessDesc acc[VMM_MAX_GRANTS];
+    size_t ngrant = argc > 2 ? (size_t)(argc - 2) : 1;
+    memset(acc, 0, sizeof(acc));
+    for (size_t i = 0; i < ngrant; i++) {
+        int dev = owner;
+        if (argc > 2 && arg_int(argv[0], argv[2 + i], &dev) != 0)
+            return 1;
+        acc[i].location.type = CU_MEM_LOCATION_TYPE_DEVICE;
+        acc[i].location.id = dev;
+        acc[i].flags = CU_MEM_ACCESS_FLAGS_PROT_READWRITE;
+    }
     CUmemAllocationProp prop;
     memset(&prop, 0, sizeof(prop));
     prop.type = CU_MEM_ALLOCATION_TYPE_PINNED;
@@ -882,12 +897,7 @@ NOINLINE int step_vmm(struct exec *e, int argc, char **argv)
             rc = 1;
         } else {
             r.steps = 3;
-            CUmemAccessDesc acc;
-            memset(&acc, 0, sizeof(acc));
-            acc.location.type = CU_MEM_LOCATION_TYPE_DEVICE;
-            acc.location.id = target;
-            acc.flags = CU_MEM_ACCESS_FLAGS_PROT_READWRITE;
-            if (CALL(cuMemSetAccess, va, (size_t)size, &acc, (size_t)1))
+            if (CALL(cuMemSetAccess, va, (size_t)size, acc, ngrant))
                 rc = 1;
         }
     }
@@ -1682,7 +1692,7 @@ static const struct stepdef steps[] = {
     {"array3d", 3, 3, 0, 1, step_array3d},
     {"array3d-v1", 3, 3, 0, 1, step_array3d},
     {"mipmap", 3, 3, 0, 1, step_mipmap},
-    {"vmm", 1, 2, 0, 1, step_vmm},
+    {"vmm", 1, 1 + VMM_MAX_GRANTS, 0, 1, step_vmm},
     {"expandable", 2, 2, 0, 1, step_expandable},
     {"alloc-host", 1, 1, 0, 1, step_alloc_host},
     {"alloc-host-v1", 1, 1, 0, 1, step_alloc_host},

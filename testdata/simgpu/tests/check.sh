@@ -233,6 +233,15 @@ eq "vmm BAR1 on device 0" "$("$NVMLQ" bar1 0 | field 3)" "$((68 * MiB))"
 touch "$T/P2.go"
 wait $p2
 eq "peer/vmm released" "$("$NVMLQ" bar1 0 | field 3) $("$NVMLQ" bar1 1 | field 3)" "$((4 * MiB)) $((4 * MiB))"
+"$SW" 'init; use 0; vmm 32M 0 1; touch '"$T/G.ready"'; wait-file '"$T/G.go"'; free' >"$T/grant.out" 2>&1 &
+gp=$!
+waitfile "$T/G.ready"
+eq "vmm [owner 0, peer 1] in one call: only the peer charged" "$("$NVMLQ" bar1 0 | field 3)" "$((36 * MiB))"
+touch "$T/G.go"
+wait $gp
+eq "vmm grants released" "$("$NVMLQ" bar1 0 | field 3)" "$((4 * MiB))"
+out=$(SIMGPU_STATE=$T/nearfull.state SIMGPU_BAR1_TOTAL=64M SIMGPU_BAR1_USED=40M "$SW" 'init; use 0; vmm 32M 0 1' 2>&1)
+contains "vmm [0, 1] with BAR1 nearly full" "$out" "simwork: cuMemSetAccess -> 205 CUDA_ERROR_MAP_FAILED"
 out=$("$SW" 'init; use 0; peer 1; peer 1; peer 0' 2>&1)
 eq "peer errors" "$out" "simwork: cuCtxEnablePeerAccess -> 704 CUDA_ERROR_PEER_ACCESS_ALREADY_ENABLED
 simwork: cuCtxEnablePeerAccess -> 101 CUDA_ERROR_INVALID_DEVICE"

@@ -1,0 +1,72 @@
+package bpf
+
+import "unsafe"
+
+// The names below are the header's (forensic.h) under readable Go names:
+// each is derived from the constant or type bpf2go generated from it, never
+// retyped.
+
+// Record kinds (enum fx_kind): the first byte of every ring buffer record.
+const (
+	KindCall      = uint8(forensicFxKindFX_KIND_CALL)
+	KindProc      = uint8(forensicFxKindFX_KIND_PROC)
+	KindCallArray = uint8(forensicFxKindFX_KIND_CALL_ARRAY)
+)
+
+// Process lifecycle changes (enum fx_proc_what).
+const (
+	ProcFork      = uint8(forensicFxProcWhatFX_PROC_FORK)
+	ProcExec      = uint8(forensicFxProcWhatFX_PROC_EXEC)
+	ProcExit      = uint8(forensicFxProcWhatFX_PROC_EXIT)
+	ProcFirstCall = uint8(forensicFxProcWhatFX_PROC_FIRST_CALL)
+)
+
+// Call flags (enum fx_call_flags). run.db stores the same bits with each
+// event (store.Event.Flags): bits 0-7 are set by the probes, bits 8-15 by
+// the recorder, bits 16-31 never stored.
+const (
+	CallFrozen     = uint32(forensicFxCallFlagsFX_CALL_FROZEN)
+	CallInFault    = uint32(forensicFxCallFlagsFX_CALL_IN_FAULT)
+	CallOutAFault  = uint32(forensicFxCallFlagsFX_CALL_OUTA_FAULT)
+	CallOutBFault  = uint32(forensicFxCallFlagsFX_CALL_OUTB_FAULT)
+	CallReordered  = uint32(forensicFxCallFlagsFX_CALL_REORDERED)
+	CallArrayCut   = uint32(forensicFxCallFlagsFX_CALL_ARRAY_CUT)
+	CallArrayFault = uint32(forensicFxCallFlagsFX_CALL_ARRAY_FAULT)
+	CallLateAttach = uint32(forensicFxCallFlagsFX_CALL_LATE_ATTACH)
+)
+
+// Sizes and limits (enum fx_const).
+const (
+	maxSymbols = int(forensicFxConstFX_MAX_SYMBOLS)
+	maxDepth   = int(forensicFxConstFX_MAX_DEPTH)
+	inLen      = int(forensicFxConstFX_IN_LEN)
+	outALen    = int(forensicFxConstFX_OUTA_LEN)
+	outBLen    = int(forensicFxConstFX_OUTB_LEN)
+	commLen    = int(forensicFxConstFX_COMM_LEN)
+	fileLen    = int(forensicFxConstFX_FILENAME_LEN)
+	argsLen    = int(forensicFxConstFX_ARGS_LEN)
+	stackDepth = int(forensicFxConstFX_STACK_DEPTH)
+	// inStack: read the in-struct from the stack, not through a register.
+	inStack = int8(forensicFxConstFX_IN_STACK)
+	// arrayMax and arrayLen bound what is read of an array argument.
+	arrayMax = int(forensicFxConstFX_ARRAY_MAX)
+	arrayLen = int(forensicFxConstFX_ARRAY_LEN)
+)
+
+// counterMax is the number of loss and health counters (enum fx_counter).
+const counterMax = int(forensicFxCounterFX_COUNTER_MAX)
+
+// Record sizes, from the generated structs.
+const (
+	callSize      = int(unsafe.Sizeof(forensicFxCall{}))
+	callArraySize = int(unsafe.Sizeof(forensicFxCallArray{}))
+	procSize      = int(unsafe.Sizeof(forensicFxProc{}))
+)
+
+// ringHeader is the kernel's per-record ring buffer header
+// (BPF_RINGBUF_HDR_SZ); the kernel rounds header + record up to 8 bytes
+// (kernel/bpf/ringbuf.c).
+const ringHeader = 8
+
+// recordBytes is what one common call record takes in the ring.
+const recordBytes = (callSize + ringHeader + 7) &^ 7
