@@ -250,6 +250,7 @@ func (s *state) noteFailure(e *store.Event) {
 	s.failedPIDs[e.PID] = true
 	f := &failed{sym: sym, name: s.syms.name(e.Symbol), e: *e}
 	f.e.Key = append([]byte(nil), e.Key...)
+	f.e.Grants = append([]cuda.Grant(nil), e.Grants...)
 	if len(s.failures) < s.opts.MaxFailures {
 		s.failures = append(s.failures, f)
 	} else {

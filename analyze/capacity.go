@@ -409,9 +409,23 @@ func usesBAR1(sym *cuda.Symbol, e *store.Event) bool {
 
 // grantsPeer reports whether an access grant names a device other than
 // the memory's owner (the calling context's device), or the record cannot
-// tell.
+// tell: the descriptors were not read, or the recorder's bound cut the
+// list before any peer appeared. Every descriptor read counts, not only
+// the first (NCCL and PyTorch grant the owner first).
 func grantsPeer(sym *cuda.Symbol, e *store.Event) bool {
-	return sym.UsesBAR1(e.Dev, peerDevice(sym, e))
+	if e.Has&cuda.FieldItems == 0 {
+		// A file from before descriptors were read: the first one only.
+		return sym.UsesBAR1(e.Dev, peerDevice(sym, e))
+	}
+	if e.Flags&(store.EventArrayCut|store.EventArrayFault) != 0 || e.Dev < 0 {
+		return true
+	}
+	for _, g := range e.Grants {
+		if g.Type != cuda.LocationDevice || g.Device != e.Dev {
+			return true
+		}
+	}
+	return false
 }
 
 // peerDevice is the device a grant names (cuMemSetAccess), or -1 when

@@ -1,6 +1,8 @@
 package analyze
 
 import (
+	"fmt"
+
 	"github.com/retrivium/forensic/cuda"
 	"github.com/retrivium/forensic/report"
 	"github.com/retrivium/forensic/store"
@@ -48,21 +50,39 @@ func (s *state) mappingFacts(f *failed, out *report.Failure, gpu int) {
 	if fd.gpu != gpu && fd.gpu >= 0 {
 		out.ApertureGPU = optInt(fd.gpu)
 	}
-	out.Grants = s.grants(f)
+	out.Grants, out.GrantsCut = s.grants(f)
 }
 
-// grants lists the devices an access call grants.
-func (s *state) grants(f *failed) []report.Grant {
-	if f.sym.BAR1 != cuda.BAR1Peer || f.e.Has&cuda.FieldPeer == 0 {
-		return nil
+// grants lists the devices an access call grants, in call order, and
+// whether the recorder's bound cut the list.
+func (s *state) grants(f *failed) ([]report.Grant, bool) {
+	if f.sym.BAR1 != cuda.BAR1Peer {
+		return nil, false
 	}
-	dev := int32(f.e.Peer)
-	g, _, _ := s.gpuOfDev(f.e.PID, dev)
-	access := "unknown"
-	if f.e.Has&cuda.FieldFlags != 0 {
-		access = accessName(f.e.Fields.Flags)
+	list := f.e.Grants
+	if f.e.Has&cuda.FieldItems == 0 && f.e.Has&cuda.FieldPeer != 0 {
+		// A file from before descriptors were read: the first one.
+		list = []cuda.Grant{{Type: cuda.LocationDevice, Device: int32(f.e.Peer), Flags: uint32(f.e.Fields.Flags)}}
 	}
-	return []report.Grant{{Location: "device", CUDADevice: dev, GPU: optInt(g), Access: access, Peer: dev != f.e.Dev}}
+	var out []report.Grant
+	for _, g := range list {
+		rg := report.Grant{Location: locationName(g.Type), CUDADevice: g.Device, Access: accessName(uint64(g.Flags))}
+		if g.Type == cuda.LocationDevice {
+			gpu, _, _ := s.gpuOfDev(f.e.PID, g.Device)
+			rg.GPU = optInt(gpu)
+			rg.Peer = g.Device != f.e.Dev
+		}
+		out = append(out, rg)
+	}
+	return out, f.e.Flags&store.EventArrayCut != 0
+}
+
+// locationName names a CUmemLocationType.
+func locationName(t uint32) string {
+	if t == cuda.LocationDevice {
+		return "device"
+	}
+	return fmt.Sprintf("location type %d", t)
 }
 
 // accessName names CUmemAccess_flags.

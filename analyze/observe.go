@@ -20,6 +20,10 @@ func (p *replayer) observe(e *store.Event, sym *cuda.Symbol) error {
 		Context: e.Ctx, Frozen: e.Flags&store.EventFrozen != 0, LateAttach: e.Flags&store.EventLateAttach != 0}
 	c.ResultName = resultName(e.Result)
 	c.Args = p.args.of(&e.Fields)
+	for _, g := range e.Grants {
+		c.Args.Grants = append(c.Args.Grants, report.Grant{Location: locationName(g.Type), CUDADevice: g.Device,
+			Access: accessName(uint64(g.Flags)), Peer: g.Type == cuda.LocationDevice && g.Device != e.Dev})
+	}
 	return p.obs.Call(c)
 }
 

@@ -157,18 +157,26 @@ func (s *state) elsewhere(j *judgement) string {
 // grantedPeers lists, for an access grant, the granted devices other than
 // the owner ("CUDA device 1 (GPU 1)").
 func (s *state) grantedPeers(f *failed) string {
-	if f.sym.BAR1 != cuda.BAR1Peer {
+	grants, cut := s.grants(f)
+	var peers []string
+	for _, g := range grants {
+		if !g.Peer {
+			continue
+		}
+		p := fmt.Sprintf("CUDA device %d", g.CUDADevice)
+		if g.GPU != nil {
+			p += fmt.Sprintf(" (GPU %d)", *g.GPU)
+		}
+		peers = append(peers, p)
+	}
+	if len(peers) == 0 {
 		return ""
 	}
-	peer := peerDevice(f.sym, &f.e)
-	if peer < 0 || peer == f.e.Dev {
-		return ""
+	out := strings.Join(peers, ", ") + " access to its memory"
+	if cut {
+		out += " (and more devices than the recorder keeps)"
 	}
-	g, _, _ := s.gpuOfDev(f.e.PID, peer)
-	if g >= 0 {
-		return fmt.Sprintf("CUDA device %d (GPU %d)", peer, g)
-	}
-	return fmt.Sprintf("CUDA device %d", peer)
+	return out
 }
 
 func decisiveWhat(ms []report.Missing) string {

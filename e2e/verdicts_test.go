@@ -105,6 +105,30 @@ var frameworkScenarios = []scenario{
 		},
 	},
 	{
+		// NCCL's cuMem buffers and PyTorch's expandable segments grant
+		// access owner first: [GPU 0, GPU 1]. The peer's grant maps through
+		// GPU 0's BAR1, which is nearly full.
+		name:   "access grant to owner and peer with BAR1 nearly full",
+		env:    []string{"SIMGPU_DEVICES=2", "SIMGPU_BAR1_TOTAL=64M", "SIMGPU_BAR1_USED=40M"},
+		cmd:    script("init; use 0; vmm 32M 0 1"),
+		symbol: "cuMemSetAccess", result: "CUDA_ERROR_MAP_FAILED", attribution: "mapping", capacity: "bar1-exhausted",
+		check:  checkGrants(0, 1),
+	},
+	{
+		name:   "access grant to peer then owner with BAR1 nearly full",
+		env:    []string{"SIMGPU_DEVICES=2", "SIMGPU_BAR1_TOTAL=64M", "SIMGPU_BAR1_USED=40M"},
+		cmd:    script("init; use 0; vmm 32M 1 0"),
+		symbol: "cuMemSetAccess", result: "CUDA_ERROR_MAP_FAILED", attribution: "mapping", capacity: "bar1-exhausted",
+		check:  checkGrants(1, 0),
+	},
+	{
+		// A grant to the owner alone maps nothing through the aperture.
+		name:   "access grant to the owner only, injected failure",
+		env:    []string{"SIMGPU_DEVICES=2", "SIMGPU_BAR1_TOTAL=64M", "SIMGPU_BAR1_USED=40M", "SIMGPU_FAIL=cuMemSetAccess:1:205"},
+		cmd:    script("init; use 0; vmm 32M 0"),
+		symbol: "cuMemSetAccess", result: "CUDA_ERROR_MAP_FAILED", attribution: "mapping", capacity: "not-applicable",
+	},
+	{
 		// An IPC open of 512 MiB against a 256 MiB aperture can never work.
 		name:   "IPC mapping larger than the whole aperture",
 		cmd:    []string{filepath.Join(simDir, "scenarios", "ipc_map")},
@@ -140,6 +164,28 @@ var frameworkScenarios = []scenario{
 			}
 		},
 	},
+}
+
+// checkGrants checks that the first failure lists the granted devices in
+// call order, GPU 1 as the owner's peer, and that the verdict names it.
+func checkGrants(devs ...int32) func(t *testing.T, rep *report.Report, w *world) {
+	return func(t *testing.T, rep *report.Report, w *world) {
+		gs := rep.FirstFailure.Grants
+		if len(gs) != len(devs) {
+			t.Fatalf("grants %+v, want devices %v", gs, devs)
+		}
+		for i, g := range gs {
+			if g.CUDADevice != devs[i] || g.Peer != (g.CUDADevice != 0) || g.Access != "read-write" || g.GPU == nil {
+				t.Errorf("grant %d = %+v, want CUDA device %d (peer %v)", i, g, devs[i], devs[i] != 0)
+			}
+		}
+		if !strings.Contains(rep.Verdict, "granting CUDA device 1 (GPU 1) access") {
+			t.Errorf("the verdict does not name the peer: %s", rep.Verdict)
+		}
+		if !strings.Contains(rep.Verdict, "needed 32.0 MiB of GPU 0's BAR1 aperture") {
+			t.Errorf("the verdict does not judge the owner's aperture: %s", rep.Verdict)
+		}
+	}
 }
 
 func TestFrameworkScenarios(t *testing.T) {

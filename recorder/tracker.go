@@ -72,6 +72,13 @@ func (p *procState) annotate(e *store.Event, sym *cuda.Symbol, gpus []gpuID) {
 	if e.Has&cuda.FieldDevice != 0 {
 		e.Dev = e.Device
 	}
+	// The devices an access grant names are matched to GPUs too, so the
+	// analysis can say which GPU a peer is.
+	for _, g := range e.Grants {
+		if g.Type == cuda.LocationDevice && g.Device >= 0 {
+			p.ensureDevice(g.Device, gpus)
+		}
+	}
 	if e.Dev < 0 && len(gpus) == 1 && p.vis.CUDAVisible == "" {
 		// No context seen (a process attached late), but one GPU and no
 		// restriction: the only ordinal is 0.
