@@ -38,9 +38,11 @@ func (c *cli) rootCommand() *cobra.Command {
 		Annotations:           map[string]string{"exit": rootExit},
 		DisableFlagsInUseLine: true,
 		SilenceErrors:         true,
-		SilenceUsage:          true,
-		Args:                  cobra.ArbitraryArgs,
-		CompletionOptions:     cobra.CompletionOptions{DisableDefaultCmd: true},
+		// "recrod" is two edits from "record".
+		SuggestionsMinimumDistance: 2,
+		SilenceUsage:               true,
+		Args:                       cobra.ArbitraryArgs,
+		CompletionOptions:          cobra.CompletionOptions{DisableDefaultCmd: true},
 		RunE: func(cmd *cobra.Command, args []string) error {
 			if len(args) == 0 {
 				writeHelp(c.stderr, cmd)
