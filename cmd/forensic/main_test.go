@@ -30,7 +30,7 @@ func TestRunExitStatus(t *testing.T) {
 		{[]string{"analyze", "--bogus", "a.db"}, 2, "unknown flag: --bogus"},
 		{[]string{"analyze", missing}, 1, "no such file"},
 		{[]string{"report", missing}, 2, "give the file to write with -o FILE"},
-		{[]string{"report", missing, "-o", missing}, 2, "is the run.db being read"},
+		{[]string{"report", missing, "-o", missing}, 1, "is the run.db being read"},
 		{[]string{"export", "--format", "svg", missing, "-o", "x"}, 2, `unknown format "svg"`},
 		{[]string{"record", "-o", "x.db"}, 2, "nothing to record"},
 		{[]string{"record", "--ring-size", "16", "-o", "x.db", "true"}, 2, "did you mean 16MiB?"},

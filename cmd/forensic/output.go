@@ -13,7 +13,8 @@ import (
 	"github.com/retrivium/forensic/recorder"
 )
 
-// notTheInput refuses an output path that names the run.db being read.
+// notTheInput refuses an output path that names the run.db being read (a
+// failure, not a usage error: the command line is well formed).
 func notTheInput(in, out string) error {
 	if out == "-" {
 		return nil
@@ -27,7 +28,7 @@ func notTheInput(in, out string) error {
 		}
 	}
 	if same {
-		return usageErr("the output %s is the run.db being read; choose another file", out)
+		return fmt.Errorf("the output %s is the run.db being read; choose another file", out)
 	}
 	return nil
 }
