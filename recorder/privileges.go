@@ -134,6 +134,7 @@ type CommandError struct {
 	Err      error
 }
 
+// Error says which command and why, in the shell's words.
 func (e *CommandError) Error() string {
 	if e.NotFound {
 		return fmt.Sprintf("cannot run %s: command not found", e.Name)
@@ -141,6 +142,7 @@ func (e *CommandError) Error() string {
 	return fmt.Sprintf("cannot run %s: %v", e.Name, e.Err)
 }
 
+// Unwrap returns the underlying lookup or permission error.
 func (e *CommandError) Unwrap() error { return e.Err }
 
 // LookCommand finds the workload's executable the way the shell that
