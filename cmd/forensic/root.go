@@ -109,10 +109,10 @@ func helpCommand(root *cobra.Command) *cobra.Command {
 		DisableFlagsInUseLine: true,
 		Short:                 "help about any command",
 		Args:                  cobra.MaximumNArgs(1),
-		ValidArgsFunction: func(*cobra.Command, []string, string) ([]string, cobra.ShellCompDirective) {
+		ValidArgsFunction: func(_ *cobra.Command, _ []string, prefix string) ([]string, cobra.ShellCompDirective) {
 			var names []string
 			for _, sub := range root.Commands() {
-				if sub.IsAvailableCommand() {
+				if sub.IsAvailableCommand() && strings.HasPrefix(sub.Name(), prefix) {
 					names = append(names, sub.Name())
 				}
 			}
