@@ -2,10 +2,15 @@
 #
 #   make            bin/forensic and the simulated GPU (build/simgpu)
 #   make demo       record the out-of-memory scenario on the simulated GPU and analyze it (root)
-#   make test       every test, end-to-end BPF tests included (root; see README)
+#   make test       every test, end-to-end BPF tests included, then the e2e suite
+#                   again against a -race build (root; see README)
+#   make test-race  the e2e suite against bin/forensic-race only (root)
 #   make bench      benchmarks; figures go to BENCHMARKS.md (root)
 #   make generate   rebuild the BPF object from bpf/forensic.bpf.c (needs clang, bpftool, libbpf-dev)
 #   make gpu-check  validation run on a real NVIDIA GPU (root; see scripts/gpu-check.sh)
+#
+# demo, test and bench first install the Debian packages they need and the
+# machine lacks (scripts/deps.sh holds the list).
 
 GO      ?= go
 BUILD   := build
@@ -16,12 +21,16 @@ export CGO_CFLAGS ?= -Wno-deprecated-declarations
 
 GO_SRC := $(shell find . -name '*.go' -not -path './build/*' -not -path './.git/*') go.mod go.sum bpf/forensic_x86_bpfel.o
 
-.PHONY: all simgpu nvidia-libs test fuzz-smoke test-unit demo bench generate gpu-check clean
+.PHONY: all simgpu nvidia-libs test test-race e2e-race fuzz-smoke test-unit demo bench generate gpu-check clean
 
 all: bin/forensic simgpu
 
 bin/forensic: $(GO_SRC)
 	$(GO) build -trimpath -o $@ ./cmd/forensic
+
+# The same binary with the race detector, for the e2e suite.
+bin/forensic-race: $(GO_SRC)
+	$(GO) build -race -trimpath -o $@ ./cmd/forensic
 
 simgpu:
 	$(MAKE) --no-print-directory -C testdata/simgpu OUT=$(CURDIR)/$(SIM)
@@ -36,10 +45,28 @@ $(NVIDIA)/libcuda.so.1:
 
 # Every test, with the end-to-end tests required: a missing prerequisite
 # (root, the simulator, the NVIDIA libraries) fails instead of skipping.
-test: all nvidia-libs
+# Then the e2e suite once more, against the -race build of the binary.
+test:
+	scripts/deps.sh test
+	$(MAKE) --no-print-directory all nvidia-libs
 	$(GO) vet ./...
 	FORENSIC_REQUIRE_E2E=1 $(GO) test -count=1 -timeout 12m ./...
 	$(MAKE) --no-print-directory fuzz-smoke
+	$(MAKE) --no-print-directory e2e-race
+
+# The e2e suite against bin/forensic-race (the e2e harness runs the binary
+# FORENSIC_BIN names).
+test-race:
+	scripts/deps.sh test
+	$(MAKE) --no-print-directory all nvidia-libs
+	$(MAKE) --no-print-directory e2e-race
+
+# A race makes the binary exit 66, which fails the test that ran it. The
+# race runtime waits 1 s at every exit for late reports; 100 ms is enough
+# here and saves minutes over the suite's few hundred runs.
+e2e-race: bin/forensic-race
+	GORACE=atexit_sleep_ms=100 FORENSIC_REQUIRE_E2E=1 FORENSIC_BIN=bin/forensic-race \
+		$(GO) test -count=1 -timeout 12m ./e2e/
 
 # Each fuzz target briefly (the seed corpora always run as plain tests).
 fuzz-smoke:
@@ -51,10 +78,14 @@ fuzz-smoke:
 test-unit:
 	$(GO) test ./cuda ./store ./analyze ./recorder/...
 
-demo: all
+demo:
+	scripts/deps.sh build
+	$(MAKE) --no-print-directory all
 	scripts/demo.sh
 
-bench: all nvidia-libs
+bench:
+	scripts/deps.sh bench
+	$(MAKE) --no-print-directory all nvidia-libs
 	scripts/bench.sh
 
 generate:

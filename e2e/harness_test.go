@@ -34,13 +34,37 @@ var repo = func() string {
 }()
 
 var (
-	binPath   = filepath.Join(repo, "bin", "forensic")
+	binPath   = forensicBinary()
 	simDir    = filepath.Join(repo, "build", "simgpu")
 	simCUDA   = filepath.Join(simDir, "libcuda.so.1")
 	simNVML   = filepath.Join(simDir, "libnvidia-ml.so.1")
 	simwork   = filepath.Join(simDir, "scenarios", "simwork")
 	nvidiaDir = filepath.Join(repo, "build", "nvidia")
 )
+
+// TestMain runs the tests without sudo's variables: under `sudo make
+// test` forensic would run every workload as the user who ran sudo, in
+// directories only root may use. A test of that behaviour sets them itself.
+func TestMain(m *testing.M) {
+	for _, v := range []string{"SUDO_UID", "SUDO_GID", "SUDO_USER", "SUDO_COMMAND"} {
+		os.Unsetenv(v)
+	}
+	os.Exit(m.Run())
+}
+
+// forensicBinary is the binary under test: FORENSIC_BIN (relative to the
+// repository root, or absolute; make test-race sets it to the -race build),
+// else bin/forensic.
+func forensicBinary() string {
+	p := os.Getenv("FORENSIC_BIN")
+	if p == "" {
+		return filepath.Join(repo, "bin", "forensic")
+	}
+	if !filepath.IsAbs(p) {
+		p = filepath.Join(repo, p)
+	}
+	return p
+}
 
 func exists(p string) bool { _, err := os.Stat(p); return err == nil }
 

@@ -220,7 +220,7 @@ func TestStormAccounting(t *testing.T) {
 	gate, gate2 := filepath.Join(w.dir, "storm"), filepath.Join(w.dir, "after")
 	started := filepath.Join(w.dir, "started")
 	db := filepath.Join(w.dir, "run.db")
-	cmd := exec.Command(binPath, "record", "-o", db, "--ring-size", "1", "--libcuda", simCUDA, "--libnvidia-ml", simNVML, "--",
+	cmd := exec.Command(binPath, "record", "-o", db, "--ring-size", "1MiB", "--libcuda", simCUDA, "--libnvidia-ml", simNVML, "--",
 		simwork, "init; use 0; touch "+started+"; wait-file "+gate+"; threads 2 { use 0; stress 40000 }; stress 40000; touch "+gate2+".storm; wait-file "+gate2+"; alloc 1M; free-all")
 	cmd.Env = w.environ()
 	logf, _ := os.Create(filepath.Join(w.dir, "recorder.log"))
@@ -283,8 +283,8 @@ func TestFullDisk(t *testing.T) {
 		reserve string
 		want    string
 	}{
-		{"reserve", "8", "disk-full"}, // stops while there is room for the stop record
-		{"enospc", "0", ""},           // no reserve: the write itself fails
+		{"reserve", "8MiB", "disk-full"}, // stops while there is room for the stop record
+		{"enospc", "0", ""},              // no reserve: the write itself fails
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			w := newWorld(t)

@@ -6,12 +6,15 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"io"
 	"net"
 	"os"
 	"path/filepath"
 	"strconv"
 	"strings"
 	"time"
+
+	"golang.org/x/sys/unix"
 )
 
 // A live recorder listens on an abstract unix socket named after its
@@ -57,55 +60,98 @@ func liveControlAddresses() []string {
 	return out
 }
 
+// Marked is a marker a live recorder added.
+type Marked struct {
+	// Time is the marker's time on the run clock.
+	Time int64
+	// Since is how far into the recording it is (negative: the recorder
+	// did not say).
+	Since time.Duration
+}
+
 // Mark adds a labelled marker to the live recording writing runPath ("" =
-// the only live recorder) and returns its time on the run clock.
-func Mark(runPath, label string) (int64, error) {
+// the only live recorder).
+func Mark(runPath, label string) (Marked, error) {
 	if strings.ContainsAny(label, "\n\r") || label == "" {
-		return 0, errors.New("a marker label is one non-empty line")
+		return Marked{}, errors.New("a marker label is one non-empty line")
 	}
-	var addr string
-	if runPath != "" {
-		a, err := ControlAddress(runPath)
-		if err != nil {
-			return 0, err
-		}
-		addr = a
-	} else {
-		live := liveControlAddresses()
-		switch len(live) {
-		case 0:
-			return 0, ErrNoRecorder
-		case 1:
-			addr = live[0]
-		default:
-			return 0, fmt.Errorf("%d recorders are running: name one with --run run.db", len(live))
-		}
+	addr, err := markAddress(runPath)
+	if err != nil {
+		return Marked{}, err
 	}
 	conn, err := net.DialTimeout("unix", addr, 2*time.Second)
 	if err != nil {
 		if runPath != "" {
-			return 0, fmt.Errorf("%w for %s", ErrNoRecorder, runPath)
+			return Marked{}, fmt.Errorf("%w for %s", ErrNoRecorder, runPath)
 		}
-		return 0, ErrNoRecorder
+		return Marked{}, ErrNoRecorder
 	}
 	defer conn.Close()
 	conn.SetDeadline(time.Now().Add(5 * time.Second))
 	if _, err := fmt.Fprintf(conn, "mark %s\n", label); err != nil {
-		return 0, err
+		return Marked{}, err
 	}
 	reply, err := bufio.NewReader(conn).ReadString('\n')
 	if err != nil {
-		return 0, fmt.Errorf("recorder did not answer: %w", err)
+		return Marked{}, fmt.Errorf("recorder did not answer: %w", err)
 	}
-	reply = strings.TrimSpace(reply)
-	if t, ok := strings.CutPrefix(reply, "ok "); ok {
-		return strconv.ParseInt(t, 10, 64)
-	}
-	return 0, fmt.Errorf("recorder: %s", reply)
+	return parseMarkReply(strings.TrimSpace(reply))
 }
 
-// serveControl answers mark requests until the listener is closed.
-func serveControl(l net.Listener, mark func(label string) (int64, error)) {
+// markAddress is the control socket for runPath, or the only live one.
+func markAddress(runPath string) (string, error) {
+	if runPath != "" {
+		return ControlAddress(runPath)
+	}
+	live := liveControlAddresses()
+	switch len(live) {
+	case 0:
+		return "", ErrNoRecorder
+	case 1:
+		return live[0], nil
+	}
+	return "", fmt.Errorf("%d recorders are running: name one with --run run.db", len(live))
+}
+
+// parseMarkReply reads "ok TIME SINCE" (nanoseconds; an older recorder
+// sends only TIME) or "error: why".
+func parseMarkReply(reply string) (Marked, error) {
+	rest, ok := strings.CutPrefix(reply, "ok ")
+	if !ok {
+		return Marked{}, fmt.Errorf("recorder: %s", reply)
+	}
+	f := strings.Fields(rest)
+	m := Marked{Since: -1}
+	var err error
+	if len(f) == 0 || len(f) > 2 {
+		return Marked{}, fmt.Errorf("recorder: unexpected answer %q", reply)
+	}
+	if m.Time, err = strconv.ParseInt(f[0], 10, 64); err != nil {
+		return Marked{}, fmt.Errorf("recorder: unexpected answer %q", reply)
+	}
+	if len(f) == 2 {
+		ns, err := strconv.ParseInt(f[1], 10, 64)
+		if err != nil {
+			return Marked{}, fmt.Errorf("recorder: unexpected answer %q", reply)
+		}
+		m.Since = time.Duration(ns)
+	}
+	return m, nil
+}
+
+// maxRequest bounds a request line (a marker label is short).
+const maxRequest = 4096
+
+// control is what the control socket serves: markers for the recording
+// that started at start (run clock), for the peers allow accepts.
+type control struct {
+	start int64
+	allow func(uid uint32) bool
+	mark  func(label string) (int64, error)
+}
+
+// serve answers mark requests until the listener is closed.
+func (c control) serve(l net.Listener) {
 	for {
 		conn, err := l.Accept()
 		if err != nil {
@@ -114,21 +160,60 @@ func serveControl(l net.Listener, mark func(label string) (int64, error)) {
 		go func() {
 			defer conn.Close()
 			conn.SetDeadline(time.Now().Add(5 * time.Second))
-			line, err := bufio.NewReader(conn).ReadString('\n')
-			if err != nil {
-				return
-			}
-			label, ok := strings.CutPrefix(strings.TrimRight(line, "\n"), "mark ")
-			if !ok || label == "" {
-				fmt.Fprintln(conn, "error: unknown request")
-				return
-			}
-			t, err := mark(label)
-			if err != nil {
-				fmt.Fprintf(conn, "error: %v\n", err)
-				return
-			}
-			fmt.Fprintf(conn, "ok %d\n", t)
+			c.answer(conn)
 		}()
 	}
+}
+
+// answer serves one connection: one request, then the peer's uid
+// (SO_PEERCRED, which the kernel fills in: an abstract socket is open to
+// every local user) before anything is done.
+func (c control) answer(conn net.Conn) {
+	line, err := bufio.NewReader(io.LimitReader(conn, maxRequest)).ReadString('\n')
+	if err != nil {
+		return
+	}
+	uid, err := peerUID(conn)
+	if err != nil {
+		fmt.Fprintf(conn, "error: %v\n", err)
+		return
+	}
+	if !c.allow(uid) {
+		fmt.Fprintf(conn, "error: uid %d may not mark this recording (only root and the user who started it)\n", uid)
+		return
+	}
+	label, ok := strings.CutPrefix(strings.TrimRight(line, "\n"), "mark ")
+	if !ok || label == "" {
+		fmt.Fprintln(conn, "error: unknown request")
+		return
+	}
+	t, err := c.mark(label)
+	if err != nil {
+		fmt.Fprintf(conn, "error: %v\n", err)
+		return
+	}
+	fmt.Fprintf(conn, "ok %d %d\n", t, t-c.start)
+}
+
+// peerUID is the uid of the process at the other end of a unix socket.
+func peerUID(conn net.Conn) (uint32, error) {
+	uc, ok := conn.(*net.UnixConn)
+	if !ok {
+		return 0, errors.New("not a unix socket")
+	}
+	raw, err := uc.SyscallConn()
+	if err != nil {
+		return 0, err
+	}
+	var cred *unix.Ucred
+	var credErr error
+	if err := raw.Control(func(fd uintptr) {
+		cred, credErr = unix.GetsockoptUcred(int(fd), unix.SOL_SOCKET, unix.SO_PEERCRED)
+	}); err != nil {
+		return 0, err
+	}
+	if credErr != nil {
+		return 0, fmt.Errorf("peer credentials: %w", credErr)
+	}
+	return cred.Uid, nil
 }

@@ -42,9 +42,15 @@ var (
 
 // Config says what to record and how.
 type Config struct {
-	// Output is the run.db to create; Force replaces an existing one.
+	// Output is the run.db to create; Force replaces an existing finished
+	// run (never a live one or another kind of file).
 	Output string
 	Force  bool
+	// Invoker, when set, is the user who ran forensic through sudo: run.db
+	// is theirs, the marker socket accepts them besides root, and the
+	// workload runs as them unless AsRoot.
+	Invoker *Invoker
+	AsRoot  bool
 	// Exactly one of Command (spawn mode), PID or All.
 	Command []string
 	PID     int
@@ -257,8 +263,8 @@ func Run(ctx context.Context, cfg Config) (*Result, error) {
 		return nil, err
 	}
 	if len(cfg.Command) > 0 {
-		if _, err := exec.LookPath(cfg.Command[0]); err != nil {
-			return nil, fmt.Errorf("cannot run %s: %w", cfg.Command[0], err)
+		if _, err := LookCommand(cfg.Command[0], cfg.workloadUser()); err != nil {
+			return nil, err
 		}
 	}
 	if cfg.PID != 0 {
@@ -310,7 +316,7 @@ func Run(ctx context.Context, cfg Config) (*Result, error) {
 	for i, s := range cuda.Symbols {
 		names[i] = s.Name
 	}
-	r.w, err = store.Create(cfg.Output, store.CreateOptions{Force: cfg.Force}, run, names)
+	r.w, err = store.Create(cfg.Output, store.CreateOptions{Force: cfg.Force, Owner: cfg.Invoker.Owner()}, run, names)
 	if err != nil {
 		return nil, err
 	}
@@ -447,7 +453,7 @@ func Run(ctx context.Context, cfg Config) (*Result, error) {
 		if ctl, err = net.Listen("unix", addr); err != nil {
 			fmt.Fprintf(cfg.Log, "forensic: markers unavailable: %v\n", err)
 		} else {
-			go serveControl(ctl, r.mark)
+			go control{start: r.start, allow: cfg.Invoker.MayControl, mark: r.mark}.serve(ctl)
 		}
 	}
 
@@ -597,6 +603,7 @@ func (r *rec) spawn() (*exec.Cmd, error) {
 	cmd := exec.Command("/bin/sh", append([]string{"-c", gateScript, "forensic-gate"}, r.cfg.Command...)...)
 	cmd.Stdin, cmd.Stdout, cmd.Stderr = r.cfg.Stdin, r.cfg.Stdout, r.cfg.Stderr
 	cmd.ExtraFiles = []*os.File{pr}
+	cmd.SysProcAttr, cmd.Env = r.cfg.workloadUser().procAttr(os.Environ())
 	if err := cmd.Start(); err != nil {
 		pw.Close()
 		return nil, fmt.Errorf("start %s: %w", r.cfg.Command[0], err)

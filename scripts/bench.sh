@@ -5,7 +5,7 @@
 #   sudo BENCH_QUICK=1 make bench    every duration shortened: a smoke run
 #
 # Needs root (the benchmarks load eBPF programs), Go, and bpftrace (installed
-# here with apt-get when missing). The harness is Go programs under bench/
+# by scripts/deps.sh when missing). The harness is Go programs under bench/
 # (one per measurement, each printing a markdown section) and
 # `go test -bench BenchmarkCommit ./store`; this script runs them in order
 # and assembles BENCHMARKS.md. Intermediate files go to build/bench/; the
@@ -24,11 +24,9 @@ bin=$work/bin
 out=BENCHMARKS.md
 mkdir -p "$work" "$bin"
 
-if ! command -v bpftrace >/dev/null; then
-	echo "== installing bpftrace (apt-get)"
-	export DEBIAN_FRONTEND=noninteractive
-	apt-get install -y bpftrace >/dev/null || { apt-get update >/dev/null && apt-get install -y bpftrace >/dev/null; }
-fi
+scripts/deps.sh bench # bpftrace
+# The workloads use root's files: under sudo they must not run as the user.
+unset SUDO_UID SUDO_GID SUDO_USER
 
 echo "== building the harness and the forensic binary it measures"
 # Its own forensic, built from the same tree at the same moment as the

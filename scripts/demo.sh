@@ -7,6 +7,9 @@ if [[ $(id -u) != 0 ]]; then
 	echo "make demo: run as root (it loads eBPF programs): sudo make demo" >&2
 	exit 1
 fi
+# The simulated GPU's state lives in a directory only root may use: under
+# sudo, forensic record must not run the workload as the user who ran sudo.
+unset SUDO_UID SUDO_GID SUDO_USER
 sim=build/simgpu
 work=$(mktemp -d /tmp/forensic-demo.XXXXXX)
 trap 'rm -rf "$work"' EXIT

@@ -74,7 +74,11 @@ budget=${GPU_CHECK_BUDGET:-480}
 t_start=$(date +%s)
 tools=$repo/build/gpu-check/tools # what --prepare leaves for a machine without Go or a compiler
 work=${GPU_CHECK_WORK:-$repo/build/gpu-check/run}
-forensic=$repo/bin/forensic
+forensic=${FORENSIC_BIN:-bin/forensic} # make test-race sets FORENSIC_BIN
+[[ $forensic == /* ]] || forensic=$repo/$forensic
+# The workloads are built and run in root's work directory: under sudo,
+# forensic record must not run them as the user who ran sudo.
+unset SUDO_UID SUDO_GID SUDO_USER
 simdir=$repo/build/simgpu
 
 mkdir -p "$tools" "$(dirname "$report")" || exit 2

@@ -24,6 +24,10 @@ var (
 	ErrCorrupt = errors.New("a record in the file is corrupt")
 	// ErrExists: Create refuses to overwrite a file.
 	ErrExists = errors.New("file exists (use --force to overwrite)")
+	// ErrNotReplaced: Create with Force found something it must not
+	// remove (a recording in progress, a directory, a file that is not a
+	// forensic run); the error says what.
+	ErrNotReplaced = errors.New("not replaced (--force replaces only a finished forensic run)")
 	// ErrDiskFull: the filesystem has no room left for more records.
 	ErrDiskFull = errors.New("disk full")
 )

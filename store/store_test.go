@@ -205,11 +205,13 @@ func TestCreateRefusesExisting(t *testing.T) {
 	if b, _ := os.ReadFile(path); string(b) != "keep me" {
 		t.Fatal("existing file was changed")
 	}
-	w, err := Create(path, CreateOptions{Force: true}, testRun(), nil)
-	if err != nil {
-		t.Fatalf("Create --force: %v", err)
+	// --force replaces runs only (TestCreateForce): this file is kept.
+	if _, err := Create(path, CreateOptions{Force: true}, testRun(), nil); !errors.Is(err, ErrNotReplaced) {
+		t.Fatalf("Create --force over a text file = %v, want ErrNotReplaced", err)
 	}
-	w.Close()
+	if b, _ := os.ReadFile(path); string(b) != "keep me" {
+		t.Fatal("existing file was changed by --force")
+	}
 }
 
 func TestOpenBadInput(t *testing.T) {

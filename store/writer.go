@@ -57,16 +57,20 @@ type Writer struct {
 
 // CreateOptions adjust Create.
 type CreateOptions struct {
-	// Force replaces an existing file instead of refusing.
+	// Force replaces an existing finished run (or empty file) instead of
+	// refusing; it never removes a recording in progress, a directory or a
+	// file that is not a forensic run (ErrNotReplaced).
 	Force bool
+	// Owner, when set, is given the new file (it stays mode 0600).
+	Owner *Owner
 }
 
 // Create makes a new run.db at path, mode 0600 (it names processes and
 // their arguments), and writes the run record and the symbol names.
 func Create(path string, opts CreateOptions, run RunInfo, symbols []string) (*Writer, error) {
 	if opts.Force {
-		if err := os.Remove(path); err != nil && !errors.Is(err, os.ErrNotExist) {
-			return nil, fmt.Errorf("remove %s: %w", path, err)
+		if err := removeForReplace(path); err != nil {
+			return nil, err
 		}
 	}
 	f, err := os.OpenFile(path, os.O_RDWR|os.O_CREATE|os.O_EXCL, 0o600)
@@ -76,11 +80,17 @@ func Create(path string, opts CreateOptions, run RunInfo, symbols []string) (*Wr
 		}
 		return nil, err
 	}
-	st, err := f.Stat()
+	if o := opts.Owner; o != nil {
+		err = f.Chown(o.UID, o.GID)
+	}
+	var st os.FileInfo
+	if err == nil {
+		st, err = f.Stat()
+	}
 	f.Close()
 	if err != nil {
 		os.Remove(path)
-		return nil, err
+		return nil, fmt.Errorf("create %s: %w", path, err)
 	}
 	db, err := bolt.Open(path, 0o600, &bolt.Options{
 		Timeout:        time.Second,

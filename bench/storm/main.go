@@ -76,7 +76,7 @@ func (s *storm) script(threads int, perThread float64, dur time.Duration) string
 
 func (s *storm) record(threads, ringMiB int, perThread float64, dur, period time.Duration) (*result, error) {
 	res, err := s.env.Record(benchutil.RecordOpts{DB: s.db, State: s.state, Period: period,
-		Flags:  []string{"--ring-size", fmt.Sprint(ringMiB)},
+		Flags:  []string{"--ring-size", fmt.Sprintf("%dMiB", ringMiB)},
 		Script: s.script(threads, perThread, dur)})
 	if err != nil {
 		return nil, err

@@ -344,7 +344,7 @@ loop:
 // RecordOpts describe one `forensic record` of a simwork script.
 type RecordOpts struct {
 	DB     string   // run.db to create (replaced)
-	Flags  []string // extra record flags, e.g. --ring-size 1
+	Flags  []string // extra record flags, e.g. --ring-size 1MiB
 	Script string
 	State  string        // SIMGPU_STATE
 	Period time.Duration // /proc sampling period (default 200 ms)

@@ -1,0 +1,151 @@
+package main
+
+import (
+	"bytes"
+	"errors"
+	"io"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+// The command line without recording: exit statuses and the shape of
+// errors (the recording paths are end-to-end tests, e2e/cli_test.go).
+func TestRunExitStatus(t *testing.T) {
+	dir := t.TempDir()
+	missing := filepath.Join(dir, "missing.db")
+	tests := []struct {
+		args   []string
+		code   int
+		stderr string // a substring of the first line
+	}{
+		{[]string{"version"}, 0, ""},
+		{[]string{"--version"}, 0, ""},
+		{[]string{"help", "record"}, 0, ""},
+		{[]string{}, 2, "Usage:"},
+		{[]string{"recrod"}, 2, `unknown command "recrod" (did you mean record?)`},
+		{[]string{"analyze"}, 2, "give the run.db to read"},
+		{[]string{"analyze", "a.db", "b.db"}, 2, "one run.db at a time"},
+		{[]string{"analyze", "--bogus", "a.db"}, 2, "unknown flag: --bogus"},
+		{[]string{"analyze", missing}, 1, "no such file"},
+		{[]string{"report", missing}, 2, "give the file to write with -o FILE"},
+		{[]string{"report", missing, "-o", missing}, 1, "is the run.db being read"},
+		{[]string{"export", "--format", "svg", missing, "-o", "x"}, 2, `unknown format "svg"`},
+		{[]string{"record", "-o", "x.db"}, 2, "nothing to record"},
+		{[]string{"record", "--ring-size", "16", "-o", "x.db", "true"}, 2, "did you mean 16MiB?"},
+		{[]string{"record", "-o", "x.db", "--pid", "-3"}, 2, "not a process id"},
+		{[]string{"record", "-o", "x.db", "--pid", "3", "--all"}, 2, "only one of --pid and --all"},
+		{[]string{"record", "-o", "x.db", "--keep-samples", "0", "true"}, 2, "keep at least 1"},
+		{[]string{"record", "-true"}, 2, "unknown shorthand flag"},
+		{[]string{"mark"}, 2, "give a label"},
+		{[]string{"inventory", "extra"}, 2, "unknown command"},
+		{[]string{"help", "nosuch"}, 2, `no help for "nosuch"`},
+		{[]string{"completion"}, 2, "give the shell"},
+	}
+	for _, tt := range tests {
+		t.Run(strings.Join(tt.args, " "), func(t *testing.T) {
+			var out, errb bytes.Buffer
+			code := run(tt.args, &out, &errb)
+			if code != tt.code {
+				t.Fatalf("exit %d, want %d; stderr %q", code, tt.code, errb.String())
+			}
+			if !strings.Contains(errb.String(), tt.stderr) {
+				t.Errorf("stderr %q, want %q", errb.String(), tt.stderr)
+			}
+			lines := strings.Split(strings.TrimRight(errb.String(), "\n"), "\n")
+			if tt.code == exitUsage && len(tt.args) > 0 && (len(lines) != 2 || !strings.HasSuffix(lines[1], "--help' for usage.")) {
+				t.Errorf("a usage error is one line and a hint, got %q", errb.String())
+			}
+		})
+	}
+}
+
+// A panic in a command is one line and status 70, never a stack trace.
+func TestRunPanic(t *testing.T) {
+	var errb bytes.Buffer
+	// A writer that panics stands in for a bug anywhere below run.
+	code := run([]string{"version"}, panicWriter{}, &errb)
+	if code != exitInternal || strings.Count(errb.String(), "\n") != 1 || !strings.Contains(errb.String(), "internal error") {
+		t.Errorf("exit %d, stderr %q", code, errb.String())
+	}
+}
+
+type panicWriter struct{}
+
+func (panicWriter) Write([]byte) (int, error) { panic("boom") }
+
+func TestWriteOutput(t *testing.T) {
+	dir := t.TempDir()
+	c := &cli{stdout: io.Discard, stderr: io.Discard, getenv: func(string) string { return "" }}
+	at := func(n string) string { return filepath.Join(dir, n) }
+	// Replacing a file readable by all leaves a private one.
+	os.WriteFile(at("old.html"), []byte("old"), 0o644)
+	if err := c.writeOutput(at("old.html"), func(w io.Writer) error { _, err := io.WriteString(w, "new"); return err }); err != nil {
+		t.Fatal(err)
+	}
+	if b, _ := os.ReadFile(at("old.html")); string(b) != "new" {
+		t.Errorf("content %q", b)
+	}
+	if st, _ := os.Stat(at("old.html")); st.Mode().Perm() != 0o600 {
+		t.Errorf("mode %v, want 0600", st.Mode().Perm())
+	}
+	// A failed write keeps the old file and leaves no temporary one.
+	err := c.writeOutput(at("old.html"), func(w io.Writer) error { io.WriteString(w, "partial"); return errors.New("disk on fire") })
+	if err == nil || !strings.Contains(err.Error(), "disk on fire") {
+		t.Errorf("failed write: %v", err)
+	}
+	if b, _ := os.ReadFile(at("old.html")); string(b) != "new" {
+		t.Errorf("a failed write changed the file: %q", b)
+	}
+	if ents, _ := os.ReadDir(dir); len(ents) != 1 {
+		t.Errorf("left behind: %v", ents)
+	}
+	// Devices are written in place; a directory is refused.
+	if err := c.writeOutput(os.DevNull, func(w io.Writer) error { _, err := io.WriteString(w, "x"); return err }); err != nil {
+		t.Errorf("/dev/null: %v", err)
+	}
+	if err := c.writeOutput(dir, func(io.Writer) error { return nil }); err == nil || !strings.Contains(err.Error(), "directory") {
+		t.Errorf("a directory: %v", err)
+	}
+}
+
+func TestShellQuote(t *testing.T) {
+	tests := map[string]string{
+		"run.db":          "run.db",
+		"/tmp/a-b_c.db":   "/tmp/a-b_c.db",
+		"my run.db":       "'my run.db'",
+		"it's.db":         `'it'\''s.db'`,
+		"$HOME/x.db":      "'$HOME/x.db'",
+		"":                "''",
+		"/data/run 1.db":  "'/data/run 1.db'",
+		"a;rm -rf /.db":   "'a;rm -rf /.db'",
+		"ok=1,2:3@host+x": "ok=1,2:3@host+x",
+	}
+	for in, want := range tests {
+		if got := shellQuote(in); got != want {
+			t.Errorf("shellQuote(%q) = %s, want %s", in, got, want)
+		}
+	}
+}
+
+func TestTextWidth(t *testing.T) {
+	env := func(cols string) func(string) string {
+		return func(k string) string {
+			if k == "COLUMNS" {
+				return cols
+			}
+			return ""
+		}
+	}
+	var buf bytes.Buffer
+	tests := []struct {
+		cols string
+		want int
+	}{{"", 100}, {"132", 132}, {"0", 100}, {"wide", 100}, {"-3", 100}}
+	for _, tt := range tests {
+		if got := textWidth(&buf, env(tt.cols)); got != tt.want {
+			t.Errorf("COLUMNS=%q: %d, want %d", tt.cols, got, tt.want)
+		}
+	}
+}

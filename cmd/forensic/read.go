@@ -1,0 +1,249 @@
+package main
+
+import (
+	"fmt"
+	"io"
+	"os"
+	"strings"
+
+	"github.com/spf13/cobra"
+
+	"github.com/retrivium/forensic/analyze"
+	"github.com/retrivium/forensic/render/html"
+	"github.com/retrivium/forensic/render/perfetto"
+	"github.com/retrivium/forensic/render/text"
+	"github.com/retrivium/forensic/report"
+	"github.com/retrivium/forensic/recorder"
+	"github.com/retrivium/forensic/store"
+)
+
+// Exit statuses of the commands that read a run.db.
+const readExit = `  0    done
+  1    the file is not a readable run (missing, not a run.db, still being
+       recorded, written by a newer forensic), or the output failed
+  2    the command line is wrong
+`
+
+const analyzeExit = `  0    done (with --exit-code: no call failed and nothing is missing)
+  3    with --exit-code: the attribution is not "none" (a call failed, or
+       evidence is missing)
+  1    the file is not a readable run (missing, not a run.db, still being
+       recorded, written by a newer forensic)
+  2    the command line is wrong
+`
+
+func (c *cli) analyzeCommand() *cobra.Command {
+	var asJSON, noColor, exitCode bool
+	cmd := &cobra.Command{
+		Use:   "analyze [flags] RUN.DB",
+		Short: "the first failure, its attribution and the memory views",
+		Long: `Explains the first failed operation of a recorded run: its attribution
+(allocation, mapping, not-memory, missing-evidence or none), the capacity
+judged against the one memory view that can hold the request, the evidence,
+and the memory views around it. --json writes the documented contract
+(docs/analyze-json.md). Colour is used on a terminal unless --no-color or
+NO_COLOR is set; text wraps to the terminal (COLUMNS overrides; 100 when
+not a terminal).`,
+		Annotations: map[string]string{"exit": analyzeExit},
+		Example: `  forensic analyze run.db
+  forensic analyze --json run.db | jq .attribution
+  forensic analyze --exit-code run.db || echo "something failed"`,
+		Args: oneRun,
+		RunE: work(func(cmd *cobra.Command, args []string) error {
+			rep, err := analyzeFile(args[0])
+			if err != nil {
+				return err
+			}
+			if asJSON {
+				err = report.WriteJSON(c.stdout, rep)
+			} else {
+				err = text.Write(c.stdout, rep, text.Options{
+					Color: !noColor && c.getenv("NO_COLOR") == "" && isTerminal(c.stdout),
+					Width: textWidth(c.stdout, c.getenv),
+				})
+			}
+			if err == nil && exitCode && rep.Attribution != report.AttrNone {
+				return exitError{exitVerdict}
+			}
+			return err
+		}),
+	}
+	cmd.Flags().BoolVar(&asJSON, "json", false, "write the JSON report (the documented contract)")
+	cmd.Flags().BoolVar(&noColor, "no-color", false, "never colour the output")
+	cmd.Flags().BoolVar(&exitCode, "exit-code", false, "exit with status 3 when the attribution is not \"none\"")
+	return cmd
+}
+
+func (c *cli) reportCommand() *cobra.Command {
+	var out string
+	cmd := &cobra.Command{
+		Use:   "report [flags] RUN.DB -o FILE",
+		Short: "the analysis as one self-contained HTML page",
+		Long: `Writes the analysis, with timelines of the memory views, as one HTML page
+that needs no network. It names processes and their arguments: it is
+written mode 0600 (under sudo, owned by the user who ran sudo).`,
+		Annotations: map[string]string{"exit": readExit},
+		Example:     `  forensic report run.db -o report.html`,
+		Args:        oneRun,
+		RunE: work(func(cmd *cobra.Command, args []string) error {
+			r, err := c.openForOutput(args[0], out)
+			if err != nil {
+				return err
+			}
+			defer r.Close()
+			rep, err := analyze.Analyze(r, analyze.Options{})
+			if err != nil {
+				return err
+			}
+			return c.writeOutput(out, func(w io.Writer) error { return html.Write(w, rep) })
+		}),
+	}
+	cmd.Flags().StringVarP(&out, "output", "o", "", "HTML `FILE` to write (- for standard output)")
+	return cmd
+}
+
+func (c *cli) exportCommand() *cobra.Command {
+	var out, format string
+	cmd := &cobra.Command{
+		Use:   "export [flags] RUN.DB -o FILE",
+		Short: "calls, samples and failures as a trace for ui.perfetto.dev",
+		Long: `Writes the run as Chrome trace-event JSON, for ui.perfetto.dev and
+chrome://tracing. It names processes and their arguments: it is written
+mode 0600 (under sudo, owned by the user who ran sudo).`,
+		Annotations: map[string]string{"exit": readExit},
+		Example:     `  forensic export --format perfetto run.db -o trace.json`,
+		Args:        oneRun,
+		RunE: work(func(cmd *cobra.Command, args []string) error {
+			if format != "perfetto" {
+				return usageErr("unknown format %q (known: perfetto)", format)
+			}
+			r, err := c.openForOutput(args[0], out)
+			if err != nil {
+				return err
+			}
+			defer r.Close()
+			return c.writeOutput(out, func(w io.Writer) error {
+				tr := perfetto.NewChromeJSON(w)
+				rep, err := analyze.Analyze(r, analyze.Options{Observer: tr, NoTimeline: true})
+				if err != nil {
+					return err
+				}
+				return tr.Finish(rep)
+			})
+		}),
+	}
+	cmd.Flags().StringVar(&format, "format", "perfetto", "output format: perfetto (Chrome trace-event JSON)")
+	cmd.Flags().StringVarP(&out, "output", "o", "", "`FILE` to write (- for standard output)")
+	return cmd
+}
+
+// oneRun accepts exactly one run.db argument.
+func oneRun(_ *cobra.Command, args []string) error {
+	switch len(args) {
+	case 0:
+		return usageErr("give the run.db to read")
+	case 1:
+		return nil
+	}
+	return usageErr("one run.db at a time (got %d arguments: %s)", len(args), strings.Join(args, " "))
+}
+
+func analyzeFile(path string) (*report.Report, error) {
+	r, err := store.Open(path)
+	if err != nil {
+		return nil, err
+	}
+	defer r.Close()
+	return analyze.Analyze(r, analyze.Options{})
+}
+
+// openForOutput checks the -o of a command that writes a file from a run,
+// then opens the run.
+func (c *cli) openForOutput(in, out string) (*store.Reader, error) {
+	if out == "" {
+		return nil, usageErr("give the file to write with -o FILE")
+	}
+	if err := notTheInput(in, out); err != nil {
+		return nil, err
+	}
+	return store.Open(in)
+}
+
+func (c *cli) inventoryCommand() *cobra.Command {
+	var asJSON bool
+	var lib string
+	cmd := &cobra.Command{
+		Use:   "inventory [flags]",
+		Short: "GPUs, memory views, BAR1 and driver, as NVML sees them",
+		Long: `Lists what NVML reports about this machine: driver and NVML versions, and
+for each GPU its framebuffer, BAR1 aperture, MIG, persistence and compute
+modes, and PCIe link. Framebuffer and BAR1 are listed as the separate views
+they are.`,
+		Annotations: map[string]string{"exit": `  0    NVML answered
+  1    NVML did not initialize (the inventory says why)
+  2    the command line is wrong
+`},
+		Args: cobra.NoArgs,
+		RunE: work(func(cmd *cobra.Command, args []string) error {
+			inv := recorder.Inventory(lib)
+			write := analyze.WriteInventoryText
+			if asJSON {
+				write = analyze.WriteInventoryJSON
+			}
+			if err := write(c.stdout, inv); err != nil {
+				return err
+			}
+			if inv.Init.Code != 0 {
+				return fmt.Errorf("NVML did not initialize: %s (%s)", inv.Init.Name, inv.Library)
+			}
+			return nil
+		}),
+	}
+	cmd.Flags().BoolVar(&asJSON, "json", false, "write JSON")
+	cmd.Flags().StringVar(&lib, "libnvidia-ml", "", "libnvidia-ml.so.1 `FILE` to query (default: the loader's)")
+	return cmd
+}
+
+func (c *cli) markCommand() *cobra.Command {
+	var runPath string
+	cmd := &cobra.Command{
+		Use:   "mark [flags] LABEL...",
+		Short: "add a phase marker to a live recording",
+		Long: `Adds a marker to a recording in progress; markers split the memory views
+into phases. Only root and the user who started the recording may add one.
+The words of LABEL are joined with spaces.`,
+		Annotations: map[string]string{"exit": `  0    marked
+  1    no recorder answered, or it refused
+  2    the command line is wrong
+`},
+		Example: `  forensic mark "warmup done"
+  forensic mark --run run.db serving`,
+		Args: func(_ *cobra.Command, args []string) error {
+			if len(args) == 0 {
+				return usageErr("give a label")
+			}
+			return nil
+		},
+		RunE: work(func(cmd *cobra.Command, args []string) error {
+			label := strings.Join(args, " ")
+			m, err := recorder.Mark(runPath, label)
+			if err != nil {
+				return err
+			}
+			if m.Since < 0 {
+				fmt.Fprintf(c.stdout, "marked %q at %d ns on the run clock\n", label, m.Time)
+				return nil
+			}
+			fmt.Fprintf(c.stdout, "marked %q at +%.3f s into the recording\n", label, m.Since.Seconds())
+			return nil
+		}),
+	}
+	cmd.Flags().StringVar(&runPath, "run", "", "the run.db being recorded (default: the only live recording)")
+	return cmd
+}
+
+// isTerminal reports whether w is a terminal.
+func isTerminal(w io.Writer) bool {
+	f, ok := w.(*os.File)
+	return ok && termFd(f)
+}

@@ -1,0 +1,209 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"os/signal"
+	"syscall"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/retrivium/forensic/bpf"
+	"github.com/retrivium/forensic/recorder"
+	"github.com/retrivium/forensic/store"
+)
+
+const recordLong = `Records COMMAND and every process it starts (or a running process with
+--pid, or every process that uses libcuda with --all) into a new run.db:
+each call of libcuda's allocation, mapping, release and context functions,
+NVML samples of framebuffer and BAR1 (periodically and at each failure),
+and the NVRM/Xid lines of the kernel log.
+
+Flags come before COMMAND: everything from COMMAND's name on is COMMAND's,
+with or without --. Recording needs root (CAP_BPF, CAP_PERFMON and
+CAP_SYS_ADMIN). Under sudo, COMMAND runs as the user who ran sudo (their
+uid, groups, HOME, USER and LOGNAME) unless --as-root is given, and run.db
+is theirs, mode 0600. sudo resets PATH and the environment: use sudo -E or
+sudo --preserve-env=PATH,... for conda and virtualenv environments, or
+start the job normally and attach to it with --pid.
+
+The first SIGINT or SIGTERM stops recording cleanly (SIGTERM is passed on
+to COMMAND); a second one exits at once. What was committed is kept.`
+
+const recordExit = `  126  COMMAND was found but cannot be run
+  127  COMMAND was not found
+  N    COMMAND's own exit status (128+N when signal N killed it); 0 for
+       --pid and --all when recording stopped cleanly
+  1    recording failed (not root, no libcuda, an output that exists, ...)
+  2    the command line is wrong
+`
+
+// recordFlags are record's flags, in recorder.Config's units.
+type recordFlags struct {
+	cfg         recorder.Config
+	ring        uint64
+	reserve     uint64
+	keepSamples int
+}
+
+func (c *cli) recordCommand() *cobra.Command {
+	f := &recordFlags{ring: uint64(bpf.DefaultRingBytes), reserve: store.DefaultReserve, keepSamples: 36000}
+	f.cfg.Interval, f.cfg.FlushInterval, f.cfg.FreezeLimit = 100*time.Millisecond, 100*time.Millisecond, 50*time.Millisecond
+	cmd := &cobra.Command{
+		Use:   "record [flags] -o FILE -- COMMAND [ARGS...]",
+		Short: "record a workload's CUDA calls and GPU memory (root)",
+		Long:  recordLong,
+		Annotations: map[string]string{
+			"synopsis": "record [flags] -o FILE --pid PID\nrecord [flags] -o FILE --all",
+			"exit":     recordExit,
+		},
+		Example: `  sudo forensic record -o run.db -- python train.py --batch 64
+  sudo -E forensic record -o run.db --ring-size 64MiB -- ./serve.sh
+  sudo forensic record -o run.db --pid 4242 --duration 10m`,
+		RunE: work(func(cmd *cobra.Command, args []string) error { return c.record(f, args) }),
+	}
+	fs := cmd.Flags()
+	// Everything after the command's name is the command's.
+	fs.SetInterspersed(false)
+	cfg := &f.cfg
+	fs.StringVarP(&cfg.Output, "output", "o", "", "the run.db `FILE` to create (mode 0600)")
+	fs.BoolVarP(&cfg.Force, "force", "f", false, "replace an existing run.db (never a live recording, a directory or a file that is not a run)")
+	fs.IntVarP(&cfg.PID, "pid", "p", 0, "record this running process (`PID`) and the children it starts")
+	fs.BoolVarP(&cfg.All, "all", "a", false, "record every process on the host that maps a libcuda")
+	fs.BoolVar(&cfg.AsRoot, "as-root", false, "under sudo, run COMMAND as root instead of the invoking user")
+	fs.StringArrayVar(&cfg.LibCUDA, "libcuda", nil, "libcuda `FILE` to attach to (repeatable; default: search)")
+	fs.StringVar(&cfg.NVML, "libnvidia-ml", "", "libnvidia-ml.so.1 `FILE` to sample through (default: the loader's)")
+	fs.VarP(durationFlag{v: &cfg.Interval, min: time.Millisecond}, "interval", "i", "NVML sampling period")
+	fs.Var(durationFlag{v: &cfg.FlushInterval, min: time.Millisecond}, "flush", "longest a record waits before it is committed to run.db")
+	fs.Var(sizeFlag{v: &f.ring, check: ringSize}, "ring-size", "ring buffer size: a power of two of at least a page (4KiB)")
+	fs.BoolVar(&cfg.Stacks, "stacks", false, "capture the user stack of every device allocation (failures always)")
+	fs.BoolVar(&cfg.Freeze, "freeze-on-failure", false, "stop a process at a failed call until its GPUs are sampled")
+	fs.Var(durationFlag{v: &cfg.FreezeLimit, min: time.Millisecond}, "freeze-limit", "longest a process is held by --freeze-on-failure")
+	fs.VarP(durationFlag{v: &cfg.Duration, zeroOK: true}, "duration", "d", "stop after this long (0: when COMMAND exits or on SIGINT)")
+	fs.BoolVar(&cfg.NoKmsg, "no-kmsg", false, "do not record NVRM/Xid kernel log lines")
+	fs.Var(sizeFlag{v: &f.reserve, check: diskReserve}, "disk-reserve", "stop writing when the output's filesystem has less free space, keeping room for the stop record (0: write until it is full)")
+	fs.IntVar(&f.keepSamples, "keep-samples", f.keepSamples, "periodic sample `ROUNDS` kept before long runs thin them (first, last and those around failures are always kept)")
+	return cmd
+}
+
+// config checks what flags alone cannot and completes the recorder's
+// configuration.
+func (c *cli) config(f *recordFlags, command []string) (recorder.Config, error) {
+	cfg := f.cfg
+	switch {
+	case cfg.Output == "":
+		return cfg, usageErr("give the run.db to create with -o FILE")
+	case cfg.PID < 0:
+		return cfg, usageErr("--pid %d is not a process id", cfg.PID)
+	case cfg.PID != 0 && cfg.All:
+		return cfg, usageErr("give only one of --pid and --all")
+	case (cfg.PID != 0 || cfg.All) && len(command) > 0:
+		return cfg, usageErr("a command cannot be combined with --pid or --all")
+	case cfg.PID == 0 && !cfg.All && len(command) == 0:
+		return cfg, usageErr("nothing to record: give -- COMMAND, --pid PID or --all")
+	case f.keepSamples < 1:
+		return cfg, usageErr("--keep-samples %d: keep at least 1", f.keepSamples)
+	}
+	cfg.Command = command
+	cfg.RingBytes = int(f.ring)
+	cfg.DiskReserve = f.reserve
+	if f.reserve == 0 {
+		cfg.DiskReserve = 1 // 0 means the default in recorder.Config
+	}
+	cfg.SampleBudget = f.keepSamples
+	inv, err := recorder.SudoInvoker(c.getenv, os.Geteuid())
+	if err != nil {
+		return cfg, err
+	}
+	cfg.Invoker = inv
+	return cfg, nil
+}
+
+func (c *cli) record(f *recordFlags, command []string) error {
+	cfg, err := c.config(f, command)
+	if err != nil {
+		return err
+	}
+	cfg.Signals = c.stopSignals(cfg.Output)
+	cfg.Log = c.stderr
+	cfg.Stdout, cfg.Stderr = c.stdout, c.stderr
+	cfg.Ready = func() {
+		fmt.Fprintf(c.stderr, "forensic: recording %s into %s (SIGINT stops)\n", recordingWhat(cfg), cfg.Output)
+	}
+	res, err := recorder.Run(context.Background(), cfg)
+	if err != nil {
+		return err
+	}
+	c.summary(res)
+	if res.ExitCode != 0 {
+		return exitError{res.ExitCode}
+	}
+	return nil
+}
+
+func recordingWhat(cfg recorder.Config) string {
+	u := ""
+	if cfg.Invoker != nil && !cfg.AsRoot {
+		u = " as " + cfg.Invoker.Name
+	}
+	switch {
+	case cfg.PID != 0:
+		return fmt.Sprintf("pid %d", cfg.PID)
+	case cfg.All:
+		return "every process using libcuda"
+	}
+	return cfg.Command[0] + u
+}
+
+// stopSignals turns the first SIGINT or SIGTERM into a stop request; a
+// second one exits at once (what was committed is already safe).
+func (c *cli) stopSignals(output string) <-chan os.Signal {
+	sigs := make(chan os.Signal, 2)
+	signal.Notify(sigs, syscall.SIGINT, syscall.SIGTERM)
+	stop := make(chan os.Signal, 1)
+	go func() {
+		stop <- <-sigs
+		sig := <-sigs
+		fmt.Fprintf(c.stderr, "forensic: second %v: exiting now; what was committed to %s is kept\n", sig, output)
+		os.Exit(130)
+	}()
+	return stop
+}
+
+// summary says what was recorded and how to look at it.
+func (c *cli) summary(res *recorder.Result) {
+	st := res.Stop.Stats
+	extra := ""
+	if procs, start, err := runFacts(res.Path); err == nil {
+		extra = ", " + count(uint64(procs), "process", "processes")
+		if res.Stop.Time > start {
+			extra += " in " + human(time.Duration(res.Stop.Time-start))
+		}
+	}
+	lost := ""
+	if st.Lost() {
+		lost = fmt.Sprintf(" (%d lost)", st.LostCalls+st.LostInflight+st.TooDeep+st.LostProc)
+	}
+	fmt.Fprintf(c.stderr, "forensic: recorded %s%s, %s%s; stopped: %s\n", count(st.Events, "call", "calls"), lost,
+		count(st.Samples, "sample", "samples"), extra, res.Stop.Reason)
+	if d := res.Stop.TriggerDelay; d.Count > 0 {
+		fmt.Fprintf(c.stderr, "forensic: %s, delay from failure to sample: median %s, max %s\n",
+			count(uint64(d.Count), "failure-triggered sample", "failure-triggered samples"),
+			human(time.Duration(d.Median)), human(time.Duration(d.Max)))
+	}
+	fmt.Fprintf(c.stderr, "forensic: to see what happened: forensic analyze %s\n", shellQuote(res.Path))
+}
+
+// runFacts reads how many processes a finished run recorded and when it
+// started (run clock).
+func runFacts(path string) (procs int, start int64, err error) {
+	r, err := store.Open(path)
+	if err != nil {
+		return 0, 0, err
+	}
+	defer r.Close()
+	ps, err := r.Processes()
+	return len(ps), r.Run().ClockStart, err
+}

@@ -1,0 +1,173 @@
+package main
+
+import (
+	"fmt"
+	"io"
+	"strings"
+
+	"github.com/spf13/cobra"
+
+	"github.com/retrivium/forensic/recorder"
+	"github.com/retrivium/forensic/store"
+)
+
+// helpWidth is the width every help text fits in.
+const helpWidth = 80
+
+const rootLong = `forensic records the CUDA driver calls of a workload with eBPF, samples GPU
+memory through NVML, and explains the first failed operation: an allocation
+problem, a mapping problem, not a memory problem, or missing evidence.
+Framebuffer (device memory) and BAR1 (the PCIe aperture) are judged apart.`
+
+const rootExit = `  0    success
+  1    the work failed (a file that is not a run, a recorder error, ...)
+  2    the command line is wrong
+  3    analyze --exit-code: a call failed or evidence is missing
+  126  record: the command was found but cannot be run
+  127  record: the command was not found
+  N    record: otherwise the workload's own status (128+N for signal N)
+`
+
+// rootCommand builds the command tree.
+func (c *cli) rootCommand() *cobra.Command {
+	root := &cobra.Command{
+		Use:                   "forensic COMMAND [ARGS...]",
+		Short:                 "record and explain GPU memory failures",
+		Long:                  rootLong,
+		Version:               fmt.Sprintf("%s (run.db schema %d)", recorder.Version, store.SchemaVersion),
+		Annotations:           map[string]string{"exit": rootExit},
+		DisableFlagsInUseLine: true,
+		SilenceErrors:         true,
+		// "recrod" is two edits from "record".
+		SuggestionsMinimumDistance: 2,
+		SilenceUsage:               true,
+		Args:                       cobra.ArbitraryArgs,
+		CompletionOptions:          cobra.CompletionOptions{DisableDefaultCmd: true},
+		RunE: func(cmd *cobra.Command, args []string) error {
+			if len(args) == 0 {
+				writeHelp(c.stderr, cmd)
+				return exitError{exitUsage}
+			}
+			hint := ""
+			if s := cmd.SuggestionsFor(args[0]); len(s) > 0 {
+				hint = " (did you mean " + strings.Join(s, " or ") + "?)"
+			}
+			return usageErr("unknown command %q%s", args[0], hint)
+		},
+	}
+	root.SetOut(c.stdout)
+	root.SetErr(c.stderr)
+	root.SetVersionTemplate("forensic {{.Version}}\n")
+	root.SetHelpFunc(func(cmd *cobra.Command, _ []string) { writeHelp(cmd.OutOrStdout(), cmd) })
+	root.SetHelpCommand(helpCommand(root))
+	root.AddCommand(c.recordCommand(), c.analyzeCommand(), c.reportCommand(), c.exportCommand(),
+		c.inventoryCommand(), c.markCommand(), c.versionCommand(), completionCommand(root))
+	return root
+}
+
+// writeHelp prints a command's help: what it does, how it is called, its
+// flags, exit status and examples, within helpWidth columns.
+func writeHelp(w io.Writer, cmd *cobra.Command) {
+	var b strings.Builder
+	fmt.Fprintf(&b, "%s - %s\n\nUsage:\n  %s\n", cmd.CommandPath(), cmd.Short, cmd.UseLine())
+	for _, s := range strings.Split(cmd.Annotations["synopsis"], "\n") {
+		if s != "" {
+			fmt.Fprintf(&b, "  %s %s\n", cmd.Parent().CommandPath(), s)
+		}
+	}
+	if cmd.Long != "" {
+		fmt.Fprintf(&b, "\n%s\n", strings.TrimSpace(cmd.Long))
+	}
+	if cmd.HasAvailableSubCommands() {
+		b.WriteString("\nCommands:\n")
+		for _, sub := range cmd.Commands() {
+			if sub.IsAvailableCommand() || sub.Name() == "help" {
+				fmt.Fprintf(&b, "  %-11s %s\n", sub.Name(), sub.Short)
+			}
+		}
+	}
+	if fs := cmd.LocalFlags(); fs.HasAvailableFlags() {
+		fmt.Fprintf(&b, "\nFlags:\n%s", fs.FlagUsagesWrapped(helpWidth))
+	}
+	if exit := cmd.Annotations["exit"]; exit != "" {
+		fmt.Fprintf(&b, "\nExit status:\n%s", exit)
+	}
+	if cmd.Example != "" {
+		fmt.Fprintf(&b, "\nExamples:\n%s\n", strings.TrimRight(cmd.Example, "\n"))
+	}
+	if !cmd.HasParent() {
+		b.WriteString("\nRun 'forensic help COMMAND' for a command's flags and exit status.\n")
+	}
+	io.WriteString(w, b.String())
+}
+
+// helpCommand is `forensic help [COMMAND]`: help on stdout, and a usage
+// error for a command that does not exist.
+func helpCommand(root *cobra.Command) *cobra.Command {
+	return &cobra.Command{
+		Use:                   "help [COMMAND]",
+		DisableFlagsInUseLine: true,
+		Short:                 "help about any command",
+		Args:                  cobra.MaximumNArgs(1),
+		ValidArgsFunction: func(_ *cobra.Command, _ []string, prefix string) ([]string, cobra.ShellCompDirective) {
+			var names []string
+			for _, sub := range root.Commands() {
+				if sub.IsAvailableCommand() && strings.HasPrefix(sub.Name(), prefix) {
+					names = append(names, sub.Name())
+				}
+			}
+			return names, cobra.ShellCompDirectiveNoFileComp
+		},
+		RunE: func(cmd *cobra.Command, args []string) error {
+			target, rest, err := root.Find(args)
+			if err != nil || len(rest) > 0 || (len(args) > 0 && target == root) {
+				return usageErr("no help for %q: not a command", strings.Join(args, " "))
+			}
+			writeHelp(cmd.OutOrStdout(), target)
+			return nil
+		},
+	}
+}
+
+// completionCommand writes a shell's completion script.
+func completionCommand(root *cobra.Command) *cobra.Command {
+	return &cobra.Command{
+		Use:                   "completion bash|zsh|fish",
+		DisableFlagsInUseLine: true,
+		Short:                 "shell completion script",
+		Long: `Writes a completion script for the shell to standard output. To load it:
+
+  bash:  source <(forensic completion bash)
+  zsh:   forensic completion zsh > "${fpath[1]}/_forensic"
+  fish:  forensic completion fish | source`,
+		ValidArgs: []string{"bash", "zsh", "fish"},
+		Args: func(_ *cobra.Command, args []string) error {
+			if len(args) != 1 || (args[0] != "bash" && args[0] != "zsh" && args[0] != "fish") {
+				return usageErr("give the shell: bash, zsh or fish")
+			}
+			return nil
+		},
+		RunE: work(func(cmd *cobra.Command, args []string) error {
+			w := cmd.OutOrStdout()
+			switch args[0] {
+			case "bash":
+				return root.GenBashCompletionV2(w, true)
+			case "zsh":
+				return root.GenZshCompletion(w)
+			}
+			return root.GenFishCompletion(w, true)
+		}),
+	}
+}
+
+func (c *cli) versionCommand() *cobra.Command {
+	return &cobra.Command{
+		Use:                   "version",
+		DisableFlagsInUseLine: true,
+		Short:                 "forensic's version and run.db schema",
+		Args:                  cobra.NoArgs,
+		Run: func(cmd *cobra.Command, _ []string) {
+			fmt.Fprintf(cmd.OutOrStdout(), "forensic %s\n", cmd.Root().Version)
+		},
+	}
+}
