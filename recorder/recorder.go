@@ -228,6 +228,7 @@ type rec struct {
 	writeOnce   sync.Once
 	writeErr    error
 	stopInfo    store.StopInfo
+	identity    *store.Identity // read at the start, for the stop's clock bound
 	closers     []func()
 	// kmsgOffset is the kernel log clock's offset from the run clock, and
 	// kmsgError its uncertainty (-1: not measured).
@@ -295,6 +296,8 @@ func Run(ctx context.Context, cfg Config) (*Result, error) {
 	if cfg.Freeze {
 		run.FreezeLimit = cfg.FreezeLimit
 	}
+	run.Identity = startIdentity(ctx, cfg)
+	r.identity = run.Identity
 	switch {
 	case len(cfg.Command) > 0:
 		run.Mode = "spawn"
@@ -743,6 +746,7 @@ func (r *rec) shutdown(ctl net.Listener, kmsg *os.File, samplerStop, samplerDone
 	wg.Wait()
 	r.stopInfo = store.StopInfo{Time: t, Wall: time.Now().UTC(), Reason: reason, Workload: workload,
 		Stats: stats, TriggerDelay: delayStats(delays), KmsgOffset: r.kmsgOffset, KmsgOffsetError: r.kmsgError}
+	r.stopInfo.Identity = stopIdentity(context.Background(), r.cfg, r.identity, r.processRecords())
 	if runErr != nil {
 		r.stopInfo.Error = runErr.Error()
 	}
