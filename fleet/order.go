@@ -11,8 +11,8 @@ import (
 // Order values.
 const (
 	// OrderCertain: one failure ends before every other candidate's
-	// interval begins (or, on the same host and boot, before it on the one
-	// clock they share).
+	// interval begins (or, in the same boot, before it on the one clock
+	// they share).
 	OrderCertain = "certain"
 	// OrderUncertain: at least two failures could each have been first.
 	OrderUncertain = "uncertain"
@@ -25,10 +25,10 @@ const (
 	// ReasonOverlap: their wall-clock intervals overlap.
 	ReasonOverlap = "overlap"
 	// ReasonNoBound: one of them has no clock error bound (unsynchronized
-	// clock, or a file from before bounds were recorded) and they are on
-	// different hosts or boots.
+	// clock, or a file from before bounds were recorded) and they are not
+	// of the same boot.
 	ReasonNoBound = "no-clock-bound"
-	// ReasonSameTime: same host and boot, same run-clock time.
+	// ReasonSameTime: same boot, same run-clock time.
 	ReasonSameTime = "same-time"
 )
 
@@ -117,7 +117,9 @@ type Candidate struct {
 	// Unordered lists the candidates this one cannot be ordered against.
 	Unordered []Unordered `json:"unordered"`
 
-	domain string // host and boot: runs that share CLOCK_MONOTONIC
+	// domain is the boot id: runs of one kernel boot share CLOCK_MONOTONIC,
+	// whatever their host names (containers on one node).
+	domain string
 }
 
 // Unordered is a candidate another cannot be ordered against, and why.
@@ -136,7 +138,7 @@ type Consequence struct {
 	Rank    *int    `json:"rank"`
 	Failure Failure `json:"failure"`
 	// DelayMinNS and DelayMaxNS bound the time from the first failure to
-	// this one; equal (Exact) on the same host and boot.
+	// this one; equal (Exact) within one boot.
 	DelayMinNS int64 `json:"delay_min_ns"`
 	DelayMaxNS int64 `json:"delay_max_ns"`
 	Exact      bool  `json:"exact"`
@@ -185,7 +187,7 @@ func candidateOf(r Run) Candidate {
 		c.Rank = r.Rank
 	}
 	if r.BootID != "" {
-		c.domain = r.Host + "/" + r.BootID
+		c.domain = r.BootID
 	}
 	if r.Clock != nil {
 		w := r.Clock.Wall(r.Failure.TimeNS)

@@ -110,6 +110,16 @@ func TestOrder(t *testing.T) {
 			missing:      []int{2, 3},
 		},
 		{
+			name: "containers on one node: other host names, one boot, one clock",
+			runs: []Run{
+				sameBoot(synthetic("pod-b.db", "pod-b", "boot-1", ip(1), 0, nil), 1_000_000_900),
+				sameBoot(synthetic("pod-a.db", "pod-a", "boot-1", ip(0), 0, nil), 1_000_000_000),
+			},
+			order: OrderCertain, first: "pod-a.db", unordered: []Unordered{},
+			consequences: []consequenceWant{{"pod-b.db", 900, 900, true}},
+			missing:      []int{2, 3},
+		},
+		{
 			name: "same time on one clock",
 			runs: []Run{
 				sameBoot(synthetic("a.db", "node-a", "boot-1", ip(0), 0, nil), 1_000_000_000),
