@@ -28,6 +28,13 @@ func ip(v int) *int        { return &v }
 // free, and one NVML round of which the BAR1 query failed.
 func fixture(t *testing.T, dir, host, id string, stop bool) string {
 	t.Helper()
+	return writeFixture(t, dir, host, id, stop, true)
+}
+
+// writeFixture writes the fixture; without identity it is a run.db as
+// forensic wrote it before runs described themselves.
+func writeFixture(t *testing.T, dir, host, id string, stop, identity bool) string {
+	t.Helper()
 	path := filepath.Join(dir, id+".db")
 	names := make([]string, len(cuda.Symbols))
 	for i, s := range cuda.Symbols {
@@ -39,6 +46,9 @@ func fixture(t *testing.T, dir, host, id string, stop bool) string {
 		Identity: &store.Identity{Hostname: host, MachineID: "m-" + host, BootID: "b-" + host, Kernel: "6.18.0",
 			Job:   &store.Job{Source: "spawn", Rank: ip(3), WorldSize: ip(4), JobID: "job-1"},
 			Clock: &store.ClockReading{MonotonicNS: monoStart, RealtimeNS: wallStart, ErrorNS: &errNS}}}
+	if !identity {
+		run.Identity = nil
+	}
 	w, err := store.Create(path, store.CreateOptions{}, run, names)
 	if err != nil {
 		t.Fatal(err)
@@ -274,5 +284,24 @@ func TestHiveEscape(t *testing.T) {
 		if got := hiveEscape(tt.in); got != tt.want {
 			t.Errorf("%q: %q, want %q", tt.in, got, tt.want)
 		}
+	}
+}
+
+// A file written before runs described themselves converts with its
+// clock_start_ns and wall_start, has no bound, and its rank comes from its
+// processes' environments.
+func TestWriteOldRun(t *testing.T) {
+	in, out := t.TempDir(), t.TempDir()
+	db := writeFixture(t, in, "node-c", "run-3", true, false)
+	if err := Write(context.Background(), out, []string{db}, Options{}); err != nil {
+		t.Fatal(err)
+	}
+	r := readRows[runRow](t, partFile(out, TableRuns, "node-c", "run-3"))[0]
+	if r.ClockErrorNS != nil || r.ClockErrorWhy == "" || r.BootID != "" || r.Rank != nil || r.ClockRealtimeNS != wallStart+999 {
+		t.Errorf("old run row %+v", r)
+	}
+	calls := readRows[callRow](t, partFile(out, TableCalls, "node-c", "run-3"))
+	if calls[0].EndNS != wallStart+999+2000 || calls[0].Rank == nil || *calls[0].Rank != 3 || calls[2].Rank != nil {
+		t.Errorf("old run calls: end %d, ranks %v %v", calls[0].EndNS-wallStart, calls[0].Rank, calls[2].Rank)
 	}
 }

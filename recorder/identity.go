@@ -166,43 +166,49 @@ func pairClocks(clock func(int32) int64, n int) (mono, real, uncertainty int64) 
 	return mono, real, uncertainty
 }
 
-var timeStates = map[int]string{
-	unix.TIME_OK: "TIME_OK", unix.TIME_INS: "TIME_INS", unix.TIME_DEL: "TIME_DEL",
-	unix.TIME_OOP: "TIME_OOP", unix.TIME_WAIT: "TIME_WAIT", unix.TIME_ERROR: "TIME_ERROR",
+// timeState names adjtimex's return value.
+func timeState(state int) string {
+	switch state {
+	case unix.TIME_OK:
+		return "TIME_OK"
+	case unix.TIME_INS:
+		return "TIME_INS"
+	case unix.TIME_DEL:
+		return "TIME_DEL"
+	case unix.TIME_OOP:
+		return "TIME_OOP"
+	case unix.TIME_WAIT:
+		return "TIME_WAIT"
+	case unix.TIME_ERROR:
+		return "TIME_ERROR"
+	}
+	return strconv.Itoa(state)
 }
 
-// statusBits names adjtimex status bits, in bit order.
-var statusBits = []struct {
-	bit  int32
-	name string
-}{
-	{unix.STA_PLL, "STA_PLL"}, {unix.STA_PPSFREQ, "STA_PPSFREQ"}, {unix.STA_PPSTIME, "STA_PPSTIME"},
-	{unix.STA_FLL, "STA_FLL"}, {unix.STA_INS, "STA_INS"}, {unix.STA_DEL, "STA_DEL"},
-	{unix.STA_UNSYNC, "STA_UNSYNC"}, {unix.STA_FREQHOLD, "STA_FREQHOLD"},
-	{unix.STA_PPSSIGNAL, "STA_PPSSIGNAL"}, {unix.STA_PPSJITTER, "STA_PPSJITTER"},
-	{unix.STA_PPSWANDER, "STA_PPSWANDER"}, {unix.STA_PPSERROR, "STA_PPSERROR"},
-	{unix.STA_CLOCKERR, "STA_CLOCKERR"}, {unix.STA_NANO, "STA_NANO"},
-	{unix.STA_MODE, "STA_MODE"}, {unix.STA_CLK, "STA_CLK"},
+// statusFlags names the set bits of adjtimex's status word, in bit order.
+func statusFlags(status int32) []string {
+	names := [...]string{"STA_PLL", "STA_PPSFREQ", "STA_PPSTIME", "STA_FLL", "STA_INS", "STA_DEL", "STA_UNSYNC",
+		"STA_FREQHOLD", "STA_PPSSIGNAL", "STA_PPSJITTER", "STA_PPSWANDER", "STA_PPSERROR", "STA_CLOCKERR",
+		"STA_NANO", "STA_MODE", "STA_CLK"}
+	var out []string
+	for i, n := range names {
+		if status&(1<<i) != 0 {
+			out = append(out, n)
+		}
+	}
+	return out
 }
 
 // adjtimexOf converts the kernel's answer. maxerror and esterror are in
 // microseconds; offset is in nanoseconds under STA_NANO, else microseconds;
 // freq is in ppm with a 16-bit fraction.
 func adjtimexOf(state int, tx *unix.Timex) *store.Adjtimex {
-	a := &store.Adjtimex{State: timeStates[state], Status: tx.Status,
+	a := &store.Adjtimex{State: timeState(state), Status: tx.Status, StatusFlags: statusFlags(tx.Status),
 		Unsync:     tx.Status&unix.STA_UNSYNC != 0,
 		MaxErrorNS: tx.Maxerror * 1000, EstErrorNS: tx.Esterror * 1000,
 		OffsetNS: tx.Offset, FreqPPB: tx.Freq * 1000 >> 16, TAI: tx.Tai}
-	if a.State == "" {
-		a.State = strconv.Itoa(state)
-	}
 	if tx.Status&unix.STA_NANO == 0 {
 		a.OffsetNS *= 1000
-	}
-	for _, b := range statusBits {
-		if tx.Status&b.bit != 0 {
-			a.StatusFlags = append(a.StatusFlags, b.name)
-		}
 	}
 	return a
 }
