@@ -246,7 +246,7 @@ func TestMissingRanks(t *testing.T) {
 		{"a run names no rank", []Run{node("a.db", []int{0}, 3), {Path: "b.db", WorldSize: ip(3)}}, ip(3), []int{1, 2},
 			"1 run(s) name no rank and may be among them"},
 		{"no world size", []Run{{Path: "a.db", Rank: ip(0)}}, nil, []int{}, ""},
-		{"absurd world size", []Run{node("a.db", []int{0}, 1 << 30)}, ip(1 << 30), []int{}, "too large"},
+		{"absurd world size", []Run{node("a.db", []int{0}, 1<<30)}, ip(1 << 30), []int{}, "too large"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
