@@ -452,6 +452,8 @@ func jobOfProcesses(procs []store.Process) *store.Job {
 // processRecords returns the records of the processes seen so far. It
 // reads the event reader's state: call it once the reader has stopped.
 func (r *rec) processRecords() []store.Process {
+	r.mu.Lock()
+	defer r.mu.Unlock()
 	out := make([]store.Process, 0, len(r.procs))
 	for _, p := range r.procs {
 		out = append(out, p.rec)
