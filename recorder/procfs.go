@@ -13,8 +13,9 @@ import (
 )
 
 // EnvAllowlist is the only environment forensic stores: variables that
-// decide which GPUs a process sees and how its allocators behave. Anything
-// else (tokens, paths, credentials) never reaches run.db.
+// decide which GPUs a process sees and how its allocators behave, and those
+// that name its job and rank. Anything else (tokens, paths, credentials)
+// never reaches run.db.
 var EnvAllowlist = []string{
 	"CUDA_VISIBLE_DEVICES", "CUDA_DEVICE_ORDER", "NVIDIA_VISIBLE_DEVICES",
 	"NVIDIA_DRIVER_CAPABILITIES", "CUDA_MPS_PIPE_DIRECTORY", "CUDA_MPS_ACTIVE_THREAD_PERCENTAGE",
@@ -22,6 +23,12 @@ var EnvAllowlist = []string{
 	"PYTORCH_CUDA_ALLOC_CONF", "PYTORCH_NO_CUDA_MEMORY_CACHING",
 	"TF_FORCE_GPU_ALLOW_GROWTH", "XLA_PYTHON_CLIENT_PREALLOCATE", "XLA_PYTHON_CLIENT_MEM_FRACTION",
 	"NCCL_P2P_DISABLE", "NCCL_P2P_LEVEL", "NCCL_SHM_DISABLE", "NCCL_CUMEM_ENABLE",
+	// Job and rank identity (fleet.JobVariables), so that runs of many
+	// hosts can be put in order and each process says which rank it was.
+	"RANK", "LOCAL_RANK", "WORLD_SIZE", "GROUP_RANK", "TORCHELASTIC_RUN_ID",
+	"SLURM_JOB_ID", "SLURM_PROCID", "SLURM_NODEID", "SLURM_NTASKS", "SLURM_LOCALID",
+	"OMPI_COMM_WORLD_RANK", "OMPI_COMM_WORLD_SIZE", "OMPI_COMM_WORLD_LOCAL_RANK",
+	"JOB_COMPLETION_INDEX", "POD_NAME", "POD_NAMESPACE", "POD_UID",
 }
 
 // FilterEnv keeps the allowlisted variables of a KEY=VALUE list.

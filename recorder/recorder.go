@@ -234,6 +234,7 @@ type rec struct {
 	writeOnce   sync.Once
 	writeErr    error
 	stopInfo    store.StopInfo
+	identity    *store.Identity // read at the start, for the stop's clock bound
 	closers     []func()
 	// kmsgOffset is the kernel log clock's offset from the run clock, and
 	// kmsgError its uncertainty (-1: not measured).
@@ -303,6 +304,8 @@ func Run(ctx context.Context, cfg Config) (*Result, error) {
 	if cfg.Freeze {
 		run.FreezeLimit = cfg.FreezeLimit
 	}
+	run.Identity = startIdentity(ctx, cfg)
+	r.identity = run.Identity
 	switch {
 	case len(cfg.Command) > 0:
 		run.Mode = "spawn"
@@ -756,6 +759,7 @@ func (r *rec) shutdown(ctl net.Listener, kmsg *os.File, samplerStop, samplerDone
 	r.stopInfo = store.StopInfo{Time: t, Wall: time.Now().UTC(), Reason: reason, Workload: workload,
 		Stats: stats, TriggerDelay: delayStats(delays), KmsgOffset: r.kmsgOffset, KmsgOffsetError: r.kmsgError,
 		Signal: r.stopSignal}
+	r.stopInfo.Identity = stopIdentity(context.Background(), r.cfg, r.identity, r.processRecords())
 	if runErr != nil {
 		r.stopInfo.Error = runErr.Error()
 	}

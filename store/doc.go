@@ -7,6 +7,15 @@
 // run record keeps one (clock, wall time) pair taken together at the start,
 // so reports can show wall time. All sizes are bytes.
 //
+// The run and stop records each carry an Identity: host name, machine id,
+// boot id, kernel, the job and rank of the workload, and a clock reading
+// (CLOCK_MONOTONIC paired with CLOCK_REALTIME within a measured uncertainty,
+// the kernel's adjtimex state, and chrony's or linuxptp's report when
+// present). The stop reading's clock_error_ns bounds the wall-clock error of
+// every event of the run: max(maxerror) + max(pairing uncertainty) + |the
+// wall clock's step between the readings|, or null when the kernel marks the
+// clock unsynchronized (docs/run-db.md).
+//
 // Top-level buckets, their keys and value encodings:
 //
 //	meta        "format"   the string "forensic-run" (anything else: a foreign file)

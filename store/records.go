@@ -48,6 +48,132 @@ type RunInfo struct {
 	// Env holds the GPU-relevant environment of the recorder's target
 	// (an allowlist, see README); nothing else is stored.
 	Env map[string]string `json:"env,omitempty"`
+	// Identity says where the run was recorded (machine, boot), for which
+	// job and rank, and how its clock relates to true time, read at the
+	// start. Absent in files written before it existed.
+	Identity *Identity `json:"identity,omitempty"`
+}
+
+// Identity makes a run self-describing when run.db files of many hosts are
+// analyzed together: the machine and boot it was recorded on, the job and
+// rank of the recorded workload, and the clock. It is read at the start
+// (RunInfo.Identity) and again at the stop (StopInfo.Identity).
+type Identity struct {
+	Hostname string `json:"hostname"`
+	// MachineID is /etc/machine-id; BootID /proc/sys/kernel/random/boot_id.
+	// Two runs with the same boot id share one CLOCK_MONOTONIC.
+	MachineID string `json:"machine_id,omitempty"`
+	BootID    string `json:"boot_id,omitempty"`
+	Kernel    string `json:"kernel,omitempty"`
+	// Job is the job and rank identity of the recorded workload; nil when
+	// nothing names one (and in --all mode, where each Process.Env keeps
+	// its own).
+	Job   *Job          `json:"job,omitempty"`
+	Clock *ClockReading `json:"clock,omitempty"`
+}
+
+// Job is the job and rank a workload belongs to, from the launcher's
+// environment variables and, for Kubernetes, the cgroup path.
+type Job struct {
+	// Source says whose environment was read: "spawn" (the command forensic
+	// started), "pid" (/proc/PID/environ of the --pid target) or
+	// "processes" (--all: the recorded processes agreed on it).
+	Source string `json:"source"`
+	// Env holds the job variables found (RANK, LOCAL_RANK, WORLD_SIZE,
+	// GROUP_RANK, TORCHELASTIC_RUN_ID, SLURM_*, OMPI_COMM_WORLD_*,
+	// JOB_COMPLETION_INDEX, POD_*), as strings.
+	Env map[string]string `json:"env,omitempty"`
+	// Rank and WorldSize are parsed from the first variable present, in
+	// the order documented in docs/run-db.md; RankFrom and WorldSizeFrom
+	// name it. Nil: no variable names one.
+	Rank          *int   `json:"rank,omitempty"`
+	RankFrom      string `json:"rank_from,omitempty"`
+	WorldSize     *int   `json:"world_size,omitempty"`
+	WorldSizeFrom string `json:"world_size_from,omitempty"`
+	LocalRank     *int   `json:"local_rank,omitempty"`
+	// Ranks (--all) lists the distinct ranks of the recorded processes;
+	// Rank is set only when they are all one.
+	Ranks []int `json:"ranks,omitempty"`
+	// JobID is TORCHELASTIC_RUN_ID, else SLURM_JOB_ID.
+	JobID string `json:"job_id,omitempty"`
+	// PodUID comes from the cgroup path (kubepods...pod<uid>); PodName and
+	// PodNamespace from POD_NAME and POD_NAMESPACE, or the namespace from
+	// the pod's service account file.
+	PodUID       string `json:"pod_uid,omitempty"`
+	PodName      string `json:"pod_name,omitempty"`
+	PodNamespace string `json:"pod_namespace,omitempty"`
+}
+
+// ClockReading pairs the run clock with the wall clock and says how far
+// the wall clock may be from true time.
+type ClockReading struct {
+	// MonotonicNS (CLOCK_MONOTONIC, the run clock) and RealtimeNS
+	// (CLOCK_REALTIME, Unix nanoseconds) were read adjacently: the pair
+	// with the narrowest of Reads brackets of monotonic, realtime,
+	// monotonic is kept, MonotonicNS is the bracket's midpoint and
+	// PairUncertaintyNS half its width.
+	MonotonicNS       int64 `json:"monotonic_ns"`
+	RealtimeNS        int64 `json:"realtime_ns"`
+	PairUncertaintyNS int64 `json:"pair_uncertainty_ns"`
+	Reads             int   `json:"pair_reads"`
+	// Adjtimex is the kernel's own view of the wall clock's error; nil if
+	// the call failed (AdjtimexError says why).
+	Adjtimex      *Adjtimex `json:"adjtimex,omitempty"`
+	AdjtimexError string    `json:"adjtimex_error,omitempty"`
+	// Chrony and PTP are what a time daemon reported, when one is present.
+	Chrony *TimeDaemon `json:"chrony,omitempty"`
+	PTP    *TimeDaemon `json:"ptp,omitempty"`
+	// ErrorNS bounds |wall-clock time of an event - true time| for events
+	// converted with this reading (at the start: this reading alone; at the
+	// stop: the run's bound, from both readings, see docs/run-db.md). Nil
+	// when the clock is unsynchronized or the bound unknown; ErrorWhy says
+	// why.
+	ErrorNS  *int64 `json:"clock_error_ns"`
+	ErrorWhy string `json:"clock_error_why,omitempty"`
+}
+
+// Adjtimex is the kernel's NTP state (adjtimex(2) with no modes set).
+type Adjtimex struct {
+	// State is the call's return value: TIME_OK, TIME_INS, TIME_DEL,
+	// TIME_OOP, TIME_WAIT or TIME_ERROR (the clock is not synchronized).
+	State string `json:"state"`
+	// Status is the raw status word; StatusFlags names its set bits
+	// (STA_UNSYNC: no daemon vouches for the clock).
+	Status      int32    `json:"status"`
+	StatusFlags []string `json:"status_flags,omitempty"`
+	Unsync      bool     `json:"unsync"`
+	// MaxErrorNS is the kernel's maximum error of the wall clock (it grows
+	// by 500 us per second until a daemon updates it); EstErrorNS its
+	// estimated error. The kernel keeps both in microseconds.
+	MaxErrorNS int64 `json:"maxerror_ns"`
+	EstErrorNS int64 `json:"esterror_ns"`
+	// OffsetNS and FreqPPB: the daemon's last phase offset and frequency
+	// correction.
+	OffsetNS int64 `json:"offset_ns"`
+	FreqPPB  int64 `json:"freq_ppb"`
+	TAI      int32 `json:"tai"`
+}
+
+// TimeDaemon is what a time daemon's own tool reported: the raw output
+// (trimmed) and the values parsed from it where the format is known.
+type TimeDaemon struct {
+	Command string `json:"command"`
+	Raw     string `json:"raw,omitempty"`
+	Error   string `json:"error,omitempty"`
+	// Parsed values; nil when absent from the output.
+	Reference string `json:"reference,omitempty"`
+	Stratum   *int   `json:"stratum,omitempty"`
+	// OffsetNS is how far the system clock (chrony) or the PTP clock (PTP:
+	// master_offset) was from the reference.
+	OffsetNS *int64 `json:"offset_ns,omitempty"`
+	// RootDelayNS and RootDispersionNS (chrony): a bound on the
+	// reference's own error is RootDispersion + RootDelay/2.
+	RootDelayNS      *int64 `json:"root_delay_ns,omitempty"`
+	RootDispersionNS *int64 `json:"root_dispersion_ns,omitempty"`
+	Leap             string `json:"leap,omitempty"`
+	// Synchronized: chrony's leap status is not "Not synchronised"; PTP's
+	// grandmaster is present.
+	Synchronized *bool `json:"synchronized,omitempty"`
 }
 
 // Stats are the recorder's counters: what was delivered and what was lost.
@@ -134,6 +260,9 @@ type StopInfo struct {
 	// within KmsgOffsetError (-1: not measured, lines unconverted).
 	KmsgOffset      int64 `json:"kmsg_offset_ns"`
 	KmsgOffsetError int64 `json:"kmsg_offset_error_ns"`
+	// Identity is read again at the stop; its Clock.ErrorNS is the run's
+	// clock_error_ns, combining the start and stop readings.
+	Identity *Identity `json:"identity,omitempty"`
 }
 
 // Library is one libcuda file the recorder attached to.

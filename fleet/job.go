@@ -1,0 +1,81 @@
+package fleet
+
+import (
+	"strconv"
+	"strings"
+)
+
+// JobVariables lists the environment variables that name a workload's job
+// and rank, as torchrun/torchelastic, Slurm, Open MPI and Kubernetes set
+// them. The recorder stores exactly these (with its GPU allowlist), so a
+// run.db says which rank each process was.
+func JobVariables() []string {
+	return []string{
+		"RANK", "LOCAL_RANK", "WORLD_SIZE", "GROUP_RANK", "TORCHELASTIC_RUN_ID",
+		"SLURM_JOB_ID", "SLURM_PROCID", "SLURM_NODEID", "SLURM_NTASKS", "SLURM_LOCALID",
+		"OMPI_COMM_WORLD_RANK", "OMPI_COMM_WORLD_SIZE", "OMPI_COMM_WORLD_LOCAL_RANK",
+		"JOB_COMPLETION_INDEX", "POD_NAME", "POD_NAMESPACE", "POD_UID",
+	}
+}
+
+// The variables each value is read from, first present wins.
+func rankVars() []string {
+	return []string{"RANK", "OMPI_COMM_WORLD_RANK", "SLURM_PROCID", "JOB_COMPLETION_INDEX"}
+}
+func worldVars() []string { return []string{"WORLD_SIZE", "OMPI_COMM_WORLD_SIZE", "SLURM_NTASKS"} }
+func localVars() []string {
+	return []string{"LOCAL_RANK", "OMPI_COMM_WORLD_LOCAL_RANK", "SLURM_LOCALID"}
+}
+func jobIDVars() []string { return []string{"TORCHELASTIC_RUN_ID", "SLURM_JOB_ID"} }
+
+// JobEnv is the job identity parsed from a process environment.
+type JobEnv struct {
+	// Rank is the process's global rank and RankFrom the variable it came
+	// from (RANK, then OMPI_COMM_WORLD_RANK, SLURM_PROCID,
+	// JOB_COMPLETION_INDEX); nil when none holds a non-negative integer.
+	Rank     *int
+	RankFrom string
+	// WorldSize: WORLD_SIZE, then OMPI_COMM_WORLD_SIZE, SLURM_NTASKS.
+	WorldSize     *int
+	WorldSizeFrom string
+	// LocalRank: LOCAL_RANK, then OMPI_COMM_WORLD_LOCAL_RANK, SLURM_LOCALID.
+	LocalRank *int
+	// JobID: TORCHELASTIC_RUN_ID, then SLURM_JOB_ID.
+	JobID string
+}
+
+// Empty reports whether the environment named no job at all.
+func (j JobEnv) Empty() bool {
+	return j.Rank == nil && j.WorldSize == nil && j.LocalRank == nil && j.JobID == ""
+}
+
+// ParseJobEnv reads the job identity from environment variables (a
+// KEY->VALUE map, such as a stored Process.Env). A variable whose value is
+// not a non-negative integer is skipped, so the next one in order is used.
+func ParseJobEnv(env map[string]string) JobEnv {
+	var j JobEnv
+	j.Rank, j.RankFrom = firstInt(env, rankVars())
+	j.WorldSize, j.WorldSizeFrom = firstInt(env, worldVars())
+	j.LocalRank, _ = firstInt(env, localVars())
+	for _, k := range jobIDVars() {
+		if v := strings.TrimSpace(env[k]); v != "" {
+			j.JobID = v
+			break
+		}
+	}
+	return j
+}
+
+func firstInt(env map[string]string, keys []string) (*int, string) {
+	for _, k := range keys {
+		v, ok := env[k]
+		if !ok {
+			continue
+		}
+		n, err := strconv.Atoi(strings.TrimSpace(v))
+		if err == nil && n >= 0 {
+			return &n, k
+		}
+	}
+	return nil, ""
+}

@@ -1,0 +1,412 @@
+package fleet
+
+import (
+	"cmp"
+	"fmt"
+	"slices"
+	"strconv"
+	"strings"
+)
+
+// Order values.
+const (
+	// OrderCertain: one failure ends before every other candidate's
+	// interval begins (or, in the same boot, before it on the one clock
+	// they share).
+	OrderCertain = "certain"
+	// OrderUncertain: at least two failures could each have been first.
+	OrderUncertain = "uncertain"
+	// OrderNone: no run has a failure.
+	OrderNone = "none"
+)
+
+// Reasons two candidates cannot be ordered.
+const (
+	// ReasonOverlap: their wall-clock intervals overlap.
+	ReasonOverlap = "overlap"
+	// ReasonNoBound: one of them has no clock error bound (unsynchronized
+	// clock, or a file from before bounds were recorded) and they are not
+	// of the same boot.
+	ReasonNoBound = "no-clock-bound"
+	// ReasonSameTime: same boot, same run-clock time.
+	ReasonSameTime = "same-time"
+)
+
+// maxWorldSize bounds the ranks listed as missing, so that a garbage
+// WORLD_SIZE cannot make a list of a billion.
+const maxWorldSize = 1 << 16
+
+// Run is one recording, as the caller read it.
+type Run struct {
+	Path   string `json:"path"`
+	ID     string `json:"run_id"`
+	Host   string `json:"host"`
+	BootID string `json:"boot_id,omitempty"`
+	// Rank is the run's rank; nil when none is named, or when the run
+	// holds several ranks (Ranks, e.g. one --all recorder per node).
+	Rank      *int  `json:"rank"`
+	Ranks     []int `json:"ranks,omitempty"`
+	WorldSize *int  `json:"world_size"`
+	// Clock maps the run clock to wall time; nil when the run has none.
+	Clock *Clock `json:"clock"`
+	// Failure is the run's first failure; nil when no call failed.
+	Failure *Failure `json:"failure"`
+}
+
+// Clock maps a run's clock (CLOCK_MONOTONIC) to wall time.
+type Clock struct {
+	MonotonicNS int64 `json:"monotonic_ns"`
+	RealtimeNS  int64 `json:"realtime_ns"`
+	// ErrorNS bounds |wall time of an event - true time|; nil when the
+	// clock was unsynchronized or the bound is unknown (ErrorWhy says
+	// why).
+	ErrorNS  *int64 `json:"clock_error_ns"`
+	ErrorWhy string `json:"clock_error_why,omitempty"`
+}
+
+// Wall converts a run-clock time to Unix nanoseconds.
+func (c *Clock) Wall(t int64) int64 { return c.RealtimeNS + (t - c.MonotonicNS) }
+
+// Failure identifies a run's first failed call.
+type Failure struct {
+	// TimeNS is when the call returned, on the run clock.
+	TimeNS     int64  `json:"time_ns"`
+	Symbol     string `json:"symbol,omitempty"`
+	ResultName string `json:"result_name,omitempty"`
+	PID        uint32 `json:"pid,omitempty"`
+	TID        uint32 `json:"tid,omitempty"`
+	// Rank is the failing process's rank, when its environment named one
+	// (else the caller may give the run's).
+	Rank *int `json:"rank"`
+}
+
+// Result is the order of the runs' failures.
+type Result struct {
+	Order string `json:"order"`
+	Runs  []Run  `json:"runs"`
+	// FirstFailure is the failure that was first when Order is certain;
+	// when uncertain, the one with the earliest wall-time estimate among
+	// those that could have been first (its Unordered lists the others).
+	FirstFailure *Candidate `json:"first_failure"`
+	// Candidates holds every run's failure, earliest estimate first.
+	Candidates []Candidate `json:"candidates"`
+	// Consequences are the failures certainly after the first.
+	Consequences []Consequence `json:"consequences"`
+	WorldSize    *int          `json:"world_size"`
+	// MissingRanks are ranks below WorldSize that no run names.
+	MissingRanks []int    `json:"missing_ranks"`
+	Notes        []string `json:"notes"`
+}
+
+// Candidate is one run's failure placed in wall time.
+type Candidate struct {
+	RunPath string  `json:"run_path"`
+	RunID   string  `json:"run_id"`
+	Host    string  `json:"host"`
+	Rank    *int    `json:"rank"`
+	Failure Failure `json:"failure"`
+	// WallNS is the estimated Unix time; nil without a clock mapping.
+	WallNS *int64 `json:"wall_ns"`
+	// EarliestNS and LatestNS bound the true time (WallNS -/+ the clock
+	// error bound); nil without a bound.
+	EarliestNS   *int64 `json:"earliest_ns"`
+	LatestNS     *int64 `json:"latest_ns"`
+	ClockErrorNS *int64 `json:"clock_error_ns"`
+	// PossiblyFirst: no other candidate is certainly before this one.
+	PossiblyFirst bool `json:"possibly_first"`
+	// Unordered lists the candidates this one cannot be ordered against.
+	Unordered []Unordered `json:"unordered"`
+
+	// domain is the boot id: runs of one kernel boot share CLOCK_MONOTONIC,
+	// whatever their host names (containers on one node).
+	domain string
+}
+
+// Unordered is a candidate another cannot be ordered against, and why.
+type Unordered struct {
+	RunPath string `json:"run_path"`
+	Reason  string `json:"reason"`
+	// OverlapNS is how long their intervals overlap (ReasonOverlap).
+	OverlapNS *int64 `json:"overlap_ns,omitempty"`
+}
+
+// Consequence is a failure certainly after the first, and how long after.
+type Consequence struct {
+	RunPath string  `json:"run_path"`
+	RunID   string  `json:"run_id"`
+	Host    string  `json:"host"`
+	Rank    *int    `json:"rank"`
+	Failure Failure `json:"failure"`
+	// DelayMinNS and DelayMaxNS bound the time from the first failure to
+	// this one; equal (Exact) within one boot.
+	DelayMinNS int64 `json:"delay_min_ns"`
+	DelayMaxNS int64 `json:"delay_max_ns"`
+	Exact      bool  `json:"exact"`
+}
+
+// Order decides which run's failure came first, how certain that is, what
+// followed it, and which ranks have no run.
+func Order(runs []Run) Result {
+	res := Result{Order: OrderNone, Runs: runs, Candidates: []Candidate{}, Consequences: []Consequence{},
+		MissingRanks: []int{}, Notes: []string{}}
+	for _, r := range runs {
+		if r.Failure != nil {
+			res.Candidates = append(res.Candidates, candidateOf(r))
+		}
+	}
+	sortCandidates(res.Candidates)
+	res.WorldSize, res.MissingRanks, res.Notes = missingRanks(runs)
+	res.Notes = append(res.Notes, boundNotes(runs)...)
+	if len(res.Candidates) == 0 {
+		return res
+	}
+	first := decide(res.Candidates)
+	res.Order = OrderUncertain
+	f := &res.Candidates[first]
+	if f.PossiblyFirst && len(f.Unordered) == 0 {
+		res.Order = OrderCertain
+	}
+	for i := range res.Candidates {
+		if i == first {
+			continue
+		}
+		if c, ok := consequence(f, &res.Candidates[i]); ok {
+			res.Consequences = append(res.Consequences, c)
+		}
+	}
+	res.FirstFailure = f
+	if res.Order == OrderUncertain {
+		res.Notes = append(res.Notes, uncertainNote(f))
+	}
+	return res
+}
+
+func candidateOf(r Run) Candidate {
+	c := Candidate{RunPath: r.Path, RunID: r.ID, Host: r.Host, Rank: r.Failure.Rank, Failure: *r.Failure, Unordered: []Unordered{}}
+	if c.Rank == nil {
+		c.Rank = r.Rank
+	}
+	if r.BootID != "" {
+		c.domain = r.BootID
+	}
+	if r.Clock != nil {
+		w := r.Clock.Wall(r.Failure.TimeNS)
+		c.WallNS = &w
+		if e := r.Clock.ErrorNS; e != nil && *e >= 0 {
+			lo, hi, bound := w-*e, w+*e, *e
+			c.EarliestNS, c.LatestNS, c.ClockErrorNS = &lo, &hi, &bound
+		}
+	}
+	return c
+}
+
+// sortCandidates orders by wall-time estimate (none last), then path.
+func sortCandidates(cs []Candidate) {
+	slices.SortStableFunc(cs, func(a, b Candidate) int {
+		switch {
+		case a.WallNS == nil && b.WallNS != nil:
+			return 1
+		case a.WallNS != nil && b.WallNS == nil:
+			return -1
+		case a.WallNS != nil && *a.WallNS != *b.WallNS:
+			return cmp.Compare(*a.WallNS, *b.WallNS)
+		}
+		return cmp.Compare(a.RunPath, b.RunPath)
+	})
+}
+
+// decide marks which candidates could have been first and returns the
+// index of the one reported first: the earliest estimate among them.
+func decide(cs []Candidate) int {
+	first := -1
+	for i := range cs {
+		cs[i].PossiblyFirst = true
+		for j := range cs {
+			if i != j && before(&cs[j], &cs[i]) {
+				cs[i].PossiblyFirst = false
+				break
+			}
+		}
+		if cs[i].PossiblyFirst && first < 0 {
+			first = i
+		}
+	}
+	if first < 0 { // cannot happen (before is a strict order), kept safe
+		first = 0
+	}
+	f := &cs[first]
+	for j := range cs {
+		if j != first && !before(f, &cs[j]) {
+			f.Unordered = append(f.Unordered, unordered(f, &cs[j]))
+		}
+	}
+	return first
+}
+
+// before reports whether a's failure was certainly before b's.
+func before(a, b *Candidate) bool {
+	if a.domain != "" && a.domain == b.domain {
+		return a.Failure.TimeNS < b.Failure.TimeNS
+	}
+	return a.LatestNS != nil && b.EarliestNS != nil && *a.LatestNS < *b.EarliestNS
+}
+
+func unordered(a, b *Candidate) Unordered {
+	u := Unordered{RunPath: b.RunPath}
+	switch {
+	case a.domain != "" && a.domain == b.domain:
+		u.Reason = ReasonSameTime
+	case a.LatestNS == nil || b.LatestNS == nil:
+		u.Reason = ReasonNoBound
+	default:
+		u.Reason = ReasonOverlap
+		o := min(*a.LatestNS, *b.LatestNS) - max(*a.EarliestNS, *b.EarliestNS)
+		u.OverlapNS = &o
+	}
+	return u
+}
+
+// consequence places d after the first failure f, when it certainly was.
+func consequence(f, d *Candidate) (Consequence, bool) {
+	if !before(f, d) {
+		return Consequence{}, false
+	}
+	c := Consequence{RunPath: d.RunPath, RunID: d.RunID, Host: d.Host, Rank: d.Rank, Failure: d.Failure}
+	if f.domain != "" && f.domain == d.domain {
+		c.DelayMinNS = d.Failure.TimeNS - f.Failure.TimeNS
+		c.DelayMaxNS, c.Exact = c.DelayMinNS, true
+		return c, true
+	}
+	c.DelayMinNS = *d.EarliestNS - *f.LatestNS
+	c.DelayMaxNS = *d.LatestNS - *f.EarliestNS
+	return c, true
+}
+
+// missingRanks compares the ranks the runs name with the world size they
+// report.
+func missingRanks(runs []Run) (*int, []int, []string) {
+	var notes []string
+	sizes := map[int]bool{}
+	has := map[int][]string{}
+	unnamed := 0
+	for _, r := range runs {
+		if r.WorldSize != nil {
+			sizes[*r.WorldSize] = true
+		}
+		ranks := r.Ranks
+		if r.Rank != nil && !slices.Contains(ranks, *r.Rank) {
+			ranks = append(slices.Clone(ranks), *r.Rank)
+		}
+		if len(ranks) == 0 {
+			unnamed++
+		}
+		for _, k := range ranks {
+			has[k] = append(has[k], r.Path)
+		}
+	}
+	notes = append(notes, duplicateNotes(has)...)
+	if len(sizes) == 0 {
+		return nil, []int{}, notes
+	}
+	ws := 0
+	for s := range sizes {
+		ws = max(ws, s)
+	}
+	if len(sizes) > 1 {
+		notes = append(notes, fmt.Sprintf("the runs disagree on the world size (%s): the largest, %d, is used",
+			joinInts(sortedKeys(sizes)), ws))
+	}
+	if ws > maxWorldSize {
+		return &ws, []int{}, append(notes, fmt.Sprintf("world size %d is too large to list missing ranks", ws))
+	}
+	missing := []int{}
+	for k := 0; k < ws; k++ {
+		if len(has[k]) == 0 {
+			missing = append(missing, k)
+		}
+	}
+	if len(missing) > 0 {
+		notes = append(notes, missingNote(missing, ws, unnamed))
+	}
+	return &ws, missing, notes
+}
+
+func missingNote(missing []int, ws, unnamed int) string {
+	list := joinInts(missing[:min(len(missing), 32)])
+	if len(missing) > 32 {
+		list += ", …"
+	}
+	n := fmt.Sprintf("%d of %d ranks have no run (%s): the rank that failed first is often the one whose file is missing "+
+		"(its node crashed, was not recorded, or its run.db was not gathered); collect it before trusting this order",
+		len(missing), ws, list)
+	if unnamed > 0 {
+		n += fmt.Sprintf("; %d run(s) name no rank and may be among them", unnamed)
+	}
+	return n
+}
+
+func duplicateNotes(has map[int][]string) []string {
+	var notes []string
+	for _, k := range sortedKeys(has) {
+		if paths := has[k]; len(paths) > 1 {
+			notes = append(notes, fmt.Sprintf("rank %d has %d runs (%s): a restarted job, or two recorders on one process",
+				k, len(paths), strings.Join(paths, ", ")))
+		}
+	}
+	return notes
+}
+
+// boundNotes names the failed runs whose failure cannot be ordered against
+// other hosts because their clock has no bound.
+func boundNotes(runs []Run) []string {
+	var notes []string
+	for _, r := range runs {
+		if r.Failure == nil || len(runs) < 2 {
+			continue
+		}
+		switch {
+		case r.Clock == nil:
+			notes = append(notes, fmt.Sprintf("%s (host %s) has no wall-clock mapping: its failure cannot be ordered against other hosts", r.Path, r.Host))
+		case r.Clock.ErrorNS == nil:
+			why := r.Clock.ErrorWhy
+			if why == "" {
+				why = "no clock error bound was recorded"
+			}
+			notes = append(notes, fmt.Sprintf("%s (host %s) has no clock bound (%s): its failure cannot be ordered against other hosts or boots", r.Path, r.Host, why))
+		}
+	}
+	return notes
+}
+
+func uncertainNote(f *Candidate) string {
+	var parts []string
+	for _, u := range f.Unordered {
+		switch u.Reason {
+		case ReasonOverlap:
+			parts = append(parts, fmt.Sprintf("%s (intervals overlap by %d ns)", u.RunPath, *u.OverlapNS))
+		case ReasonNoBound:
+			parts = append(parts, u.RunPath+" (no clock bound)")
+		default:
+			parts = append(parts, u.RunPath+" (same time on the same clock)")
+		}
+	}
+	return fmt.Sprintf("the first failure is uncertain: %s has the earliest estimate, but it cannot be ordered against %s",
+		f.RunPath, strings.Join(parts, ", "))
+}
+
+func sortedKeys[V any](m map[int]V) []int {
+	ks := make([]int, 0, len(m))
+	for k := range m {
+		ks = append(ks, k)
+	}
+	slices.Sort(ks)
+	return ks
+}
+
+func joinInts(ks []int) string {
+	s := make([]string, len(ks))
+	for i, k := range ks {
+		s[i] = strconv.Itoa(k)
+	}
+	return strings.Join(s, ", ")
+}
