@@ -11,6 +11,9 @@ require (
 	golang.org/x/term v0.48.0
 )
 
-require golang.org/x/text v0.14.0 // indirect
+require (
+	github.com/ianlancetaylor/demangle v0.0.0-20260724033716-83e58baca724 // indirect
+	golang.org/x/text v0.14.0 // indirect
+)
 
 tool github.com/cilium/ebpf/cmd/bpf2go
