@@ -22,14 +22,14 @@ import (
 const stacksDir = "../testdata/stacks"
 
 // needGCC skips (or fails under FORENSIC_REQUIRE_E2E) without a compiler.
-func needGCC(t *testing.T) {
+func needGCC(t testing.TB) {
 	t.Helper()
 	_, err := exec.LookPath("gcc")
 	e2eenv.Need(t, err == nil, "gcc is needed to build the test programs under testdata/stacks")
 }
 
 // gcc compiles sources from testdata/stacks into dir/out.
-func gcc(t *testing.T, dir, out string, args ...string) string {
+func gcc(t testing.TB, dir, out string, args ...string) string {
 	t.Helper()
 	src, err := filepath.Abs(stacksDir)
 	if err != nil {
@@ -57,7 +57,7 @@ type captured struct {
 
 // runCapture runs exe with args and env (its capture goes to a file in
 // dir) and reads the capture back.
-func runCapture(t *testing.T, dir, exe string, args, env []string) captured {
+func runCapture(t testing.TB, dir, exe string, args, env []string) captured {
 	t.Helper()
 	out := filepath.Join(dir, filepath.Base(exe)+".cap")
 	cmd := exec.Command(exe, args...)

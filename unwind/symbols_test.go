@@ -5,6 +5,7 @@ import (
 	"os"
 	"path/filepath"
 	"testing"
+	"time"
 
 	"github.com/retrivium/forensic/internal/e2eenv"
 	"github.com/retrivium/forensic/internal/elfnote"
@@ -71,7 +72,11 @@ func TestLibcuda(t *testing.T) {
 	}
 	m := Mapping{Start: 0x7f0000000000, End: 0x7f0010000000, Path: path, BuildID: elfnote.BuildID(path)}
 	u := New(LocalFiles{DebugDirs: []string{t.TempDir()}}, 0)
+	start := time.Now()
 	mod := u.module(m)
+	indexed := time.Since(start)
+	mod.symbols()
+	t.Logf("libcuda (%d MiB): CFI indexed in %v, symbols loaded in %v more", fileSize(path)>>20, indexed, time.Since(start)-indexed)
 	if mod.err != nil || mod.eh == nil {
 		t.Fatalf("libcuda: %v, .eh_frame %v", mod.err, mod.eh != nil)
 	}
@@ -114,6 +119,14 @@ func sameAddress(syms []elf.Symbol, name string, addr uint64) bool {
 		}
 	}
 	return false
+}
+
+func fileSize(path string) int64 {
+	st, err := os.Stat(path)
+	if err != nil {
+		return 0
+	}
+	return st.Size()
 }
 
 func fileOffset(f *elf.File, v uint64) (uint64, bool) {

@@ -158,7 +158,7 @@ func onlyDebugFrame(t *testing.T, u *Unwinder, c captured, r Result) {
 
 // chainCapture builds the -O2 chain and captures it once for the tests
 // that alter the capture.
-func chainCapture(t *testing.T) captured {
+func chainCapture(t testing.TB) captured {
 	t.Helper()
 	needGCC(t)
 	dir := t.TempDir()
