@@ -1,6 +1,9 @@
 package pystack
 
-import "fmt"
+import (
+	"fmt"
+	"slices"
+)
 
 // lineFormat is the encoding of a code object's co_linetable.
 type lineFormat uint8
@@ -138,8 +141,9 @@ var layouts = [...]Layout{
 	},
 }
 
-// Layouts returns the offset table, one row per supported version.
-func Layouts() []Layout { return layouts[:] }
+// Layouts returns a copy of the offset table, one row per supported
+// version: what a BPF program's offsets map is filled from.
+func Layouts() []Layout { return slices.Clone(layouts[:]) }
 
 // layoutFor returns the layout of a minor version.
 func layoutFor(major, minor int) (*Layout, error) {

@@ -18,6 +18,7 @@ type Version struct {
 	Major, Minor, Micro int
 }
 
+// String returns "3.11.7", or "3.11" when the micro version is unknown.
 func (v Version) String() string {
 	if v.Micro < 0 {
 		return fmt.Sprintf("%d.%d", v.Major, v.Minor)

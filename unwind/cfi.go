@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"sort"
 	"strings"
+	"sync"
 )
 
 // ErrNoCFI says a file has no call-frame information for an address.
@@ -36,12 +37,14 @@ type fde struct {
 // section is one CFI section of a file: .eh_frame or .debug_frame.
 type section struct {
 	data  []byte
-	addr  uint64 // virtual address of data[0] (.eh_frame; 0 for .debug_frame)
-	debug bool   // .debug_frame conventions (CIE id, absolute addresses)
-	text  uint64 // .text address, for DW_EH_PE_textrel
-	got   uint64 // .got address, for DW_EH_PE_datarel in .eh_frame
-	cies  map[int]*cie
+	addr  uint64   // virtual address of data[0] (.eh_frame; 0 for .debug_frame)
+	debug bool     // .debug_frame conventions (CIE id, absolute addresses)
+	text  uint64   // .text address, for DW_EH_PE_textrel
+	got   uint64   // .got address, for DW_EH_PE_datarel in .eh_frame
 	index []fdeRef // sorted by start
+
+	mu   sync.Mutex // guards cies: walks may share the section
+	cies map[int]*cie
 }
 
 // fdeRef locates one FDE: its first address and its offset in the section.
@@ -92,6 +95,8 @@ func (s *section) isCIE(id uint64) bool {
 
 // cieAt parses (or returns the cached) CIE at off.
 func (s *section) cieAt(off int) (*cie, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
 	if c, ok := s.cies[off]; ok {
 		return c, nil
 	}

@@ -96,6 +96,7 @@ const (
 	ViaFramePointer
 )
 
+// String returns the method's name: registers, cfi or frame-pointer.
 func (v Via) String() string {
 	switch v {
 	case ViaRegisters:

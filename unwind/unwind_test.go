@@ -290,3 +290,26 @@ func symbolAddr(t *testing.T, f *elf.File, name string) uint64 {
 	t.Fatalf("no symbol %s", name)
 	return 0
 }
+
+// TestUnwindConcurrent walks one capture from several goroutines sharing an
+// Unwinder (run with -race).
+func TestUnwindConcurrent(t *testing.T) {
+	c := chainCapture(t)
+	u := New(LocalFiles{}, 0)
+	want := names(New(LocalFiles{}, 0).Unwind(c.Capture))
+	errs := make(chan error, 8)
+	for i := 0; i < 8; i++ {
+		go func() {
+			if got := names(u.Unwind(c.Capture)); !slices.Equal(got, want) {
+				errs <- fmt.Errorf("walk %v, want %v", got, want)
+				return
+			}
+			errs <- nil
+		}()
+	}
+	for i := 0; i < 8; i++ {
+		if err := <-errs; err != nil {
+			t.Error(err)
+		}
+	}
+}
