@@ -5,6 +5,7 @@ import (
 	"sort"
 	"time"
 
+	"github.com/retrivium/forensic/fleet"
 	"github.com/retrivium/forensic/report"
 	"github.com/retrivium/forensic/store"
 )
@@ -32,7 +33,45 @@ func (s *state) runInfo() {
 		ri.DurationNS = ri.EndNS - ri.StartNS
 	}
 	ri.Interrupted = s.interruption(ri.WorkloadExit)
+	s.identity(&ri)
 	s.rep.Run = ri
+}
+
+// identity fills what the run recorded about its host, job and clock: at
+// the stop when there is one (the run's whole bound), else at the start.
+func (s *state) identity(ri *report.RunInfo) {
+	ri.WallStartNS = s.run.WallStart.UnixNano()
+	var ids []*store.Identity
+	if s.stop != nil && s.stop.Identity != nil {
+		ids = append(ids, s.stop.Identity)
+	}
+	if s.run.Identity != nil {
+		ids = append(ids, s.run.Identity)
+	}
+	for _, id := range ids {
+		if ri.BootID == "" {
+			ri.BootID = id.BootID
+		}
+		if j := id.Job; j != nil && ri.Rank == nil && ri.WorldSize == nil {
+			ri.Rank, ri.WorldSize, ri.JobID = j.Rank, j.WorldSize, j.JobID
+		}
+		if c := id.Clock; c != nil && ri.ClockErrorNS == nil {
+			ri.ClockErrorNS = c.ErrorNS
+		}
+	}
+	if id := s.run.Identity; id != nil && id.Clock != nil {
+		ri.WallStartNS = id.Clock.RealtimeNS + (s.run.ClockStart - id.Clock.MonotonicNS)
+	}
+}
+
+// rankOf is a process's rank: from its own environment, else the run's.
+func (s *state) rankOf(pid uint32) *int {
+	if p := s.procs[pid]; p != nil {
+		if r := fleet.ParseJobEnv(p.Env).Rank; r != nil {
+			return r
+		}
+	}
+	return s.rep.Run.Rank
 }
 
 // interruption names the signal by which the user or forensic stopped the

@@ -11,7 +11,7 @@ import (
 // failure converts a failed call into a reported failure.
 func (s *state) failure(f *failed) report.Failure {
 	res := cuda.LookupResult(f.e.Result)
-	out := report.Failure{Symbol: f.name, Operation: f.sym.Op.String(), Result: f.e.Result, ResultName: res.Name,
+	out := report.Failure{RunPath: s.r.Path(), Rank: s.rankOf(f.e.PID), Symbol: f.name, Operation: f.sym.Op.String(), Result: f.e.Result, ResultName: res.Name,
 		Meaning: res.Meaning.String(), PID: f.e.PID, TID: f.e.TID, TimeNS: f.e.End, StartNS: f.e.Start,
 		Wall: s.wall(f.e.End), CUDADevice: f.e.Dev, Context: f.e.Ctx, Frozen: f.e.Flags&store.EventFrozen != 0,
 		Recovered: f.recovered, Phase: s.phaseOf(f.e.End)}

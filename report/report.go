@@ -81,6 +81,9 @@ type Report struct {
 	Calls      []CallCount `json:"calls"`
 	// Timeline is what the HTML report draws; it is not part of --json.
 	Timeline *Timeline `json:"-"`
+	// MultiRun is set when several runs of one job were analyzed together;
+	// its fields then appear at the top level.
+	*MultiRun
 }
 
 // Judged is a failure judged on its own: the fields of a Failure plus its
@@ -121,6 +124,19 @@ type RunInfo struct {
 	Events      uint64 `json:"events"`
 	Schema      uint32 `json:"file_schema"`
 	Version     string `json:"recorded_by"`
+	// BootID names the kernel boot the run was recorded on (runs of one
+	// boot share the run clock); empty for a file that does not say.
+	BootID string `json:"boot_id,omitempty"`
+	// Rank, WorldSize and JobID are the job identity of the recorded
+	// workload, when its environment named one.
+	Rank      *int   `json:"rank"`
+	WorldSize *int   `json:"world_size"`
+	JobID     string `json:"job_id,omitempty"`
+	// WallStartNS is the run clock's start as Unix nanoseconds, and
+	// ClockErrorNS the bound on the wall clock's error; nil when the clock
+	// was unsynchronized or the file does not say.
+	WallStartNS  int64  `json:"wall_start_ns"`
+	ClockErrorNS *int64 `json:"clock_error_ns"`
 }
 
 // Exit is how a process ended.
@@ -135,6 +151,10 @@ type Exit struct {
 
 // Failure is one failed call.
 type Failure struct {
+	// RunPath is the run.db the failure was recorded in, and Rank the
+	// failing process's rank (nil when its environment named none).
+	RunPath    string  `json:"run_path"`
+	Rank       *int    `json:"rank"`
 	Symbol     string  `json:"symbol"`
 	Operation  string  `json:"operation"`
 	Result     int32   `json:"result"`

@@ -26,7 +26,7 @@ func TestRunExitStatus(t *testing.T) {
 		{[]string{}, 2, "Usage:"},
 		{[]string{"recrod"}, 2, `unknown command "recrod" (did you mean record?)`},
 		{[]string{"analyze"}, 2, "give the run.db to read"},
-		{[]string{"analyze", "a.db", "b.db"}, 2, "one run.db at a time"},
+		{[]string{"analyze", "a.db", "b.db"}, 1, "a.db: no such file"},
 		{[]string{"analyze", "--bogus", "a.db"}, 2, "unknown flag: --bogus"},
 		{[]string{"analyze", missing}, 1, "no such file"},
 		{[]string{"report", missing}, 2, "give the file to write with -o FILE"},

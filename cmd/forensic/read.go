@@ -35,22 +35,26 @@ const analyzeExit = `  0    done (with --exit-code: no call failed and nothing i
 func (c *cli) analyzeCommand() *cobra.Command {
 	var asJSON, noColor, exitCode bool
 	cmd := &cobra.Command{
-		Use:   "analyze [flags] RUN.DB",
+		Use:   "analyze [flags] RUN.DB... | DIR",
 		Short: "the first failure, its attribution and the memory views",
 		Long: `Explains the first failed operation of a recorded run: its attribution
 (allocation, mapping, not-memory, missing-evidence or none), the capacity
 judged against the one memory view that can hold the request, the evidence,
 and the memory views around it. --json writes the documented contract
-(docs/analyze-json.md). Colour is used on a terminal unless --no-color or
+(docs/analyze-json.md). Several runs of one job (a run.db per rank or node,
+or a directory of them, or a quoted glob) are analyzed together: the first
+failure across them, ordered by their clocks' error bounds, the failures
+that followed it, and the ranks with no run (docs/multi-run.md). Colour is used on a terminal unless --no-color or
 NO_COLOR is set; text wraps to the terminal (COLUMNS overrides; 100 when
 not a terminal).`,
 		Annotations: map[string]string{"exit": analyzeExit},
 		Example: `  forensic analyze run.db
   forensic analyze --json run.db | jq .attribution
-  forensic analyze --exit-code run.db || echo "something failed"`,
-		Args: oneRun,
+  forensic analyze --exit-code run.db || echo "something failed"
+  forensic analyze runs/            # every rank's run.db of one job`,
+		Args: someRuns,
 		RunE: work(func(cmd *cobra.Command, args []string) error {
-			rep, err := analyzeFile(args[0])
+			rep, err := analyzeRuns(args, analyze.Options{})
 			if err != nil {
 				return err
 			}
@@ -77,21 +81,19 @@ not a terminal).`,
 func (c *cli) reportCommand() *cobra.Command {
 	var out string
 	cmd := &cobra.Command{
-		Use:   "report [flags] RUN.DB -o FILE",
+		Use:   "report [flags] RUN.DB... -o FILE",
 		Short: "the analysis as one self-contained HTML page",
 		Long: `Writes the analysis, with timelines of the memory views, as one HTML page
 that needs no network. It names processes and their arguments: it is
 written mode 0600 (under sudo, owned by the user who ran sudo).`,
 		Annotations: map[string]string{"exit": readExit},
 		Example:     `  forensic report run.db -o report.html`,
-		Args:        oneRun,
+		Args:        someRuns,
 		RunE: work(func(cmd *cobra.Command, args []string) error {
-			r, err := c.openForOutput(args[0], out)
-			if err != nil {
+			if err := checkOutput(args, out); err != nil {
 				return err
 			}
-			defer r.Close()
-			rep, err := analyze.Analyze(r, analyze.Options{})
+			rep, err := analyzeRuns(args, analyze.Options{})
 			if err != nil {
 				return err
 			}
@@ -148,22 +150,48 @@ func oneRun(_ *cobra.Command, args []string) error {
 	return usageErr("one run.db at a time (got %d arguments: %s)", len(args), strings.Join(args, " "))
 }
 
-func analyzeFile(path string) (*report.Report, error) {
-	r, err := store.Open(path)
+// someRuns accepts one or more runs (files, directories, globs).
+func someRuns(_ *cobra.Command, args []string) error {
+	if len(args) == 0 {
+		return usageErr("give the run.db to read (or several, or a directory of them)")
+	}
+	return nil
+}
+
+// analyzeRuns analyzes the runs args name: one alone, several together.
+func analyzeRuns(args []string, opts analyze.Options) (*report.Report, error) {
+	paths, err := store.Expand(args)
+	if err != nil {
+		return nil, err
+	}
+	if len(paths) > 1 {
+		return analyze.AnalyzeMany(paths, opts)
+	}
+	r, err := store.Open(paths[0])
 	if err != nil {
 		return nil, err
 	}
 	defer r.Close()
-	return analyze.Analyze(r, analyze.Options{})
+	return analyze.Analyze(r, opts)
+}
+
+// checkOutput checks the -o of a command that writes a file from runs.
+func checkOutput(ins []string, out string) error {
+	if out == "" {
+		return usageErr("give the file to write with -o FILE")
+	}
+	for _, in := range ins {
+		if err := notTheInput(in, out); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 // openForOutput checks the -o of a command that writes a file from a run,
 // then opens the run.
 func (c *cli) openForOutput(in, out string) (*store.Reader, error) {
-	if out == "" {
-		return nil, usageErr("give the file to write with -o FILE")
-	}
-	if err := notTheInput(in, out); err != nil {
+	if err := checkOutput([]string{in}, out); err != nil {
 		return nil, err
 	}
 	return store.Open(in)

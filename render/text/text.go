@@ -124,6 +124,7 @@ func Write(w io.Writer, rep *report.Report, o Options) error {
 	t.header(rep)
 	t.verdict(rep)
 	t.nextSteps(rep)
+	t.runs(rep)
 	if f := rep.FirstFailure; f != nil {
 		t.failure("FIRST FAILURE", f, rep.Cause)
 	}
