@@ -91,7 +91,15 @@ func checkHTML(t *testing.T, page string, rep *report.Report) {
 	}
 }
 
-func htmlEsc(s string) string { return template.HTMLEscapeString(s) }
+// htmlEsc is s as html/template writes it in text (which escapes more
+// than template.HTMLEscapeString: "+" too).
+func htmlEsc(s string) string {
+	var b strings.Builder
+	if err := template.Must(template.New("").Parse("{{.}}")).Execute(&b, s); err != nil {
+		panic(err)
+	}
+	return b.String()
+}
 
 // A process with many calls is drawn as bins; the output stays small,
 // failures stay individual, and the exports stream.
