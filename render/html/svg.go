@@ -180,6 +180,9 @@ func valueTicks(a valueAxis, n int) []valueTick {
 	div, unit := byteUnit(max(a.Top, 1))
 	topU := float64(max(a.Top, 1)) / div
 	step := niceStep(topU, n)
+	if div == 1 {
+		step = math.Max(step, 1) // no fraction of a byte
+	}
 	var out []valueTick
 	for i := 0; ; i++ {
 		v := float64(i) * step

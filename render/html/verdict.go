@@ -82,7 +82,7 @@ func attrSummary(a report.Attribution) string {
 func newVerdict(rep *report.Report, c clock) verdictView {
 	v := verdictView{Judgement: newJudgement("Verdict", rep.Attribution, rep.Capacity, rep.Verdict), NextSteps: rep.NextSteps}
 	if u := rep.FirstUnrecovered; u != nil {
-		fv := newFailureView("First unrecovered failure", &u.Failure, rep.Processes, c)
+		fv := newFailureView("The failed call", &u.Failure, rep.Processes, c)
 		v.Unrecovered = &unrecoveredView{Judgement: newJudgement("First unrecovered failure", u.Attribution, u.Capacity, u.Verdict), Failure: fv,
 			Evidence: newEvidence(u.Evidence, c), Missing: newMissing(u.Missing)}
 	}
@@ -293,7 +293,7 @@ func newEvidence(ev []report.Evidence, c clock) evidenceView {
 	sort.SliceStable(rows, func(i, j int) bool { return rows[i].Decisive && !rows[j].Decisive })
 	for _, e := range rows {
 		r := evidenceRow{Field: e.Field, Value: e.Text, Source: e.Source, Scope: e.Scope, Status: e.Status,
-			StatusClass: statusClass(e.Status), Time: c.rel(e.TimeNS), Note: e.Note, Rule: e.Rule, Decisive: e.Decisive}
+			StatusClass: statusClass(e.Status), Note: e.Note, Rule: e.Rule, Decisive: e.Decisive}
 		switch {
 		case e.Value != nil && e.Unit == "bytes":
 			r.Value, r.Detail = report.HumanBytes(*e.Value), fmt.Sprintf("%d bytes", *e.Value)
@@ -307,6 +307,9 @@ func newEvidence(ev []report.Evidence, c clock) evidenceView {
 		}
 		if e.GPU != nil {
 			r.GPU = fmt.Sprint(*e.GPU)
+		}
+		if e.TimeNS != 0 {
+			r.Time = c.rel(e.TimeNS) // 0: the finding has no time (a table lookup)
 		}
 		v.Decisive = v.Decisive || e.Decisive
 		v.Rows = append(v.Rows, r)
