@@ -101,8 +101,7 @@ type header struct {
 	Head, What, WhatFull                string
 	ID, Mode, Host, Kernel              string
 	Started, Duration, Ended, StopError string
-	Interrupted                         string
-	Events                              uint64
+	Interrupted, Events                 string
 }
 
 func newHeader(rep *report.Report, c clock) header {
@@ -115,7 +114,7 @@ func newHeader(rep *report.Report, c clock) header {
 	}
 	h := header{What: clip(what, 400), WhatFull: what, ID: r.ID, Mode: r.Mode, Host: orDash(r.Host), Kernel: orDash(r.Kernel),
 		Started: orDash(c.at(r.StartNS, wallLong)), Duration: report.Duration(r.DurationNS), Ended: ended(&r),
-		StopError: r.StopError, Events: r.Events}
+		StopError: r.StopError, Events: report.Plural(int(r.Events), "event")}
 	if r.Interrupted != "" {
 		h.Interrupted = "interrupted by " + r.Interrupted + ": stopped by the user or forensic, not a crash"
 	}

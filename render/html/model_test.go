@@ -239,6 +239,7 @@ func TestNewViews(t *testing.T) {
 				Phases: []report.PhaseValue{{Phase: "b", Last: u64(3 << 20)}}},
 			{GPU: 0, View: "bar1", Field: "BAR1 used", Scope: "aperture", Support: "NVML_ERROR_NOT_SUPPORTED"},
 			{GPU: 0, View: "framebuffer", Field: "process used", Scope: "process", PID: 42, Support: "supported"},
+			{GPU: -1, View: "framebuffer", Field: "traced device allocations", Scope: "traced", Support: "GPU unknown for these calls"},
 		},
 		Phases: []report.Phase{{Label: "a"}, {Label: "b"}},
 		Evidence: []report.Evidence{{Field: "framebuffer free, corrected", Value: u64(5 << 20), GPU: intp(0), Decisive: true,
@@ -259,6 +260,9 @@ func TestNewViews(t *testing.T) {
 	}
 	if r1.ViewLabel != "BAR1" || !r1.GroupStart || r1.SupportCls != "warn" || r0.GroupStart {
 		t.Errorf("row 1: %+v", r1)
+	}
+	if g := v.Rows[3].GPU; r0.GPU != "0" || g != "?" {
+		t.Errorf("GPUs %q and %q, want 0 and ? for traced calls on an unknown GPU", r0.GPU, g)
 	}
 	if r2.Scope != "process, pid 42" || !r2.GroupStart {
 		t.Errorf("row 2: scope %q, group start %v", r2.Scope, r2.GroupStart)

@@ -223,15 +223,16 @@ func seriesPaths(s *report.Series, ax timeAxis, va valueAxis, step bool) []path 
 // procRow is one process's calls: a mark per call, or a histogram of
 // bins when it made too many, and every failure drawn on its own.
 type procRow struct {
-	Band          box
-	Alt, Binned   bool
-	Name, Sub     label
-	NameTitle     string
-	Calls, Failed uint64
-	Marks         []callRect
-	Bins          []binRect
-	FailBins      []binRect
-	Fails         []failMark
+	Band        box
+	Alt, Binned bool
+	Name, Sub   label
+	NameTitle   string
+	Calls       string
+	Failed      uint64
+	Marks       []callRect
+	Bins        []binRect
+	FailBins    []binRect
+	Fails       []failMark
 }
 
 // callRect is one call, coloured by its operation class.
@@ -261,7 +262,7 @@ func newProcRow(p *report.ProcessTrack, i int, y float64, ax timeAxis, c clock, 
 	}
 	r := procRow{Band: box{0, coord(y), svgW, procRowH}, Alt: i%2 == 1, Binned: p.Marks == nil,
 		Name: label{X: 8, Y: coord(y + 13), Text: fmt.Sprintf("pid %d · %s", p.PID, clip(name, 20))},
-		Sub:  label{X: 8, Y: coord(y + 25)}, NameTitle: fmt.Sprintf("pid %d %s", p.PID, p.Name), Calls: p.Calls, Failed: p.Failed}
+		Sub:  label{X: 8, Y: coord(y + 25)}, NameTitle: fmt.Sprintf("pid %d %s", p.PID, p.Name), Calls: report.Plural(int(p.Calls), "call"), Failed: p.Failed}
 	mid := y + procRowH/2
 	for k := range p.Marks {
 		m := &p.Marks[k]

@@ -87,7 +87,7 @@ type viewsView struct {
 
 // viewRow is one field of one view, GPU and scope.
 type viewRow struct {
-	GPU                    int
+	GPU                    string
 	View, ViewLabel, Field string
 	Meaning, Scope         string
 	Cells                  []cell
@@ -113,7 +113,7 @@ type phaseHead struct{ Label, Span string }
 
 // phaseRow is one field's last value in each phase.
 type phaseRow struct {
-	GPU         int
+	GPU         string
 	View, Field string
 	Scope       string
 	Cells       []cell
@@ -130,7 +130,7 @@ func newViews(rep *report.Report, c clock) viewsView {
 	prev := ""
 	for _, r := range rep.MemoryViews {
 		group := fmt.Sprintf("%d/%s", r.GPU, r.View)
-		row := viewRow{GPU: r.GPU, View: r.View, ViewLabel: viewLabel(r.View), Field: r.Field,
+		row := viewRow{GPU: gpuIndex(r.GPU), View: r.View, ViewLabel: viewLabel(r.View), Field: r.Field,
 			Meaning: r.Meaning + " — examines " + r.Examines, Scope: scopeText(&r),
 			Cells:  []cell{mibCell(r.Start), mibCell(r.Before), mibCell(r.At), mibCell(r.End), mibCell(r.Peak), mibCell(r.Low)},
 			Change: cell{Text: "—"}, Source: r.API, Struct: r.Struct, Support: r.Support, SupportCls: statusClass(r.Support),
@@ -145,6 +145,15 @@ func newViews(rep *report.Report, c clock) viewsView {
 	v.Live = newLive(rep.LiveAtFailure)
 	v.Notes = reconciledNotes(rep.Evidence)
 	return v
+}
+
+// gpuIndex writes an NVML index; a negative one (traced calls whose GPU
+// is unknown) is "?".
+func gpuIndex(i int) string {
+	if i < 0 {
+		return "?"
+	}
+	return fmt.Sprint(i)
 }
 
 // viewLabel names a view as the page writes it.
@@ -188,7 +197,7 @@ func newPhases(rep *report.Report, c clock) ([]phaseHead, []phaseRow) {
 		for _, pv := range r.Phases {
 			byLabel[pv.Phase] = pv
 		}
-		row := phaseRow{GPU: r.GPU, View: r.View, Field: r.Field, Scope: scopeText(r)}
+		row := phaseRow{GPU: gpuIndex(r.GPU), View: r.View, Field: r.Field, Scope: scopeText(r)}
 		for _, p := range rep.Phases {
 			pv, ok := byLabel[p.Label]
 			if !ok {
@@ -321,8 +330,8 @@ func newLoss(rep *report.Report) lossView {
 	l, sm := rep.Loss, rep.Sampling
 	v := lossView{Known: l.Known, BeforeFailure: l.BeforeFailure,
 		Lost: l.LostCalls+l.LostInflight+l.TooDeep+l.LostProc > 0,
-		Calls: fmt.Sprintf("%d calls seen, %d events stored, %d lost (in-flight table %d, too deep %d), %d unmatched returns, %d lost process records, %d undecodable events",
-			l.Calls, l.Events, l.LostCalls, l.LostInflight, l.TooDeep, l.Unmatched, l.LostProc, l.DecodeErrors),
+		Calls: fmt.Sprintf("%s seen, %s stored, %d lost (in-flight table %d, too deep %d), %d unmatched returns, %d lost process records, %d undecodable events",
+			report.Plural(int(l.Calls), "call"), report.Plural(int(l.Events), "event"), l.LostCalls, l.LostInflight, l.TooDeep, l.Unmatched, l.LostProc, l.DecodeErrors),
 		NVMLInit: sm.NVMLInit, NVMLClass: statusClass(sm.NVMLInit), NVMLLibrary: sm.NVMLLibrary,
 		NVML: fmt.Sprintf("%s, %d thinned out, %s triggered by failures", report.Plural(sm.Samples, "sample"), sm.Thinned,
 			report.Plural(sm.Triggered, "round")),

@@ -58,9 +58,9 @@ type svgView struct {
 
 // timeTick is one vertical grid line with its elapsed and wall labels.
 type timeTick struct {
-	X                 coord
-	Label, Wall       string
-	WallAnchor, Title string
+	X                              coord
+	Label, Wall                    string
+	LabelAnchor, WallAnchor, Title string
 }
 
 // label is a piece of text at a position.
@@ -151,11 +151,8 @@ func timeTicks(ax timeAxis, c clock) []timeTick {
 	var out []timeTick
 	for i := int64(0); i*step <= ax.span(); i++ {
 		t := ax.T0 + i*step
-		tk := timeTick{X: ax.X(t), Label: relLabel(i*step, step), Wall: c.at(t, wallLayout(step)), WallAnchor: "middle",
-			Title: c.at(t, wallLong)}
-		if float64(tk.X)+textWidth(tk.Wall)/2 > svgW {
-			tk.WallAnchor = "end" // the last label would be cut at the edge
-		}
+		tk := timeTick{X: ax.X(t), Label: relLabel(i*step, step), Wall: c.at(t, wallLayout(step)), Title: c.at(t, wallLong)}
+		tk.LabelAnchor, tk.WallAnchor = tickAnchor(tk.X, tk.Label), tickAnchor(tk.X, tk.Wall)
 		out = append(out, tk)
 	}
 	return out
@@ -188,6 +185,15 @@ func newRules(rep *report.Report, c clock, ax timeAxis) []vrule {
 	}
 	sort.SliceStable(rules, func(i, j int) bool { return rules[i].t < rules[j].t })
 	return rules
+}
+
+// tickAnchor centres a tick's label on it, unless the label would be cut
+// at the picture's right edge: then it ends there.
+func tickAnchor(x coord, s string) string {
+	if float64(x)+textWidth(s)/2 > svgW {
+		return "end"
+	}
+	return "middle"
 }
 
 // textWidth estimates the width of an 11-unit label.
