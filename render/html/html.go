@@ -20,6 +20,7 @@ package html
 import (
 	"bufio"
 	"embed"
+	"errors"
 	"fmt"
 	"html/template"
 	"io"
@@ -42,6 +43,9 @@ func parse() (*template.Template, error) {
 
 // Write writes the report as one self-contained HTML page.
 func Write(w io.Writer, rep *report.Report) error {
+	if rep == nil {
+		return errors.New("html report: no report to write")
+	}
 	t, err := parse()
 	if err != nil {
 		return err

@@ -2,7 +2,9 @@ package html
 
 import (
 	"bytes"
+	"errors"
 	"html/template"
+	"io"
 	"regexp"
 	"strings"
 	"testing"
@@ -193,5 +195,39 @@ func TestOutputHTMLUnrecovered(t *testing.T) {
 	body = body[strings.Index(body, "<tbody>")+len("<tbody>"):]
 	if !strings.HasPrefix(strings.TrimSpace(body), `<tr class="decisive">`) {
 		t.Error("the evidence table does not start with the decisive value")
+	}
+}
+
+// failingWriter accepts n bytes, then fails.
+type failingWriter struct{ n int }
+
+func (f *failingWriter) Write(p []byte) (int, error) {
+	if len(p) > f.n {
+		k := f.n
+		f.n = 0
+		return k, errors.New("disk full")
+	}
+	f.n -= len(p)
+	return len(p), nil
+}
+
+// A write that fails and a missing report are errors, never a panic or
+// a page cut short without a word.
+func TestWriteErrors(t *testing.T) {
+	rep := analyzed(t, runfixture.BuildRunNoFailure(t))
+	for _, tc := range []struct {
+		name string
+		w    io.Writer
+		rep  *report.Report
+		want string
+	}{
+		{"nothing written", &failingWriter{0}, rep, "disk full"},
+		{"cut in the middle", &failingWriter{40 << 10}, analyzed(t, runfixture.BuildRun(t, 0)), "disk full"},
+		{"no report", io.Discard, nil, "no report"},
+	} {
+		err := Write(tc.w, tc.rep)
+		if err == nil || !strings.Contains(err.Error(), tc.want) || strings.Contains(err.Error(), "\n") {
+			t.Errorf("%s: error %v, want one line saying %q", tc.name, err, tc.want)
+		}
 	}
 }
