@@ -1,21 +1,58 @@
-// Package html renders a report as one self-contained HTML page.
+// Package html renders a report as one self-contained HTML page: the
+// verdict first, then what to try next, the evidence, what was missing,
+// the failures, a timeline (per GPU, the framebuffer and the BAR1 aperture
+// in separate panels with their own axes, never stacked or added; the
+// calls of each process on the same time axis), the memory-view table,
+// the processes, the kernel log and markers, loss and sampling, coverage
+// and the calls per symbol.
 //
-// This is an interim page (the verdict and the failures) while the full
-// report moves to html/template; see html.go.orig for the page it replaces.
+// The page is html/template files with their CSS and JavaScript as
+// separate files, all embedded (html/report.html, report.css, report.js).
+// The Go side only prepares a view model from the report; escaping is
+// structural. The page inlines its CSS, SVG and script and loads nothing
+// from the network, so it can be attached to a post-mortem as is.
+//
+// It scales with the recording, not with the number of calls: everything
+// it draws comes from report.Timeline, which the analysis builds in fixed
+// sizes.
 package html
 
 import (
+	"bufio"
+	"embed"
+	"errors"
+	"fmt"
 	"html/template"
 	"io"
 
 	"github.com/retrivium/forensic/report"
 )
 
-var page = template.Must(template.New("page").Parse(`<!DOCTYPE html>
-<html lang="en"><head><meta charset="utf-8"><title>forensic report: {{.Attribution}}</title></head>
-<body><main><h1>Verdict: {{.Attribution}}</h1><p>{{.Verdict}}</p>
-<ul>{{range .Failures}}<li><code>{{.Symbol}}</code> {{.ResultName}}</li>{{end}}</ul></main></body></html>
-`))
+//go:embed html
+var files embed.FS
+
+// parse parses the page template; report.css and report.js are templates
+// too, included into the page's <style> and <script> as static text.
+func parse() (*template.Template, error) {
+	t, err := template.New("report.html").ParseFS(files, "html/report.html", "html/timeline.html", "html/report.css", "html/report.js")
+	if err != nil {
+		return nil, fmt.Errorf("html report template: %w", err)
+	}
+	return t, nil
+}
 
 // Write writes the report as one self-contained HTML page.
-func Write(w io.Writer, rep *report.Report) error { return page.Execute(w, rep) }
+func Write(w io.Writer, rep *report.Report) error {
+	if rep == nil {
+		return errors.New("html report: no report to write")
+	}
+	t, err := parse()
+	if err != nil {
+		return err
+	}
+	bw := bufio.NewWriterSize(w, 256<<10)
+	if err := t.Execute(bw, newPage(rep)); err != nil {
+		return fmt.Errorf("html report: %w", err)
+	}
+	return bw.Flush()
+}

@@ -2,7 +2,9 @@ package html
 
 import (
 	"bytes"
+	"errors"
 	"html/template"
+	"io"
 	"regexp"
 	"strings"
 	"testing"
@@ -79,7 +81,8 @@ func checkHTML(t *testing.T, page string, rep *report.Report) {
 	if strings.Contains(strings.ToLower(page), "total gpu memory") {
 		t.Error("the report shows a total GPU memory")
 	}
-	for _, bad := range []string{"NaN", "+Inf", "-Inf", "%!"} {
+	// ZgotmplZ: html/template refused a value in an unsafe context.
+	for _, bad := range []string{"NaN", "+Inf", "-Inf", "%!", "ZgotmplZ"} {
 		if strings.Contains(page, bad) {
 			t.Errorf("the report contains %q", bad)
 		}
@@ -91,7 +94,15 @@ func checkHTML(t *testing.T, page string, rep *report.Report) {
 	}
 }
 
-func htmlEsc(s string) string { return template.HTMLEscapeString(s) }
+// htmlEsc is s as html/template writes it in text (which escapes more
+// than template.HTMLEscapeString: "+" too).
+func htmlEsc(s string) string {
+	var b strings.Builder
+	if err := template.Must(template.New("").Parse("{{.}}")).Execute(&b, s); err != nil {
+		panic(err)
+	}
+	return b.String()
+}
 
 // A process with many calls is drawn as bins; the output stays small,
 // failures stay individual, and the exports stream.
@@ -131,5 +142,92 @@ func TestOutputHTMLWithoutSamples(t *testing.T) {
 	}
 	if strings.Contains(page, `class="ptitle">Framebuffer<`) {
 		t.Error("a framebuffer panel is drawn without any GPU")
+	}
+}
+
+// What the report model has beyond the first failure: the first
+// unrecovered failure (judged on its own, shown first), next steps,
+// grants, where a size came from, an interrupted run, and evidence with
+// the decisive value first and the rule that decided each.
+func TestOutputHTMLUnrecovered(t *testing.T) {
+	rep := analyzed(t, runfixture.BuildRun(t, 0))
+	rep.FirstFailure.Recovered = true
+	rep.Failures[0].Recovered = true
+	gpu1, size := 1, uint64(2<<20)
+	bar := report.CapBAR1Exhausted
+	later := report.Failure{Symbol: "cuIpcOpenMemHandle_v2", Operation: "mapping", Result: 205,
+		ResultName: "CUDA_ERROR_MAP_FAILED", PID: 4242, TID: 4242, TimeNS: rep.FirstFailure.TimeNS + 100_000_000,
+		Size: &size, SizeSource: "the exporter's cuMemAlloc_v2 (pid 4300)", GPUIndex: &gpu1, GPUMapping: "uuid",
+		Grants: []report.Grant{{Location: "device", CUDADevice: 1, GPU: &gpu1, Access: "read-write", Peer: true}}}
+	rep.Failures = append(rep.Failures, later)
+	rep.FirstUnrecovered = &report.Judged{Failure: later, Attribution: report.AttrMapping, Capacity: &bar,
+		Verdict: "The first unrecovered failure is cuIpcOpenMemHandle_v2: the BAR1 aperture of GPU 1 was full.",
+		Evidence: []report.Evidence{{Field: "BAR1 free at the failure", Value: &size, Unit: "bytes", Status: "NVML_SUCCESS",
+			GPU: &gpu1, Rule: "bar1-only-on-aperture-paths", Decisive: true}}}
+	rep.Run.Interrupted = "SIGTERM"
+	var buf bytes.Buffer
+	if err := Write(&buf, rep); err != nil {
+		t.Fatal(err)
+	}
+	page := buf.String()
+	checkHTML(t, page, rep)
+	at := func(s string) int {
+		i := strings.Index(page, s)
+		if i < 0 {
+			t.Errorf("the page lacks %q", s)
+		}
+		return i
+	}
+	verdict, unrec, recovered, evidence := at(`id="verdict"`), at(`id="first-unrecovered"`), at("First failure (recovered)"), at(`id="evidence"`)
+	if !(verdict < unrec && unrec < recovered && recovered < evidence) {
+		t.Errorf("order verdict %d, first unrecovered %d, recovered first failure %d, evidence %d", verdict, unrec, recovered, evidence)
+	}
+	for _, want := range []string{htmlEsc(rep.FirstUnrecovered.Verdict), "attribution: mapping", "capacity: bar1-exhausted",
+		htmlEsc(later.SizeSource), "through the owner&#39;s BAR1 aperture", "interrupted by SIGTERM", "bar1-only-on-aperture-paths",
+		"first unrecovered failure: cuIpcOpenMemHandle_v2"} {
+		at(want)
+	}
+	if at(htmlEsc(rep.NextSteps[0])) > evidence {
+		t.Error("the next steps come after the evidence")
+	}
+	// In the run's evidence table the decisive value comes first.
+	body := page[evidence:]
+	body = body[strings.Index(body, "<tbody>")+len("<tbody>"):]
+	if !strings.HasPrefix(strings.TrimSpace(body), `<tr class="decisive">`) {
+		t.Error("the evidence table does not start with the decisive value")
+	}
+}
+
+// failingWriter accepts n bytes, then fails.
+type failingWriter struct{ n int }
+
+func (f *failingWriter) Write(p []byte) (int, error) {
+	if len(p) > f.n {
+		k := f.n
+		f.n = 0
+		return k, errors.New("disk full")
+	}
+	f.n -= len(p)
+	return len(p), nil
+}
+
+// A write that fails and a missing report are errors, never a panic or
+// a page cut short without a word.
+func TestWriteErrors(t *testing.T) {
+	rep := analyzed(t, runfixture.BuildRunNoFailure(t))
+	for _, tc := range []struct {
+		name string
+		w    io.Writer
+		rep  *report.Report
+		want string
+	}{
+		{"nothing written", &failingWriter{0}, rep, "disk full"},
+		{"cut in the middle", &failingWriter{40 << 10}, analyzed(t, runfixture.BuildRun(t, 0)), "disk full"},
+		{"no report", io.Discard, nil, "no report"},
+	} {
+		err := Write(tc.w, tc.rep)
+		if err == nil || !strings.Contains(err.Error(), tc.want) || strings.Contains(err.Error(), "\n") {
+			t.Errorf("%s: error %v, want one line saying %q", tc.name, err, tc.want)
+		}
 	}
 }
