@@ -112,14 +112,14 @@ var frameworkScenarios = []scenario{
 		env:    []string{"SIMGPU_DEVICES=2", "SIMGPU_BAR1_TOTAL=64M", "SIMGPU_BAR1_USED=40M"},
 		cmd:    script("init; use 0; vmm 32M 0 1"),
 		symbol: "cuMemSetAccess", result: "CUDA_ERROR_MAP_FAILED", attribution: "mapping", capacity: "bar1-exhausted",
-		check:  checkGrants(0, 1),
+		check: checkGrants(0, 1),
 	},
 	{
 		name:   "access grant to peer then owner with BAR1 nearly full",
 		env:    []string{"SIMGPU_DEVICES=2", "SIMGPU_BAR1_TOTAL=64M", "SIMGPU_BAR1_USED=40M"},
 		cmd:    script("init; use 0; vmm 32M 1 0"),
 		symbol: "cuMemSetAccess", result: "CUDA_ERROR_MAP_FAILED", attribution: "mapping", capacity: "bar1-exhausted",
-		check:  checkGrants(1, 0),
+		check: checkGrants(1, 0),
 	},
 	{
 		// A grant to the owner alone maps nothing through the aperture.

@@ -9,11 +9,11 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/retrivium/forensic/analyze"
+	"github.com/retrivium/forensic/recorder"
 	"github.com/retrivium/forensic/render/html"
 	"github.com/retrivium/forensic/render/perfetto"
 	"github.com/retrivium/forensic/render/text"
 	"github.com/retrivium/forensic/report"
-	"github.com/retrivium/forensic/recorder"
 	"github.com/retrivium/forensic/store"
 )
 
