@@ -110,6 +110,7 @@ func Analyze(r *store.Reader, opts Options) (*report.Report, error) {
 		return nil, err
 	}
 	if s.tl != nil {
+		s.tl.markUnrecovered(s.unrecovered)
 		s.rep.Timeline = s.tl.finish()
 	}
 	s.verdict()

@@ -112,7 +112,7 @@ func newReplayer(s *state) *replayer {
 	p.exits = newExitQueue(exits)
 	p.counts = make([]report.CallCount, len(s.syms.names))
 	for i, name := range s.syms.names {
-		p.counts[i] = report.CallCount{Symbol: name}
+		p.counts[i] = report.CallCount{Symbol: name, Operation: s.syms.row(uint16(i)).Op.String()}
 	}
 	p.tl = s.tl
 	return p
@@ -198,7 +198,7 @@ func (p *replayer) count(e *store.Event) {
 		return
 	}
 	for int(e.Symbol) >= len(p.counts) {
-		p.counts = append(p.counts, report.CallCount{Symbol: p.s.syms.name(uint16(len(p.counts)))})
+		p.counts = append(p.counts, report.CallCount{Symbol: p.s.syms.name(uint16(len(p.counts))), Operation: unlisted.Op.String()})
 	}
 	c := &p.counts[e.Symbol]
 	c.Calls++

@@ -112,8 +112,7 @@ func (b *timelineBuilder) call(e *store.Event, sym *cuda.Symbol, name string, li
 		size := e.Size
 		m.Size = &size
 	}
-	f := b.first
-	m.First = f != nil && e.End == f.e.End && e.PID == f.e.PID && e.TID == f.e.TID && e.Symbol == f.e.Symbol
+	m.First = sameCall(b.first, e)
 	if p.Calls > report.MaxMarks {
 		p.Marks = nil
 	} else {
@@ -227,6 +226,33 @@ func (b *timelineBuilder) view(v *report.ViewSeries, s *store.Sample, series []*
 		}
 		addPoint(*sp, b.ts, s.Start, *vals[i])
 	}
+}
+
+// sameCall reports whether event e is the failed call f (a thread makes
+// one call at a time, so these name one call).
+func sameCall(f *failed, e *store.Event) bool {
+	return f != nil && e.End == f.e.End && e.PID == f.e.PID && e.TID == f.e.TID && e.Symbol == f.e.Symbol
+}
+
+// markUnrecovered marks the first unrecovered failure's marks, known only
+// once the replay has seen which failures were recovered.
+func (b *timelineBuilder) markUnrecovered(f *failed) {
+	if f == nil {
+		return
+	}
+	mark := func(ms []report.CallMark) {
+		for i := range ms {
+			m := &ms[i]
+			m.Unrecovered = m.EndNS == f.e.End && m.PID == f.e.PID && m.TID == f.e.TID && m.Result == f.e.Result
+		}
+	}
+	for _, p := range b.procs {
+		if p.PID == f.e.PID {
+			mark(p.Marks)
+			mark(p.Fails)
+		}
+	}
+	mark(b.tl.Lead)
 }
 
 // finish returns the timeline, processes and GPUs in order.

@@ -427,7 +427,8 @@ type Sampling struct {
 
 // CallCount is the number of calls per symbol.
 type CallCount struct {
-	Symbol string `json:"symbol"`
-	Calls  uint64 `json:"calls"`
-	Failed uint64 `json:"failed"`
+	Symbol    string `json:"symbol"`
+	Operation string `json:"operation"`
+	Calls     uint64 `json:"calls"`
+	Failed    uint64 `json:"failed"`
 }

@@ -48,8 +48,9 @@ type CallMark struct {
 	// Live is the traced device allocations on the call's GPU right after
 	// it; nil when not known.
 	Live *uint64
-	// First marks the first failure.
-	First bool
+	// First marks the first failure; Unrecovered the first failure the
+	// process did not recover from, when the first was recovered.
+	First, Unrecovered bool
 }
 
 // ProcessTrack is one process row of the timeline.
