@@ -52,7 +52,7 @@ type failed struct {
 // state is one analysis in progress: what the run's metadata says, and the
 // report being filled.
 type state struct {
-	r     *store.Reader
+	r     Source
 	opts  Options
 	run   store.RunInfo
 	stop  *store.StopInfo
@@ -88,7 +88,7 @@ type state struct {
 }
 
 // Analyze reads a run and produces its report.
-func Analyze(r *store.Reader, opts Options) (*report.Report, error) {
+func Analyze(r Source, opts Options) (*report.Report, error) {
 	s, err := newState(r, opts)
 	if err != nil {
 		return nil, err
@@ -118,7 +118,7 @@ func Analyze(r *store.Reader, opts Options) (*report.Report, error) {
 	return s.rep, nil
 }
 
-func newState(r *store.Reader, opts Options) (*state, error) {
+func newState(r Source, opts Options) (*state, error) {
 	if opts.MaxFailures == 0 {
 		opts.MaxFailures = 10000
 	}

@@ -6,7 +6,7 @@ import "github.com/retrivium/forensic/store"
 // events are nearly ordered already (one ring buffer, committed in arrival
 // order); a bounded reorder window repairs what is not, so totals at a
 // moment never count a release that happened after it.
-func eventsInOrder(r *store.Reader, replay func(*store.Event) error) error {
+func eventsInOrder(r Source, replay func(*store.Event) error) error {
 	win := &reorder{}
 	err := r.Events(func(e *store.Event) error {
 		if next, ok := win.push(e); ok {
