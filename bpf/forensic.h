@@ -20,6 +20,8 @@
  * as (build id, file offset), so they stay resolvable after the process
  * exits. */
 #define FX_STACK_DEPTH 64
+/* Bytes of a mapped file's name kept in a hold record. */
+#define FX_NAME_LEN 64
 
 /* In-argument source that is not a register: a struct passed by value lies
  * on the stack just above the return address (SysV x86-64, MEMORY class). */
@@ -28,6 +30,7 @@
 enum fx_kind {
 	FX_KIND_CALL = 1,
 	FX_KIND_PROC = 2,
+	FX_KIND_HOLD = 3, /* on the holds ring only */
 };
 
 enum fx_call_flags {
@@ -80,6 +83,34 @@ struct fx_proc {
 	char args[FX_ARGS_LEN]; /* argv, NUL separated, possibly truncated */
 };
 
+enum fx_hold_flags {
+	FX_HOLD_STOPPED = 1 << 0, /* SIGSTOP was sent: user space must continue it */
+};
+
+/* A recorded process has mapped, executable, a libcuda file whose probes
+ * are not in yet (not in attached_files). The process is stopped (SIGSTOP,
+ * taking effect as the system call returns) until user space has attached
+ * the probes and continues it. */
+struct fx_hold {
+	__u8 kind;
+	__u8 flags;  /* enum fx_hold_flags */
+	__u16 pad;
+	__u32 pid;
+	__u32 tid;
+	__u32 dev;   /* the file's device, the kernel's dev_t (major << 20 | minor) */
+	__u64 ino;
+	__u64 addr;  /* an address inside the mapping */
+	__u64 ts;
+	char name[FX_NAME_LEN]; /* the file's name (last path component) */
+};
+
+/* Key of attached_files: a file the probes are on (or that user space has
+ * dealt with). */
+struct fx_file {
+	__u64 dev; /* as fx_hold.dev */
+	__u64 ino;
+};
+
 /* What the probes read for one symbol; index = attach cookie. Filled from the
  * Go symbol table before any probe is attached. Negative arg = none. */
 struct fx_symcfg {
@@ -108,6 +139,7 @@ struct fx_stats {
 	__u64 stack_errors;     /* stack captures that failed */
 	__u64 frozen;           /* processes stopped by --freeze-on-failure */
 	__u64 unwoken;          /* successful calls since the last forced wake-up */
+	__u64 lost_holds;       /* libcuda mappings not held: the holds ring was full */
 };
 
 #endif

@@ -31,6 +31,26 @@ type forensicFxCall struct {
 	Outb    [8]uint8
 }
 
+type forensicFxFile struct {
+	_   structs.HostLayout
+	Dev uint64
+	Ino uint64
+}
+
+type forensicFxHold struct {
+	_     structs.HostLayout
+	Kind  uint8
+	Flags uint8
+	Pad   uint16
+	Pid   uint32
+	Tid   uint32
+	Dev   uint32
+	Ino   uint64
+	Addr  uint64
+	Ts    uint64
+	Name  [64]int8
+}
+
 type forensicFxProc struct {
 	_        structs.HostLayout
 	Kind     uint8
@@ -62,6 +82,7 @@ type forensicFxStats struct {
 	StackErrors      uint64
 	Frozen           uint64
 	Unwoken          uint64
+	LostHolds        uint64
 }
 
 type forensicFxSymcfg struct {
@@ -97,7 +118,9 @@ type forensicThread struct {
 //
 // Used for safe lookups in a Collection or CollectionSpec.
 const (
+	forensicMapAttachedFiles   = "attached_files"
 	forensicMapEvents          = "events"
+	forensicMapHolds           = "holds"
 	forensicMapStacks          = "stacks"
 	forensicMapStats           = "stats"
 	forensicMapSymcfg          = "symcfg"
@@ -105,12 +128,15 @@ const (
 	forensicMapTracked         = "tracked"
 	forensicProgCallEntry      = "call_entry"
 	forensicProgCallReturn     = "call_return"
+	forensicProgMapFile        = "map_file"
 	forensicProgProcExec       = "proc_exec"
 	forensicProgProcExit       = "proc_exit"
 	forensicProgProcFork       = "proc_fork"
 	forensicVarFreezeOnFailure = "freeze_on_failure"
+	forensicVarSelfTgid        = "self_tgid"
 	forensicVarTraceAll        = "trace_all"
 	forensicVarUnusedFxCall    = "unused_fx_call"
+	forensicVarUnusedFxHold    = "unused_fx_hold"
 	forensicVarUnusedFxProc    = "unused_fx_proc"
 	forensicVarWakeupEvery     = "wakeup_every"
 )
@@ -159,6 +185,7 @@ type forensicSpecs struct {
 type forensicProgramSpecs struct {
 	CallEntry  *ebpf.ProgramSpec `ebpf:"call_entry"`
 	CallReturn *ebpf.ProgramSpec `ebpf:"call_return"`
+	MapFile    *ebpf.ProgramSpec `ebpf:"map_file"`
 	ProcExec   *ebpf.ProgramSpec `ebpf:"proc_exec"`
 	ProcExit   *ebpf.ProgramSpec `ebpf:"proc_exit"`
 	ProcFork   *ebpf.ProgramSpec `ebpf:"proc_fork"`
@@ -168,12 +195,14 @@ type forensicProgramSpecs struct {
 //
 // It can be passed ebpf.CollectionSpec.Assign.
 type forensicMapSpecs struct {
-	Events  *ebpf.MapSpec `ebpf:"events"`
-	Stacks  *ebpf.MapSpec `ebpf:"stacks"`
-	Stats   *ebpf.MapSpec `ebpf:"stats"`
-	Symcfg  *ebpf.MapSpec `ebpf:"symcfg"`
-	Threads *ebpf.MapSpec `ebpf:"threads"`
-	Tracked *ebpf.MapSpec `ebpf:"tracked"`
+	AttachedFiles *ebpf.MapSpec `ebpf:"attached_files"`
+	Events        *ebpf.MapSpec `ebpf:"events"`
+	Holds         *ebpf.MapSpec `ebpf:"holds"`
+	Stacks        *ebpf.MapSpec `ebpf:"stacks"`
+	Stats         *ebpf.MapSpec `ebpf:"stats"`
+	Symcfg        *ebpf.MapSpec `ebpf:"symcfg"`
+	Threads       *ebpf.MapSpec `ebpf:"threads"`
+	Tracked       *ebpf.MapSpec `ebpf:"tracked"`
 }
 
 // forensicVariableSpecs contains global variables before they are loaded into the kernel.
@@ -181,8 +210,10 @@ type forensicMapSpecs struct {
 // It can be passed ebpf.CollectionSpec.Assign.
 type forensicVariableSpecs struct {
 	FreezeOnFailure *ebpf.VariableSpec `ebpf:"freeze_on_failure"`
+	SelfTgid        *ebpf.VariableSpec `ebpf:"self_tgid"`
 	TraceAll        *ebpf.VariableSpec `ebpf:"trace_all"`
 	UnusedFxCall    *ebpf.VariableSpec `ebpf:"unused_fx_call"`
+	UnusedFxHold    *ebpf.VariableSpec `ebpf:"unused_fx_hold"`
 	UnusedFxProc    *ebpf.VariableSpec `ebpf:"unused_fx_proc"`
 	WakeupEvery     *ebpf.VariableSpec `ebpf:"wakeup_every"`
 }
@@ -207,17 +238,21 @@ func (o *forensicObjects) Close() error {
 //
 // It can be passed to loadForensicObjects or ebpf.CollectionSpec.LoadAndAssign.
 type forensicMaps struct {
-	Events  *ebpf.Map `ebpf:"events"`
-	Stacks  *ebpf.Map `ebpf:"stacks"`
-	Stats   *ebpf.Map `ebpf:"stats"`
-	Symcfg  *ebpf.Map `ebpf:"symcfg"`
-	Threads *ebpf.Map `ebpf:"threads"`
-	Tracked *ebpf.Map `ebpf:"tracked"`
+	AttachedFiles *ebpf.Map `ebpf:"attached_files"`
+	Events        *ebpf.Map `ebpf:"events"`
+	Holds         *ebpf.Map `ebpf:"holds"`
+	Stacks        *ebpf.Map `ebpf:"stacks"`
+	Stats         *ebpf.Map `ebpf:"stats"`
+	Symcfg        *ebpf.Map `ebpf:"symcfg"`
+	Threads       *ebpf.Map `ebpf:"threads"`
+	Tracked       *ebpf.Map `ebpf:"tracked"`
 }
 
 func (m *forensicMaps) Close() error {
 	return _ForensicClose(
+		m.AttachedFiles,
 		m.Events,
+		m.Holds,
 		m.Stacks,
 		m.Stats,
 		m.Symcfg,
@@ -231,8 +266,10 @@ func (m *forensicMaps) Close() error {
 // It can be passed to loadForensicObjects or ebpf.CollectionSpec.LoadAndAssign.
 type forensicVariables struct {
 	FreezeOnFailure *ebpf.Variable `ebpf:"freeze_on_failure"`
+	SelfTgid        *ebpf.Variable `ebpf:"self_tgid"`
 	TraceAll        *ebpf.Variable `ebpf:"trace_all"`
 	UnusedFxCall    *ebpf.Variable `ebpf:"unused_fx_call"`
+	UnusedFxHold    *ebpf.Variable `ebpf:"unused_fx_hold"`
 	UnusedFxProc    *ebpf.Variable `ebpf:"unused_fx_proc"`
 	WakeupEvery     *ebpf.Variable `ebpf:"wakeup_every"`
 }
@@ -243,6 +280,7 @@ type forensicVariables struct {
 type forensicPrograms struct {
 	CallEntry  *ebpf.Program `ebpf:"call_entry"`
 	CallReturn *ebpf.Program `ebpf:"call_return"`
+	MapFile    *ebpf.Program `ebpf:"map_file"`
 	ProcExec   *ebpf.Program `ebpf:"proc_exec"`
 	ProcExit   *ebpf.Program `ebpf:"proc_exit"`
 	ProcFork   *ebpf.Program `ebpf:"proc_fork"`
@@ -252,6 +290,7 @@ func (p *forensicPrograms) Close() error {
 	return _ForensicClose(
 		p.CallEntry,
 		p.CallReturn,
+		p.MapFile,
 		p.ProcExec,
 		p.ProcExit,
 		p.ProcFork,

@@ -10,6 +10,7 @@ package bpf
 import (
 	"errors"
 	"fmt"
+	"os"
 	"sync"
 	"unsafe"
 
@@ -26,7 +27,12 @@ import (
 const (
 	KindCall = 1
 	KindProc = 2
+	KindHold = 3
 )
+
+// HoldStopped (enum fx_hold_flags): the process was sent SIGSTOP at the
+// mapping and must be continued.
+const HoldStopped = 1 << 0
 
 // Process lifecycle changes (enum fx_proc_what).
 const (
@@ -50,6 +56,10 @@ type Call = forensicFxCall
 
 // Proc is one lifecycle change of a tracked process.
 type Proc = forensicFxProc
+
+// Hold is a recorded process mapping a libcuda file whose probes are not
+// in: it is stopped at the mapping until user space continues it.
+type Hold = forensicFxHold
 
 // Stats are the probes' loss and health counters, summed over CPUs.
 type Stats = forensicFxStats
@@ -111,6 +121,10 @@ func Load(opts Options) (*Objects, error) {
 		return nil, err
 	}
 	if err := set(forensicVarFreezeOnFailure, boolByte(opts.FreezeOnFailure)); err != nil {
+		return nil, err
+	}
+	// The recorder never holds itself at a mapping.
+	if err := set(forensicVarSelfTgid, uint32(os.Getpid())); err != nil {
 		return nil, err
 	}
 	// Wake the reader after every eighth of the ring's records per CPU,
@@ -221,6 +235,7 @@ func (o *Objects) Stats() (Stats, error) {
 		s.LostProcFirstNs = minNonZero(s.LostProcFirstNs, c.LostProcFirstNs)
 		s.StackErrors += c.StackErrors
 		s.Frozen += c.Frozen
+		s.LostHolds += c.LostHolds
 	}
 	return s, nil
 }
@@ -282,6 +297,28 @@ func (o *Objects) AttachLifecycle() ([]link.Link, error) {
 		links = append(links, l)
 	}
 	return links, nil
+}
+
+// AttachMapHook attaches the program that holds a recorded process at
+// its first executable mapping of a libcuda file not yet marked with
+// MarkAttached (see Hold). Close the link to detach.
+func (o *Objects) AttachMapHook() (link.Link, error) {
+	l, err := link.AttachTracing(link.TracingOptions{Program: o.objs.MapFile})
+	if err != nil {
+		return nil, fmt.Errorf("attach %s: %w", o.objs.MapFile, err)
+	}
+	return l, nil
+}
+
+// NewHoldReader opens a reader on the holds ring buffer.
+func (o *Objects) NewHoldReader() (*ringbuf.Reader, error) {
+	return ringbuf.NewReader(o.objs.Holds)
+}
+
+// MarkAttached tells the map hook that a file (the kernel's dev_t and
+// inode, as in Hold) needs no hold any more.
+func (o *Objects) MarkAttached(dev uint32, ino uint64) error {
+	return o.objs.AttachedFiles.Put(forensicFxFile{Dev: uint64(dev), Ino: ino}, uint32(1))
 }
 
 // Attach puts the return and entry probes on symbols ids of the ELF file
@@ -349,11 +386,12 @@ func CloseLinks(links []link.Link) {
 
 // ProgramNames are the names the kernel knows the programs by; a test can
 // look for leftovers after a recorder is killed.
-var ProgramNames = []string{"call_entry", "call_return", "proc_fork", "proc_exec", "proc_exit"}
+var ProgramNames = []string{"call_entry", "call_return", "proc_fork", "proc_exec", "proc_exit", "map_file"}
 
 var (
 	callSize = int(unsafe.Sizeof(Call{}))
 	procSize = int(unsafe.Sizeof(Proc{}))
+	holdSize = int(unsafe.Sizeof(Hold{}))
 )
 
 // ErrShortRecord: a ring buffer record shorter than its kind's layout.
@@ -380,6 +418,19 @@ func Decode(rec []byte, call *Call, proc *Proc) (kind int, err error) {
 		return KindProc, nil
 	}
 	return 0, fmt.Errorf("unknown ring buffer record kind %d", rec[0])
+}
+
+// DecodeHold interprets one record of the holds ring. It accepts any
+// bytes: a record of another kind or too short is an error, never a panic.
+func DecodeHold(rec []byte, h *Hold) error {
+	if len(rec) == 0 || rec[0] != KindHold {
+		return fmt.Errorf("not a hold record")
+	}
+	if len(rec) < holdSize {
+		return fmt.Errorf("%w: hold record of %d bytes", ErrShortRecord, len(rec))
+	}
+	*h = *(*Hold)(unsafe.Pointer(&rec[0]))
+	return nil
 }
 
 // Raw converts a call's captured bytes into the decoder's input.

@@ -34,6 +34,11 @@ func TestLoadVerifies(t *testing.T) {
 		if err != nil {
 			t.Fatalf("AttachLifecycle: %v", err)
 		}
+		hook, err := o.AttachMapHook()
+		if err != nil {
+			t.Fatalf("AttachMapHook: %v", err)
+		}
+		hook.Close()
 		for _, l := range links {
 			l.Close()
 		}
