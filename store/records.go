@@ -62,6 +62,7 @@ type Stats struct {
 	LostProcFirst  int64  `json:"lost_proc_first_ns,omitempty"`
 	StackErrors    uint64 `json:"stack_errors"`
 	Frozen         uint64 `json:"frozen"`
+	LostHolds      uint64 `json:"lost_holds,omitempty"` // libcuda mappings not held: the holds ring was full
 	DecodeErrors   uint64 `json:"decode_errors"`
 	Samples        uint64 `json:"samples"`
 	SamplesDropped uint64 `json:"samples_thinned"`
@@ -120,6 +121,9 @@ type StopInfo struct {
 	// within KmsgOffsetError (-1: not measured, lines unconverted).
 	KmsgOffset      int64 `json:"kmsg_offset_ns"`
 	KmsgOffsetError int64 `json:"kmsg_offset_error_ns"`
+	// Hold summarizes how long processes were held at a libcuda mapping
+	// until the probes were in (count, median, maximum).
+	Hold DelayStats `json:"hold"`
 }
 
 // Library is one libcuda file the recorder attached to.
@@ -137,6 +141,26 @@ type Library struct {
 	Unknown  []string `json:"unknown,omitempty"`
 	Error    string   `json:"error,omitempty"`
 	Time     int64    `json:"time_ns"`
+	// MappedBy is the process whose mapping of the file made the recorder
+	// attach it (0: given with --libcuda); Held how long that process was
+	// held at the mapping until the probes were in (0: it was not held,
+	// the file was already mapped when recording started).
+	MappedBy uint32 `json:"mapped_by,omitempty"`
+	Held     int64  `json:"held_ns,omitempty"`
+}
+
+// File says which file a build id found in the stored stacks belongs to,
+// resolved by the recorder when it stored the stack (the process that
+// mapped it may be gone by the time the run is analyzed).
+type File struct {
+	BuildID string `json:"build_id"`
+	Path    string `json:"path"`                // as the process saw it
+	Open    string `json:"host_path,omitempty"` // as the recorder opened it, when that differs
+	// Source says where the recorder found it: "maps" (the process's own
+	// mappings), "seen" (a file another recorded process mapped or
+	// executed, or an attached libcuda) or "ldconfig" (the loader's
+	// library directories); each was checked by its build id.
+	Source string `json:"source"`
 }
 
 // Event is one completed call of a hooked symbol.
