@@ -5,6 +5,8 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"os/exec"
+	"path/filepath"
 	"strings"
 	"syscall"
 	"time"
@@ -57,6 +59,14 @@ func (s *Session) spawn() error {
 	pid := uint32(g.cmd.Process.Pid)
 	s.h.addRoot(store.Process{PID: pid, Start: now(), Args: s.cfg.Command, Exe: s.cfg.Command[0],
 		Env: FilterEnv(os.Environ())})
+	// The file the gate will exec, as the recorder finds it on the same
+	// PATH: a short-lived workload may be gone before its mappings can be
+	// read, and its own frames are in every stack.
+	if exe, err := exec.LookPath(s.cfg.Command[0]); err == nil {
+		if abs, err := filepath.Abs(exe); err == nil {
+			s.files.add(store.File{BuildID: s.ids.get(abs), Path: abs, Source: "seen"})
+		}
+	}
 	s.startEvents()
 	if err := s.objs.Track(pid); err != nil {
 		g.abort()
