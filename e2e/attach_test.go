@@ -295,3 +295,57 @@ func TestStackBuildIDsResolved(t *testing.T) {
 		t.Errorf("%d stacks, build ids %v, libc among them: %v; want the failure's stack down to libc", len(stacks), ids, libc)
 	}
 }
+
+// --pid without --libcuda: the target, already running with libcuda
+// mapped (attached late), loads a private copy, and a child it forks loads
+// a third: both copies are attached as they are mapped and every call
+// through them is recorded.
+func TestRecordPIDAttachesWhatItMaps(t *testing.T) {
+	w := newWorld(t)
+	private, third := w.copyLib("private"), w.copyLib("third")
+	target := w.startWorkload(`init; use 0; alloc 1M; wait-signal; load ` + private + `; init; use 0; alloc 2M;
+		fork { load ` + third + `; init; use 0; alloc 3M }; wait; free-all`)
+	if !waitFor(5*time.Second, func() bool { return mapsFile(target.Process.Pid, simCUDA) }) {
+		t.Fatal("the target did not map the simulated libcuda")
+	}
+	rec, db, stderr := w.startRecorder("--pid", strconv.Itoa(target.Process.Pid))
+	target.Process.Signal(syscall.SIGUSR1)
+	waitExit(t, target, 20*time.Second)
+	waitExit(t, rec, 20*time.Second)
+	libs, stop := libraries(t, db)
+	if stop.Reason != "target-exited" {
+		t.Fatalf("stop %+v; recorder said:\n%s", stop, stderr)
+	}
+	byInode := map[uint64]store.Library{}
+	for _, l := range libs {
+		byInode[l.Inode] = l
+	}
+	for _, p := range []string{simCUDA, private, third} {
+		if l, ok := byInode[inode(t, p)]; !ok || l.Error != "" {
+			t.Errorf("%s not attached: %+v", p, libs)
+		}
+	}
+	if l := byInode[inode(t, private)]; l.Held <= 0 || l.MappedBy != uint32(target.Process.Pid) {
+		t.Errorf("private copy %+v: want held, mapped by the target", l)
+	}
+	if l := byInode[inode(t, simCUDA)]; l.Held != 0 {
+		t.Errorf("the file already mapped at the start was held: %+v", l)
+	}
+	_, evs, _ := stored(t, db)
+	var sizes []uint64
+	for _, e := range evs {
+		if e.Name == "cuMemAlloc_v2" {
+			sizes = append(sizes, e.Size)
+		}
+	}
+	sort.Slice(sizes, func(i, j int) bool { return sizes[i] < sizes[j] })
+	if len(sizes) != 2 || sizes[0] != 2<<20 || sizes[1] != 3<<20 {
+		t.Errorf("allocations recorded %v, want 2 MiB (private copy) and 3 MiB (the child's third copy)", sizes)
+	}
+	rep, _ := analyzeJSON(t, db)
+	for _, p := range rep.Processes {
+		if p.PID == uint32(target.Process.Pid) && !p.AttachedLate {
+			t.Error("the target is not marked as attached late")
+		}
+	}
+}

@@ -4,7 +4,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"os"
 	"syscall"
 	"time"
 
@@ -38,13 +37,12 @@ func sigcont(pid uint32) { syscall.Kill(int(pid), syscall.SIGCONT) }
 func (h *holder) run(src recordSource) {
 	var rec ringbuf.Record
 	var hd bpf.Hold
+	src.SetDeadline(time.Time{}) // block until a hold or the flush
 	for {
-		src.SetDeadline(time.Time{})
-		err := src.ReadInto(&rec)
-		if err != nil && !errors.Is(err, os.ErrDeadlineExceeded) {
+		if err := src.ReadInto(&rec); err != nil {
 			return // ringbuf.ErrFlushed: drained; or the reader closed
 		}
-		if err == nil && bpf.DecodeHold(rec.RawSample, &hd) == nil {
+		if bpf.DecodeHold(rec.RawSample, &hd) == nil {
 			h.handle(&hd)
 		}
 	}
