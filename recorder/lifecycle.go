@@ -189,6 +189,11 @@ func (s *Session) shutdown() (store.Stats, store.DelayStats, store.DelayStats) {
 		s.ctl.Close()
 	}
 	s.fz.resumeAll()
+	// A hook run still in flight when its link was closed may report a
+	// hold after the flush: that process is continued too.
+	for _, hd := range drainHolds(s.holdRing) {
+		s.hl.handle(&hd)
+	}
 	var counters *bpf.Stats
 	t := now()
 	if st, err := s.objs.Stats(); err == nil {
