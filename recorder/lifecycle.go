@@ -226,15 +226,19 @@ func (s *Session) stopInfo(stats store.Stats, delays, holds store.DelayStats) st
 	case "cancelled", "duration", "":
 		info.Reason = "stopped"
 	}
+	var errs []string
 	if s.startErr != nil {
-		info.Reason, info.Error = "error", s.startErr.Error()
+		info.Reason = "error"
+		errs = append(errs, s.startErr.Error())
 	}
 	if err := s.wr.err; err != nil {
-		info.Reason, info.Error = "write-error", err.Error()
+		info.Reason = "write-error"
 		if errors.Is(err, store.ErrDiskFull) {
 			info.Reason = "disk-full"
 		}
+		errs = append(errs, err.Error())
 	}
+	info.Error = strings.Join(errs, "; ")
 	return info
 }
 
