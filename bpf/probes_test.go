@@ -89,7 +89,14 @@ func FuzzDecodeRecord(f *testing.F) {
 	proc[0] = KindProc
 	f.Add(proc)
 	f.Add([]byte{})
+	hold := make([]byte, unsafe.Sizeof(Hold{}))
+	hold[0] = KindHold
+	f.Add(hold)
 	f.Fuzz(func(t *testing.T, rec []byte) {
+		var h Hold
+		if DecodeHold(rec, &h) == nil {
+			_ = CString(h.Name[:])
+		}
 		var c Call
 		var p Proc
 		kind, err := Decode(rec, &c, &p)
