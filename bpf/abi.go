@@ -11,7 +11,12 @@ const (
 	KindCall      = uint8(forensicFxKindFX_KIND_CALL)
 	KindProc      = uint8(forensicFxKindFX_KIND_PROC)
 	KindCallArray = uint8(forensicFxKindFX_KIND_CALL_ARRAY)
+	KindHold      = uint8(forensicFxKindFX_KIND_HOLD)
 )
+
+// HoldStopped (enum fx_hold_flags): the process was sent SIGSTOP at the
+// mapping and must be continued.
+const HoldStopped = uint8(forensicFxHoldFlagsFX_HOLD_STOPPED)
 
 // Process lifecycle changes (enum fx_proc_what).
 const (
@@ -51,6 +56,8 @@ const (
 	// arrayMax and arrayLen bound what is read of an array argument.
 	arrayMax = int(forensicFxConstFX_ARRAY_MAX)
 	arrayLen = int(forensicFxConstFX_ARRAY_LEN)
+	// nameLen is the bytes of a mapped file's name in a hold record.
+	nameLen = int(forensicFxConstFX_NAME_LEN)
 )
 
 // counterMax is the number of loss and health counters (enum fx_counter).
@@ -61,6 +68,7 @@ const (
 	callSize      = int(unsafe.Sizeof(forensicFxCall{}))
 	callArraySize = int(unsafe.Sizeof(forensicFxCallArray{}))
 	procSize      = int(unsafe.Sizeof(forensicFxProc{}))
+	holdSize      = int(unsafe.Sizeof(forensicFxHold{}))
 )
 
 // ringHeader is the kernel's per-record ring buffer header

@@ -36,6 +36,7 @@
 const volatile __u8 trace_all = 0;         /* record any process that calls in */
 const volatile __u8 freeze_on_failure = 0; /* SIGSTOP a process at a failed return */
 const volatile __u64 wakeup_every = 0;     /* successful calls per CPU between forced wake-ups */
+const volatile __u32 self_tgid = 0;        /* the recorder: never held at a mapping */
 
 struct {
 	__uint(type, BPF_MAP_TYPE_RINGBUF);
@@ -113,6 +114,22 @@ struct {
 	__uint(value_size, FX_STACK_DEPTH * sizeof(struct bpf_stack_build_id));
 } stacks SEC(".maps");
 
+/* Libcuda mappings that hold a process; their own small ring, so a call
+ * storm filling the events ring cannot delay or lose them. */
+struct {
+	__uint(type, BPF_MAP_TYPE_RINGBUF);
+	__uint(max_entries, 64 << 10);
+} holds SEC(".maps");
+
+/* Libcuda files whose probes are in (or that user space has dealt with):
+ * mapping one of these holds nobody. */
+struct {
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__uint(max_entries, 1024);
+	__type(key, struct fx_file);
+	__type(value, __u32);
+} attached_files SEC(".maps");
+
 /* References that make clang emit BTF for the records and the enums, so
  * bpf2go can generate their Go types and constants. */
 const struct fx_call *unused_fx_call __attribute__((unused));
@@ -123,6 +140,8 @@ const enum fx_kind *unused_fx_kind __attribute__((unused));
 const enum fx_call_flags *unused_fx_call_flags __attribute__((unused));
 const enum fx_proc_what *unused_fx_proc_what __attribute__((unused));
 const enum fx_counter *unused_fx_counter __attribute__((unused));
+const struct fx_hold *unused_fx_hold __attribute__((unused));
+const enum fx_hold_flags *unused_fx_hold_flags __attribute__((unused));
 
 static __always_inline struct fx_stats *stats_get(void)
 {
@@ -476,6 +495,100 @@ int BPF_PROG(proc_exit, struct task_struct *p)
 		return 0;
 	emit_proc(FX_PROC_EXIT, p, p->exit_code);
 	bpf_map_delete_elem(&tracked, &tgid);
+	return 0;
+}
+
+#define PROT_EXEC 0x4
+#define NR_MMAP 9     /* x86-64 */
+#define NR_MPROTECT 10
+
+/* "libcuda.so" or "libcuda.so.*". */
+static __always_inline int is_libcuda(const char *n)
+{
+	const char want[] = "libcuda.so";
+	for (int i = 0; i < (int)sizeof(want) - 1; i++)
+		if (n[i] != want[i])
+			return 0;
+	return n[sizeof(want) - 1] == 0 || n[sizeof(want) - 1] == '.';
+}
+
+/* What find_file learns about the mapping at an address. */
+struct mapped {
+	__u64 dev, ino;
+	char name[FX_NAME_LEN];
+	int ok;
+};
+
+static long find_file(struct task_struct *task, struct vm_area_struct *vma, void *data)
+{
+	struct mapped *m = data;
+	struct file *f = vma->vm_file;
+	if (!f)
+		return 0;
+	/* vm_file is the file the pages come from (the real file under an
+	 * overlay), the inode uprobes attach to. */
+	struct inode *inode = f->f_inode;
+	m->dev = inode->i_sb->s_dev;
+	m->ino = inode->i_ino;
+	if (bpf_probe_read_kernel_str(m->name, sizeof(m->name), f->f_path.dentry->d_name.name) > 0)
+		m->ok = 1;
+	return 0;
+}
+
+/* A recorded process has just made a file mapping executable (mmap, or
+ * mprotect of a mapping): if the file is a libcuda whose probes are not in,
+ * stop the process before it returns to user space, so no code in the
+ * file runs before user space has attached the probes and continued it. No
+ * call through a new libcuda is missed, wherever the file came from. A hold
+ * that cannot be reported is not made (a process stopped with nobody to
+ * continue it is worse than a missed library), and it is counted.
+ *
+ * The system call exit tracepoint, not fentry or a kprobe on the kernel's
+ * mmap path: kernels locked down for integrity (Secure Boot) refuse fentry
+ * programs, and some kernels have no kprobes. It runs at every system call
+ * exit on the host, so everything but the two system calls leaves at the
+ * first comparison. */
+SEC("tp_btf/sys_exit")
+int BPF_PROG(map_file, struct pt_regs *regs, long ret)
+{
+	long nr = regs->orig_ax;
+	if (nr != NR_MMAP && nr != NR_MPROTECT)
+		return 0;
+	if (!(regs->dx & PROT_EXEC) || (ret < 0 && ret > -4096))
+		return 0;
+	__u32 tgid = bpf_get_current_pid_tgid() >> 32;
+	if (tgid == self_tgid)
+		return 0;
+	if (!trace_all && !bpf_map_lookup_elem(&tracked, &tgid))
+		return 0;
+	__u64 addr = nr == NR_MMAP ? (__u64)ret : regs->di;
+	struct mapped m = {};
+	if (bpf_find_vma(bpf_get_current_task_btf(), addr, find_file, &m, 0) || !m.ok || !is_libcuda(m.name))
+		return 0;
+	struct fx_file key = {.dev = m.dev, .ino = m.ino};
+	if (bpf_map_lookup_elem(&attached_files, &key))
+		return 0;
+	struct fx_hold *h = bpf_ringbuf_reserve(&holds, sizeof(*h), 0);
+	if (!h) {
+		struct fx_stats *s = stats_get();
+		if (s)
+			s->c[FX_CTR_LOST_HOLDS]++;
+		return 0;
+	}
+	__u64 id = bpf_get_current_pid_tgid();
+	h->kind = FX_KIND_HOLD;
+	h->flags = 0;
+	h->pad = 0;
+	h->pid = id >> 32;
+	h->tid = (__u32)id;
+	h->dev = m.dev;
+	h->ino = m.ino;
+	h->addr = addr;
+	h->ts = bpf_ktime_get_ns();
+	__builtin_memcpy(h->name, m.name, sizeof(h->name));
+	if (bpf_send_signal(SIGSTOP) == 0)
+		h->flags |= FX_HOLD_STOPPED;
+	bpf_ringbuf_submit(h, BPF_RB_FORCE_WAKEUP);
 	return 0;
 }
 

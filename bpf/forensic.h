@@ -32,6 +32,8 @@ enum fx_const {
 	 * FX_ARRAY_MAX elements and FX_ARRAY_LEN bytes are read at entry. */
 	FX_ARRAY_MAX = 8,
 	FX_ARRAY_LEN = 96,
+	/* Bytes of a mapped file's name kept in a hold record. */
+	FX_NAME_LEN = 64,
 };
 
 /* The BPF code indexes and bounds with these masks. */
@@ -42,6 +44,7 @@ enum fx_kind {
 	FX_KIND_CALL = 1,       /* struct fx_call */
 	FX_KIND_PROC = 2,       /* struct fx_proc */
 	FX_KIND_CALL_ARRAY = 3, /* struct fx_call_array: a call of a symbol with an array argument */
+	FX_KIND_HOLD = 4,       /* struct fx_hold, on the holds ring only */
 };
 
 /* Flags of a call. The same bits are stored with each event in run.db
@@ -110,6 +113,34 @@ struct fx_proc {
 	char args[FX_ARGS_LEN]; /* argv, NUL separated, possibly truncated */
 };
 
+enum fx_hold_flags {
+	FX_HOLD_STOPPED = 1 << 0, /* SIGSTOP was sent: user space must continue it */
+};
+
+/* A recorded process has mapped, executable, a libcuda file whose probes
+ * are not in yet (not in attached_files). The process is stopped (SIGSTOP,
+ * taking effect as the system call returns) until user space has attached
+ * the probes and continues it. */
+struct fx_hold {
+	__u8 kind;
+	__u8 flags;  /* enum fx_hold_flags */
+	__u16 pad;
+	__u32 pid;
+	__u32 tid;
+	__u32 dev;   /* the file's device, the kernel's dev_t (major << 20 | minor) */
+	__u64 ino;
+	__u64 addr;  /* an address inside the mapping */
+	__u64 ts;
+	char name[FX_NAME_LEN]; /* the file's name (last path component) */
+};
+
+/* Key of attached_files: a file the probes are on (or that user space has
+ * dealt with). */
+struct fx_file {
+	__u64 dev; /* as fx_hold.dev */
+	__u64 ino;
+};
+
 /* What the probes read for one symbol; index = attach cookie. Filled from the
  * Go symbol table before any probe is attached. Negative arg = none. */
 struct fx_symcfg {
@@ -152,6 +183,7 @@ enum fx_counter {
 	FX_CTR_FROZEN,             /* processes stopped by --freeze-on-failure */
 	FX_CTR_UNTRACKED,          /* processes the tracked map had no room for */
 	FX_CTR_UNTRACKED_FIRST_NS,
+	FX_CTR_LOST_HOLDS,         /* libcuda mappings not held: the holds ring was full */
 	FX_COUNTER_MAX,
 };
 

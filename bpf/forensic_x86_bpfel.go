@@ -67,6 +67,7 @@ const (
 	forensicFxConstFX_IN_STACK     forensicFxConst = 6
 	forensicFxConstFX_ARRAY_MAX    forensicFxConst = 8
 	forensicFxConstFX_ARRAY_LEN    forensicFxConst = 96
+	forensicFxConstFX_NAME_LEN     forensicFxConst = 64
 )
 
 type forensicFxCounter uint32
@@ -85,7 +86,34 @@ const (
 	forensicFxCounterFX_CTR_FROZEN             forensicFxCounter = 10
 	forensicFxCounterFX_CTR_UNTRACKED          forensicFxCounter = 11
 	forensicFxCounterFX_CTR_UNTRACKED_FIRST_NS forensicFxCounter = 12
-	forensicFxCounterFX_COUNTER_MAX            forensicFxCounter = 13
+	forensicFxCounterFX_CTR_LOST_HOLDS         forensicFxCounter = 13
+	forensicFxCounterFX_COUNTER_MAX            forensicFxCounter = 14
+)
+
+type forensicFxFile struct {
+	_   structs.HostLayout
+	Dev uint64
+	Ino uint64
+}
+
+type forensicFxHold struct {
+	_     structs.HostLayout
+	Kind  uint8
+	Flags uint8
+	Pad   uint16
+	Pid   uint32
+	Tid   uint32
+	Dev   uint32
+	Ino   uint64
+	Addr  uint64
+	Ts    uint64
+	Name  [64]int8
+}
+
+type forensicFxHoldFlags uint32
+
+const (
+	forensicFxHoldFlagsFX_HOLD_STOPPED forensicFxHoldFlags = 1
 )
 
 type forensicFxKind uint32
@@ -94,6 +122,7 @@ const (
 	forensicFxKindFX_KIND_CALL       forensicFxKind = 1
 	forensicFxKindFX_KIND_PROC       forensicFxKind = 2
 	forensicFxKindFX_KIND_CALL_ARRAY forensicFxKind = 3
+	forensicFxKindFX_KIND_HOLD       forensicFxKind = 4
 )
 
 type forensicFxProc struct {
@@ -124,7 +153,7 @@ const (
 
 type forensicFxStats struct {
 	_       structs.HostLayout
-	C       [13]uint64
+	C       [14]uint64
 	Unwoken uint64
 }
 
@@ -170,7 +199,9 @@ type forensicThread struct {
 //
 // Used for safe lookups in a Collection or CollectionSpec.
 const (
+	forensicMapAttachedFiles     = "attached_files"
 	forensicMapEvents            = "events"
+	forensicMapHolds             = "holds"
 	forensicMapStacks            = "stacks"
 	forensicMapStats             = "stats"
 	forensicMapSymcfg            = "symcfg"
@@ -178,16 +209,20 @@ const (
 	forensicMapTracked           = "tracked"
 	forensicProgCallEntry        = "call_entry"
 	forensicProgCallReturn       = "call_return"
+	forensicProgMapFile          = "map_file"
 	forensicProgProcExec         = "proc_exec"
 	forensicProgProcExit         = "proc_exit"
 	forensicProgProcFork         = "proc_fork"
 	forensicVarFreezeOnFailure   = "freeze_on_failure"
+	forensicVarSelfTgid          = "self_tgid"
 	forensicVarTraceAll          = "trace_all"
 	forensicVarUnusedFxCall      = "unused_fx_call"
 	forensicVarUnusedFxCallArray = "unused_fx_call_array"
 	forensicVarUnusedFxCallFlags = "unused_fx_call_flags"
 	forensicVarUnusedFxConst     = "unused_fx_const"
 	forensicVarUnusedFxCounter   = "unused_fx_counter"
+	forensicVarUnusedFxHold      = "unused_fx_hold"
+	forensicVarUnusedFxHoldFlags = "unused_fx_hold_flags"
 	forensicVarUnusedFxKind      = "unused_fx_kind"
 	forensicVarUnusedFxProc      = "unused_fx_proc"
 	forensicVarUnusedFxProcWhat  = "unused_fx_proc_what"
@@ -238,6 +273,7 @@ type forensicSpecs struct {
 type forensicProgramSpecs struct {
 	CallEntry  *ebpf.ProgramSpec `ebpf:"call_entry"`
 	CallReturn *ebpf.ProgramSpec `ebpf:"call_return"`
+	MapFile    *ebpf.ProgramSpec `ebpf:"map_file"`
 	ProcExec   *ebpf.ProgramSpec `ebpf:"proc_exec"`
 	ProcExit   *ebpf.ProgramSpec `ebpf:"proc_exit"`
 	ProcFork   *ebpf.ProgramSpec `ebpf:"proc_fork"`
@@ -247,12 +283,14 @@ type forensicProgramSpecs struct {
 //
 // It can be passed ebpf.CollectionSpec.Assign.
 type forensicMapSpecs struct {
-	Events  *ebpf.MapSpec `ebpf:"events"`
-	Stacks  *ebpf.MapSpec `ebpf:"stacks"`
-	Stats   *ebpf.MapSpec `ebpf:"stats"`
-	Symcfg  *ebpf.MapSpec `ebpf:"symcfg"`
-	Threads *ebpf.MapSpec `ebpf:"threads"`
-	Tracked *ebpf.MapSpec `ebpf:"tracked"`
+	AttachedFiles *ebpf.MapSpec `ebpf:"attached_files"`
+	Events        *ebpf.MapSpec `ebpf:"events"`
+	Holds         *ebpf.MapSpec `ebpf:"holds"`
+	Stacks        *ebpf.MapSpec `ebpf:"stacks"`
+	Stats         *ebpf.MapSpec `ebpf:"stats"`
+	Symcfg        *ebpf.MapSpec `ebpf:"symcfg"`
+	Threads       *ebpf.MapSpec `ebpf:"threads"`
+	Tracked       *ebpf.MapSpec `ebpf:"tracked"`
 }
 
 // forensicVariableSpecs contains global variables before they are loaded into the kernel.
@@ -260,12 +298,15 @@ type forensicMapSpecs struct {
 // It can be passed ebpf.CollectionSpec.Assign.
 type forensicVariableSpecs struct {
 	FreezeOnFailure   *ebpf.VariableSpec `ebpf:"freeze_on_failure"`
+	SelfTgid          *ebpf.VariableSpec `ebpf:"self_tgid"`
 	TraceAll          *ebpf.VariableSpec `ebpf:"trace_all"`
 	UnusedFxCall      *ebpf.VariableSpec `ebpf:"unused_fx_call"`
 	UnusedFxCallArray *ebpf.VariableSpec `ebpf:"unused_fx_call_array"`
 	UnusedFxCallFlags *ebpf.VariableSpec `ebpf:"unused_fx_call_flags"`
 	UnusedFxConst     *ebpf.VariableSpec `ebpf:"unused_fx_const"`
 	UnusedFxCounter   *ebpf.VariableSpec `ebpf:"unused_fx_counter"`
+	UnusedFxHold      *ebpf.VariableSpec `ebpf:"unused_fx_hold"`
+	UnusedFxHoldFlags *ebpf.VariableSpec `ebpf:"unused_fx_hold_flags"`
 	UnusedFxKind      *ebpf.VariableSpec `ebpf:"unused_fx_kind"`
 	UnusedFxProc      *ebpf.VariableSpec `ebpf:"unused_fx_proc"`
 	UnusedFxProcWhat  *ebpf.VariableSpec `ebpf:"unused_fx_proc_what"`
@@ -292,17 +333,21 @@ func (o *forensicObjects) Close() error {
 //
 // It can be passed to loadForensicObjects or ebpf.CollectionSpec.LoadAndAssign.
 type forensicMaps struct {
-	Events  *ebpf.Map `ebpf:"events"`
-	Stacks  *ebpf.Map `ebpf:"stacks"`
-	Stats   *ebpf.Map `ebpf:"stats"`
-	Symcfg  *ebpf.Map `ebpf:"symcfg"`
-	Threads *ebpf.Map `ebpf:"threads"`
-	Tracked *ebpf.Map `ebpf:"tracked"`
+	AttachedFiles *ebpf.Map `ebpf:"attached_files"`
+	Events        *ebpf.Map `ebpf:"events"`
+	Holds         *ebpf.Map `ebpf:"holds"`
+	Stacks        *ebpf.Map `ebpf:"stacks"`
+	Stats         *ebpf.Map `ebpf:"stats"`
+	Symcfg        *ebpf.Map `ebpf:"symcfg"`
+	Threads       *ebpf.Map `ebpf:"threads"`
+	Tracked       *ebpf.Map `ebpf:"tracked"`
 }
 
 func (m *forensicMaps) Close() error {
 	return _ForensicClose(
+		m.AttachedFiles,
 		m.Events,
+		m.Holds,
 		m.Stacks,
 		m.Stats,
 		m.Symcfg,
@@ -316,12 +361,15 @@ func (m *forensicMaps) Close() error {
 // It can be passed to loadForensicObjects or ebpf.CollectionSpec.LoadAndAssign.
 type forensicVariables struct {
 	FreezeOnFailure   *ebpf.Variable `ebpf:"freeze_on_failure"`
+	SelfTgid          *ebpf.Variable `ebpf:"self_tgid"`
 	TraceAll          *ebpf.Variable `ebpf:"trace_all"`
 	UnusedFxCall      *ebpf.Variable `ebpf:"unused_fx_call"`
 	UnusedFxCallArray *ebpf.Variable `ebpf:"unused_fx_call_array"`
 	UnusedFxCallFlags *ebpf.Variable `ebpf:"unused_fx_call_flags"`
 	UnusedFxConst     *ebpf.Variable `ebpf:"unused_fx_const"`
 	UnusedFxCounter   *ebpf.Variable `ebpf:"unused_fx_counter"`
+	UnusedFxHold      *ebpf.Variable `ebpf:"unused_fx_hold"`
+	UnusedFxHoldFlags *ebpf.Variable `ebpf:"unused_fx_hold_flags"`
 	UnusedFxKind      *ebpf.Variable `ebpf:"unused_fx_kind"`
 	UnusedFxProc      *ebpf.Variable `ebpf:"unused_fx_proc"`
 	UnusedFxProcWhat  *ebpf.Variable `ebpf:"unused_fx_proc_what"`
@@ -334,6 +382,7 @@ type forensicVariables struct {
 type forensicPrograms struct {
 	CallEntry  *ebpf.Program `ebpf:"call_entry"`
 	CallReturn *ebpf.Program `ebpf:"call_return"`
+	MapFile    *ebpf.Program `ebpf:"map_file"`
 	ProcExec   *ebpf.Program `ebpf:"proc_exec"`
 	ProcExit   *ebpf.Program `ebpf:"proc_exit"`
 	ProcFork   *ebpf.Program `ebpf:"proc_fork"`
@@ -343,6 +392,7 @@ func (p *forensicPrograms) Close() error {
 	return _ForensicClose(
 		p.CallEntry,
 		p.CallReturn,
+		p.MapFile,
 		p.ProcExec,
 		p.ProcExit,
 		p.ProcFork,

@@ -11,6 +11,7 @@ package bpf
 import (
 	"errors"
 	"fmt"
+	"os"
 	"sync"
 	"unsafe"
 
@@ -34,6 +35,10 @@ type Call struct {
 
 // Proc is one lifecycle change of a tracked process.
 type Proc = forensicFxProc
+
+// Hold is a recorded process mapping a libcuda file whose probes are not
+// in: it is stopped at the mapping until user space continues it.
+type Hold = forensicFxHold
 
 // Options are fixed when the program is loaded.
 type Options struct {
@@ -99,6 +104,10 @@ func Load(opts Options) (*Objects, error) {
 		return nil, err
 	}
 	if err := set(forensicVarFreezeOnFailure, boolByte(opts.FreezeOnFailure)); err != nil {
+		return nil, err
+	}
+	// The recorder never holds itself at a mapping.
+	if err := set(forensicVarSelfTgid, uint32(os.Getpid())); err != nil {
 		return nil, err
 	}
 	// Wake the reader after every eighth of the ring's records per CPU,
@@ -250,6 +259,28 @@ func (o *Objects) AttachLifecycle() ([]link.Link, error) {
 	return links, nil
 }
 
+// AttachMapHook attaches the program that holds a recorded process at
+// its first executable mapping of a libcuda file not yet marked with
+// MarkAttached (see Hold). Close the link to detach.
+func (o *Objects) AttachMapHook() (link.Link, error) {
+	l, err := link.AttachTracing(link.TracingOptions{Program: o.objs.MapFile})
+	if err != nil {
+		return nil, fmt.Errorf("attach %s: %w", o.objs.MapFile, err)
+	}
+	return l, nil
+}
+
+// NewHoldReader opens a reader on the holds ring buffer.
+func (o *Objects) NewHoldReader() (*ringbuf.Reader, error) {
+	return ringbuf.NewReader(o.objs.Holds)
+}
+
+// MarkAttached tells the map hook that a file (the kernel's dev_t and
+// inode, as in Hold) needs no hold any more.
+func (o *Objects) MarkAttached(dev uint32, ino uint64) error {
+	return o.objs.AttachedFiles.Put(forensicFxFile{Dev: uint64(dev), Ino: ino}, uint32(1))
+}
+
 // Attach puts the return and entry probes on symbols ids of the ELF file
 // at path, at the given file offsets (one per id). Return probes go first:
 // a call entered between the two attachments is then counted as an
@@ -315,7 +346,7 @@ func CloseLinks(links []link.Link) {
 
 // ProgramNames are the names the kernel knows the programs by; a test can
 // look for leftovers after a recorder is killed.
-var ProgramNames = []string{"call_entry", "call_return", "proc_fork", "proc_exec", "proc_exit"}
+var ProgramNames = []string{"call_entry", "call_return", "proc_fork", "proc_exec", "proc_exit", "map_file"}
 
 // ErrShortRecord: a ring buffer record shorter than its kind's layout.
 var ErrShortRecord = errors.New("short ring buffer record")
@@ -350,6 +381,19 @@ func Decode(rec []byte, call *Call, proc *Proc) (kind uint8, err error) {
 		return KindProc, nil
 	}
 	return 0, fmt.Errorf("unknown ring buffer record kind %d", rec[0])
+}
+
+// DecodeHold interprets one record of the holds ring. It accepts any
+// bytes: a record of another kind or too short is an error, never a panic.
+func DecodeHold(rec []byte, h *Hold) error {
+	if len(rec) == 0 || rec[0] != KindHold {
+		return fmt.Errorf("not a hold record")
+	}
+	if len(rec) < holdSize {
+		return fmt.Errorf("%w: hold record of %d bytes", ErrShortRecord, len(rec))
+	}
+	*h = *(*Hold)(unsafe.Pointer(&rec[0]))
+	return nil
 }
 
 // Raw converts a call's captured bytes into the decoder's input.

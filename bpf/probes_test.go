@@ -43,6 +43,11 @@ func TestLoadVerifies(t *testing.T) {
 		if err != nil {
 			t.Fatalf("AttachLifecycle: %v", err)
 		}
+		hook, err := o.AttachMapHook()
+		if err != nil {
+			t.Fatalf("AttachMapHook: %v", err)
+		}
+		hook.Close()
 		for _, l := range links {
 			l.Close()
 		}
@@ -151,7 +156,14 @@ func FuzzDecodeRecord(f *testing.F) {
 	proc[0] = KindProc
 	f.Add(proc)
 	f.Add([]byte{})
+	hold := make([]byte, unsafe.Sizeof(Hold{}))
+	hold[0] = KindHold
+	f.Add(hold)
 	f.Fuzz(func(t *testing.T, rec []byte) {
+		var h Hold
+		if DecodeHold(rec, &h) == nil {
+			_ = CString(h.Name[:])
+		}
 		var c Call
 		var p Proc
 		kind, err := Decode(rec, &c, &p)

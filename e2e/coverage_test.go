@@ -262,8 +262,9 @@ func TestRecordPID(t *testing.T) {
 }
 
 // --all records unrelated processes: one running before the recorder, one
-// started after it through a libcuda file the recorder had not seen (found
-// by rescanning maps), the way a container brings its own driver library.
+// started after it through a libcuda file the recorder had not seen (held
+// at its mapping until attached), the way a container brings its own
+// driver library.
 func TestRecordAll(t *testing.T) {
 	w := newWorld(t)
 	other := filepath.Join(w.dir, "container", "libcuda.so.1")

@@ -4,7 +4,6 @@ import (
 	"encoding/hex"
 	"errors"
 	"os"
-	"syscall"
 	"time"
 
 	"github.com/cilium/ebpf/ringbuf"
@@ -19,82 +18,107 @@ import (
 // long they wait (the flush interval adds the rest).
 const pollInterval = 25 * time.Millisecond
 
-// maxPending bounds the events waiting for the writer. When the writer
-// falls behind, the reader stops reading, the ring fills, and the probes
-// count what they could not deliver: memory stays flat and losses are
-// counted, never silent.
-const maxPending = 1 << 20
+// recordSource is where ring records come from: a *ringbuf.Reader while
+// recording, a list of synthetic records in tests.
+type recordSource interface {
+	ReadInto(*ringbuf.Record) error
+	SetDeadline(time.Time)
+}
 
-// readEvents reads the ring buffer until it is flushed and empty after the
-// probes were detached.
-func (r *rec) readEvents() {
-	var (
-		rec  ringbuf.Record
-		call bpf.Call
-		proc bpf.Proc
-	)
+// stackSource reads a stack id's frames from the probes' stack map.
+type stackSource interface {
+	Stack(id int32) ([]bpf.StackFrame, error)
+}
+
+// handler turns ring records into run.db records: it decodes calls through
+// the symbol table, follows process lifecycles and CUDA contexts, stores
+// stacks with the files their frames resolve to, and asks the sampler for
+// a round at each failure. The session sets it up; once Start runs it,
+// the event reader goroutine alone uses it.
+type handler struct {
+	q       *queue
+	stacks  stackSource
+	proc    string // /proc
+	gpus    []gpuID
+	trigger chan<- triggerReq
+	freeze  *freezer
+	files   *fileIndex
+	ids     *buildIDCache
+
+	procs      map[uint32]*procState
+	late       map[uint32]bool // had libcuda mapped before its probes were in
+	stacksSeen map[int32]bool
+	rootPID    uint32
+	rootExited chan struct{} // closed when the root process exits
+	rootDone   bool
+
+	raw  cuda.Raw // scratch: decoding one call
+	call bpf.Call
+	pr   bpf.Proc
+}
+
+func newHandler(q *queue, stacks stackSource, gpus []gpuID, trigger chan<- triggerReq, fz *freezer, files *fileIndex, ids *buildIDCache) *handler {
+	return &handler{q: q, stacks: stacks, proc: "/proc", gpus: gpus, trigger: trigger, freeze: fz, files: files, ids: ids,
+		procs: map[uint32]*procState{}, late: map[uint32]bool{}, stacksSeen: map[int32]bool{},
+		rootExited: make(chan struct{})}
+}
+
+// run reads records until the ring is flushed and empty after the probes
+// were detached (or the reader is closed).
+func (h *handler) run(src recordSource) {
+	var rec ringbuf.Record
 	rec.RawSample = make([]byte, 0, 1024)
 	// The deadline is set once per poll interval, not per record: a
 	// deadline already past makes a read of an empty ring return at once,
 	// and process records are published every interval even when a
 	// failure storm keeps the ring busy (a deadline pushed forward on
 	// every record would never expire then).
-	r.reader.SetDeadline(time.Now().Add(pollInterval))
+	src.SetDeadline(time.Now().Add(pollInterval))
 	for {
-		err := r.reader.ReadInto(&rec)
+		err := src.ReadInto(&rec)
 		switch {
 		case err == nil:
+			h.handle(rec.RawSample)
 		case errors.Is(err, os.ErrDeadlineExceeded):
-			r.publishProcesses()
-			r.reader.SetDeadline(time.Now().Add(pollInterval))
-			continue
+			h.publish()
+			src.SetDeadline(time.Now().Add(pollInterval))
 		default:
 			// ringbuf.ErrFlushed: everything submitted before the flush
 			// has been read and the probes are detached, so nothing more
 			// will come. Any other error ends reading too.
-			r.publishProcesses()
+			h.publish()
 			return
 		}
-		kind, err := bpf.Decode(rec.RawSample, &call, &proc)
-		if err != nil {
-			r.mu.Lock()
-			r.stats.DecodeErrors++
-			r.mu.Unlock()
-			continue
-		}
-		switch kind {
-		case bpf.KindCall:
-			r.onCall(&call)
-		case bpf.KindProc:
-			r.onProc(&proc)
-		}
+	}
+}
+
+// handle decodes and handles one ring record.
+func (h *handler) handle(raw []byte) {
+	kind, err := bpf.Decode(raw, &h.call, &h.pr)
+	if err != nil {
+		h.q.decodeError()
+		return
+	}
+	switch kind {
+	case bpf.KindCall:
+		h.onCall(&h.call)
+	case bpf.KindProc:
+		h.onProc(&h.pr)
 	}
 }
 
 // onCall decodes one call through the symbol table, attributes it to a
 // context and device, and queues it. A failure triggers an immediate NVML
 // sample of its GPU.
-func (r *rec) onCall(c *bpf.Call) {
+func (h *handler) onCall(c *bpf.Call) {
 	if int(c.Symbol) >= len(cuda.Symbols) {
-		r.mu.Lock()
-		r.stats.DecodeErrors++
-		r.mu.Unlock()
+		h.q.decodeError()
 		return
 	}
 	sym := &cuda.Symbols[c.Symbol]
-	// r.raw is reused: Decode hands it to the symbol's SizeFrom, which
-	// would make a local escape to the heap on every event. Decode copies
-	// what it keeps (the key).
-	r.raw = c.Raw()
-	e := store.Event{
-		Symbol: c.Symbol, PID: c.Pid, TID: c.Tid, Start: int64(c.TsEntry), End: int64(c.TsExit),
-		Result: c.Result, Depth: c.Depth, Flags: c.Flags, Fields: sym.Decode(&r.raw), Dev: -1, Stack: c.StackId,
-	}
-	if e.Stack < 0 {
-		e.Stack = -1
-	}
-	p := r.proc(c.Pid, int64(c.TsEntry))
-	p.annotate(&e, sym, r.gpus)
+	e := h.event(c, sym)
+	p := h.process(c.Pid, int64(c.TsEntry))
+	p.annotate(&e, sym, h.gpus)
 	if p.rec.AttachedLate {
 		e.Flags |= store.EventLateAttach
 	}
@@ -102,55 +126,97 @@ func (r *rec) onCall(c *bpf.Call) {
 		// Executable mappings, for symbolizing stacks at analysis time:
 		// at the first call (libcuda is loaded by then), and again at a
 		// failure with a stack (a library loaded since), at most once a
-		// second per process: stacks are stored as build id and offset, so
-		// this is only to know which files to look in, and a failure storm
-		// must not make the reader re-read /proc and every ELF file.
-		if maps := readMappings("/proc", c.Pid, r.buildIDs); maps != nil {
-			p.rec.Maps = maps
-			p.dirty = true
-		}
+		// second per process: a failure storm must not make the reader
+		// re-read /proc and every ELF file.
+		h.readMaps(p, c.Pid)
 		p.mapsAt = e.End
 	}
-	var frames []store.Frame
-	if e.Stack >= 0 && !r.stacksSeen[e.Stack] {
-		if fs, err := r.objs.Stack(e.Stack); err == nil {
-			frames = framesOf(fs)
-			r.stacksSeen[e.Stack] = true
-		}
-	}
-
-	r.mu.Lock()
-	for len(r.pending.Events) >= maxPending && r.writeErr == nil {
-		r.room.Wait()
-	}
-	r.pending.Events = append(r.pending.Events, e)
-	r.stats.Events++
-	if frames != nil {
-		r.pending.Stacks[e.Stack] = frames
-	}
+	frames, files := h.stack(&e, p)
+	h.q.addCall(&e, frames, files)
 	if e.Result != 0 && e.Depth == 0 {
-		t := store.Trigger{PID: e.PID, TID: e.TID, Symbol: sym.Name, End: e.End, Frozen: e.Flags&store.EventFrozen != 0}
-		if t.Frozen {
-			r.frozen[e.PID] = &frozenProc{callEnd: e.End}
-			limit := r.cfg.FreezeLimit
-			pid := e.PID
-			time.AfterFunc(limit-time.Duration(now()-e.End), func() { r.resume(pid) })
-		}
-		gpu := r.gpuOf(p, e.Dev)
-		r.mu.Unlock()
-		select {
-		case r.triggers <- triggerReq{t, gpu}:
-		default:
-			// The sampler is far behind; this failure is served by the
-			// next round like the ones queued before it.
-		}
-		return
+		h.failed(&e, sym, p)
 	}
-	r.mu.Unlock()
+}
+
+// event converts a call record into an event (fields decoded, flags
+// translated).
+func (h *handler) event(c *bpf.Call, sym *cuda.Symbol) store.Event {
+	// h.raw is reused: Decode hands it to the symbol's SizeFrom, which
+	// would make a local escape to the heap on every event. Decode copies
+	// what it keeps (the key).
+	h.raw = c.Raw()
+	// The probes' call flags are the stored flags, bit for bit (forensic.h).
+	e := store.Event{
+		Symbol: c.Symbol, PID: c.Pid, TID: c.Tid, Start: int64(c.TsEntry), End: int64(c.TsExit),
+		Result: c.Result, Depth: c.Depth, Flags: c.Flags, Fields: sym.Decode(&h.raw), Dev: -1, Stack: c.StackId,
+	}
+	if e.Stack < 0 {
+		e.Stack = -1
+	}
+	return e
+}
+
+// readMaps reads a process's executable mappings into its record and the
+// file index; a process already gone keeps what it had.
+func (h *handler) readMaps(p *procState, pid uint32) []store.Mapping {
+	maps := readMappings(h.proc, pid, h.ids)
+	if maps != nil {
+		p.rec.Maps = maps
+		p.dirty = true
+		h.files.addMaps(maps, "seen")
+	}
+	return maps
+}
+
+// stack returns the frames of an event's stack when it is new, and the
+// files its build ids resolve to that are not stored yet. Frames are build
+// id + file offset; they are resolved now, while the process may still be
+// alive, from the files recorded processes were seen to map, the
+// process's current mappings, and the loader cache.
+func (h *handler) stack(e *store.Event, p *procState) ([]store.Frame, []store.File) {
+	if e.Stack < 0 || h.stacksSeen[e.Stack] {
+		return nil, nil
+	}
+	fs, err := h.stacks.Stack(e.Stack)
+	if err != nil {
+		return nil, nil
+	}
+	h.stacksSeen[e.Stack] = true
+	frames := framesOf(fs)
+	maps := func() []store.Mapping {
+		// A build id no recorded mapping had: a library loaded since the
+		// mappings were last read. (Runs under the index's lock: it must
+		// not call back into the index.)
+		if p.mapsAt == e.End {
+			return nil // read for this very call
+		}
+		p.mapsAt = e.End
+		ms := readMappings(h.proc, e.PID, h.ids)
+		if ms != nil {
+			p.rec.Maps, p.dirty = ms, true
+		}
+		return ms
+	}
+	return frames, h.files.resolve(frames, maps)
+}
+
+// failed handles a failed application call: a frozen process is noted
+// for continuing, and the sampler is asked for a round now.
+func (h *handler) failed(e *store.Event, sym *cuda.Symbol, p *procState) {
+	t := store.Trigger{PID: e.PID, TID: e.TID, Symbol: sym.Name, End: e.End, Frozen: e.Flags&store.EventFrozen != 0}
+	if t.Frozen {
+		h.freeze.froze(e.PID, e.End)
+	}
+	select {
+	case h.trigger <- triggerReq{t, gpuOf(p, e.Dev)}:
+	default:
+		// The sampler is far behind; this failure is served by the
+		// next round like the ones queued before it.
+	}
 }
 
 // gpuOf returns the NVML index of a process's CUDA ordinal, or -1.
-func (r *rec) gpuOf(p *procState, dev int32) int {
+func gpuOf(p *procState, dev int32) int {
 	if dev < 0 {
 		return -1
 	}
@@ -162,131 +228,108 @@ func (r *rec) gpuOf(p *procState, dev int32) int {
 	return -1
 }
 
-// proc returns the state of a process, creating it from /proc when a call
-// arrives from a process not seen before (--all mode, or a process tracked
-// before its fork record was read).
-func (r *rec) proc(pid uint32, t int64) *procState {
-	r.mu.Lock()
-	p, ok := r.procs[pid]
-	r.mu.Unlock()
-	if ok {
+// process returns the state of a process, creating it from /proc when a
+// record arrives from a process not seen before (--all mode, or a process
+// tracked before its fork record was read).
+func (h *handler) process(pid uint32, t int64) *procState {
+	if p, ok := h.procs[pid]; ok {
 		return p
 	}
-	pi := readProc("/proc", pid)
-	st := store.Process{PID: pid, PPID: pi.PPID, Start: t, Exe: pi.Exe, Args: pi.Args, Cgroup: pi.Cgroup, Env: pi.Env}
-	st.AttachedLate = r.lateAtStart[pid]
-	p = newProcState(st)
-	r.mu.Lock()
-	r.procs[pid] = p
-	r.mu.Unlock()
+	pi := readProc(h.proc, pid)
+	st := store.Process{PID: pid, PPID: pi.PPID, Start: t, Exe: pi.Exe, Args: pi.Args, Cgroup: pi.Cgroup, Env: pi.Env,
+		AttachedLate: h.late[pid]}
+	p := newProcState(st)
+	h.procs[pid] = p
 	return p
 }
 
+// addRoot registers the spawned command or --pid target before any of its
+// records can be read.
+func (h *handler) addRoot(p store.Process) {
+	p.Root = true
+	h.rootPID = p.PID
+	h.procs[p.PID] = newProcState(p)
+}
+
 // onProc follows the lifecycle of tracked processes.
-func (r *rec) onProc(e *bpf.Proc) {
+func (h *handler) onProc(e *bpf.Proc) {
 	ts := int64(e.Ts)
 	switch e.What {
 	case bpf.ProcFork:
-		r.mu.Lock()
-		parent := r.procs[e.Ppid]
-		r.mu.Unlock()
-		st := store.Process{PID: e.Pid, PPID: e.Ppid, Start: ts, Comm: bpf.CString(e.Comm[:]), CgroupID: e.CgroupId}
-		if parent != nil {
-			// fork copies the environment; exec may change it.
-			st.Env = parent.rec.Env
-			st.Exe, st.Args = parent.rec.Exe, parent.rec.Args
-		}
-		p := newProcState(st)
-		r.mu.Lock()
-		if old, ok := r.procs[e.Pid]; ok && old.rec.Exit == nil && old.rec.Root {
-			p = old // the spawned root: keep its record
-		} else {
-			r.procs[e.Pid] = p
-		}
-		r.mu.Unlock()
+		h.forked(e, ts)
 	case bpf.ProcExec, bpf.ProcFirstCall:
-		p := r.proc(e.Pid, ts)
-		if fn := bpf.CString(e.Filename[:]); fn != "" {
-			p.rec.Exe = fn
-		}
-		if args := bpf.Args(e.Args[:]); len(args) > 0 {
-			p.rec.Args = args
-		}
-		p.rec.Comm = bpf.CString(e.Comm[:])
-		p.rec.CgroupID = e.CgroupId
-		pi := readProc("/proc", e.Pid)
-		if pi.Readable {
-			if pi.Exe != "" {
-				p.rec.Exe = pi.Exe
-			}
-			p.rec.Cgroup = pi.Cgroup
-			p.rec.Env = pi.Env
-			p.vis = visibilityOf(pi.Env)
-			if p.rec.PPID == 0 {
-				p.rec.PPID = pi.PPID
-			}
-		}
-		if e.What == bpf.ProcFirstCall {
-			p.rec.AttachedLate = r.lateAtStart[e.Pid]
-		}
-		// The executable is mapped now and the process is surely alive:
-		// keep its mappings (and build ids) for symbolizing its stacks.
-		if maps := readMappings("/proc", e.Pid, r.buildIDs); maps != nil {
-			p.rec.Maps = maps
-		}
-		p.dirty = true
+		h.executed(e, ts)
 	case bpf.ProcExit:
-		p := r.proc(e.Pid, ts)
+		p := h.process(e.Pid, ts)
 		p.rec.Exit = store.ExitFromWaitStatus(ts, e.ExitCode)
 		p.dirty = true
-		r.resume(e.Pid)
-		if e.Pid == r.rootPID {
-			r.rootOnce.Do(func() { close(r.rootExited) })
+		h.freeze.resume(e.Pid)
+		if e.Pid == h.rootPID && !h.rootDone {
+			h.rootDone = true
+			close(h.rootExited)
 		}
 	}
 }
 
-// publishProcesses queues the records of processes that changed.
-func (r *rec) publishProcesses() {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	for _, p := range r.procs {
+// forked records a new process; fork copies the parent's environment.
+func (h *handler) forked(e *bpf.Proc, ts int64) {
+	if old, ok := h.procs[e.Pid]; ok && old.rec.Exit == nil && old.rec.Root {
+		return // the spawned root: keep its record
+	}
+	st := store.Process{PID: e.Pid, PPID: e.Ppid, Start: ts, Comm: bpf.CString(e.Comm[:]), CgroupID: e.CgroupId}
+	if parent := h.procs[e.Ppid]; parent != nil {
+		st.Env = parent.rec.Env
+		st.Exe, st.Args = parent.rec.Exe, parent.rec.Args
+	}
+	h.procs[e.Pid] = newProcState(st)
+}
+
+// executed records an exec (or, with --all, an untracked process's first
+// call) with what BPF captured and what /proc still shows.
+func (h *handler) executed(e *bpf.Proc, ts int64) {
+	p := h.process(e.Pid, ts)
+	if fn := bpf.CString(e.Filename[:]); fn != "" {
+		p.rec.Exe = fn
+	}
+	if args := bpf.Args(e.Args[:]); len(args) > 0 {
+		p.rec.Args = args
+	}
+	p.rec.Comm = bpf.CString(e.Comm[:])
+	p.rec.CgroupID = e.CgroupId
+	if pi := readProc(h.proc, e.Pid); pi.Readable {
+		if pi.Exe != "" {
+			p.rec.Exe = pi.Exe
+		}
+		p.rec.Cgroup = pi.Cgroup
+		p.rec.Env = pi.Env
+		p.vis = visibilityOf(pi.Env)
+		if p.rec.PPID == 0 {
+			p.rec.PPID = pi.PPID
+		}
+	}
+	if e.What == bpf.ProcFirstCall {
+		p.rec.AttachedLate = h.late[e.Pid]
+	}
+	// The executable is mapped now: keep its mappings (and build ids) for
+	// symbolizing its stacks.
+	h.readMaps(p, e.Pid)
+	p.dirty = true
+}
+
+// publish queues the records of processes that changed.
+func (h *handler) publish() {
+	var out []store.Process
+	for _, p := range h.procs {
 		if p.dirty {
 			rec := p.rec
 			rec.Devices = append([]store.DeviceMap(nil), p.rec.Devices...)
 			rec.Contexts = append([]store.Context(nil), p.rec.Contexts...)
-			r.pending.Processes = append(r.pending.Processes, rec)
+			out = append(out, rec)
 			p.dirty = false
 		}
 	}
-}
-
-// resume continues a process stopped by --freeze-on-failure, once.
-func (r *rec) resume(pid uint32) {
-	r.mu.Lock()
-	f := r.frozen[pid]
-	if f == nil || f.resumed {
-		r.mu.Unlock()
-		return
-	}
-	f.resumed = true
-	f.resumeAt = now()
-	r.mu.Unlock()
-	syscall.Kill(int(pid), syscall.SIGCONT)
-}
-
-// resumeAll continues every process still frozen (at shutdown).
-func (r *rec) resumeAll() {
-	r.mu.Lock()
-	var pids []uint32
-	for pid, f := range r.frozen {
-		if !f.resumed {
-			pids = append(pids, pid)
-		}
-	}
-	r.mu.Unlock()
-	for _, pid := range pids {
-		r.resume(pid)
+	if len(out) > 0 {
+		h.q.addProcesses(out)
 	}
 }
 

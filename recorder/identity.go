@@ -451,11 +451,12 @@ func jobOfProcesses(procs []store.Process) *store.Job {
 
 // processRecords returns the records of the processes seen so far. It
 // reads the event reader's state: call it once the reader has stopped.
-func (r *rec) processRecords() []store.Process {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	out := make([]store.Process, 0, len(r.procs))
-	for _, p := range r.procs {
+func (s *Session) processRecords() []store.Process {
+	if s.h == nil {
+		return nil
+	}
+	out := make([]store.Process, 0, len(s.h.procs))
+	for _, p := range s.h.procs {
 		out = append(out, p.rec)
 	}
 	return out

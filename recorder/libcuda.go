@@ -3,32 +3,42 @@ package recorder
 import (
 	"bufio"
 	"debug/elf"
-	"errors"
 	"fmt"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"sort"
 	"strconv"
 	"strings"
 	"syscall"
 
+	"golang.org/x/sys/unix"
+
 	"github.com/retrivium/forensic/cuda"
 	"github.com/retrivium/forensic/internal/elfnote"
 )
-
-// ErrNoLibCUDA: no libcuda could be found to attach to.
-var ErrNoLibCUDA = errors.New("no libcuda found: pass --libcuda PATH (the driver's libcuda.so.1)")
 
 // LibFile is one libcuda file to attach to. Files are told apart by device
 // and inode: the same library seen from several containers is attached
 // once.
 type LibFile struct {
 	Path     string // as the process that maps it names it
-	HostPath string // openable by the recorder (through /proc/PID/root)
-	Dev, Ino uint64
+	HostPath string // openable by the recorder (through /proc/PID/root when it differs)
+	Dev, Ino uint64 // as the recorder's stat(2) of HostPath sees them
 	BuildID  string
+	// Key is the file as the kernel names it in a mapping (the map hook's
+	// attached_files key); zero when unknown.
+	Key fileKey
 }
+
+// fileKey is a file as the kernel's mappings name it: its device (the
+// kernel's dev_t, major << 20 | minor) and inode.
+type fileKey struct {
+	Dev uint32
+	Ino uint64
+}
+
+// kernelDev converts a stat(2) device number to the kernel's dev_t.
+func kernelDev(st uint64) uint32 { return unix.Major(st)<<20 | unix.Minor(st) }
 
 func isLibCUDA(path string) bool {
 	base := filepath.Base(path)
@@ -51,181 +61,124 @@ func newLibFile(path, hostPath string) (LibFile, error) {
 	if err != nil {
 		return LibFile{}, err
 	}
-	return LibFile{Path: path, HostPath: hostPath, Dev: dev, Ino: ino, BuildID: elfnote.BuildID(hostPath)}, nil
+	return LibFile{Path: path, HostPath: hostPath, Dev: dev, Ino: ino, BuildID: elfnote.BuildID(hostPath),
+		Key: fileKey{kernelDev(dev), ino}}, nil
 }
 
-// mappedLibCUDA lists the libcuda files mapped by running processes,
-// resolved through /proc/PID/root so libraries inside containers are found,
-// with the pids that map each.
-func mappedLibCUDA(procRoot string) (map[[2]uint64]LibFile, map[uint32]bool) {
-	files := map[[2]uint64]LibFile{}
-	pids := map[uint32]bool{}
-	ents, _ := os.ReadDir(procRoot)
-	for _, ent := range ents {
-		pid, err := strconv.ParseUint(ent.Name(), 10, 32)
+// explicitLibCUDA opens the files given with --libcuda.
+func explicitLibCUDA(paths []string) ([]LibFile, error) {
+	var out []LibFile
+	seen := map[[2]uint64]bool{}
+	for _, p := range paths {
+		abs, err := filepath.Abs(p)
 		if err != nil {
-			continue
+			return nil, err
 		}
-		lfs, mapped := libCUDAOf(procRoot, uint32(pid))
-		if mapped {
-			pids[uint32(pid)] = true
+		lf, err := newLibFile(abs, abs)
+		if err != nil {
+			return nil, fmt.Errorf("--libcuda %s: %w", p, err)
 		}
-		for _, lf := range lfs {
-			key := [2]uint64{lf.Dev, lf.Ino}
-			if _, ok := files[key]; !ok {
-				files[key] = lf
-			}
+		if k := [2]uint64{lf.Dev, lf.Ino}; !seen[k] {
+			seen[k] = true
+			out = append(out, lf)
 		}
 	}
-	return files, pids
+	return out, nil
 }
 
-// libCUDAOf returns the libcuda files a process maps, opened through its
-// root (it may live in a container), and whether it maps any at all (a
-// file that cannot be opened still counts as mapped).
-func libCUDAOf(procRoot string, pid uint32) (files []LibFile, mapped bool) {
-	dir := filepath.Join(procRoot, strconv.FormatUint(uint64(pid), 10))
-	paths := mappedPaths(filepath.Join(dir, "maps"), isLibCUDA)
-	for _, path := range paths {
-		if lf, err := newLibFile(path, filepath.Join(dir, "root", path)); err == nil {
-			files = append(files, lf)
-		}
-	}
-	return files, len(paths) > 0
+// mapLine is one mapping of a libcuda file in /proc/PID/maps.
+type mapLine struct {
+	Start, End uint64
+	Key        fileKey
+	Path       string
 }
 
-// mappedPaths returns the distinct file paths in a maps file that match.
-func mappedPaths(mapsPath string, match func(string) bool) []string {
-	f, err := os.Open(mapsPath)
+// libCUDAMaps lists a process's mappings of libcuda files (nil when the
+// process is gone).
+func libCUDAMaps(procRoot string, pid uint32) []mapLine {
+	f, err := os.Open(filepath.Join(procRoot, strconv.FormatUint(uint64(pid), 10), "maps"))
 	if err != nil {
 		return nil
 	}
 	defer f.Close()
-	seen := map[string]bool{}
-	var out []string
+	var out []mapLine
 	sc := bufio.NewScanner(f)
 	for sc.Scan() {
-		fields := strings.Fields(sc.Text())
-		if len(fields) < 6 {
-			continue
-		}
-		path := strings.Join(fields[5:], " ")
-		if strings.HasPrefix(path, "/") && match(path) && !seen[path] {
-			seen[path] = true
-			out = append(out, path)
+		if m, ok := parseMapLine(sc.Text()); ok && isLibCUDA(strings.TrimSuffix(m.Path, " (deleted)")) {
+			out = append(out, m)
 		}
 	}
 	return out
 }
 
-// loaderCache asks ldconfig where the loader would find libcuda.so.1.
-func loaderCache() []string {
-	out, err := exec.Command("ldconfig", "-p").Output()
-	if err != nil {
-		return nil
+// parseMapLine reads "start-end perms offset major:minor inode path".
+func parseMapLine(line string) (mapLine, bool) {
+	f := strings.Fields(line)
+	if len(f) < 6 || !strings.HasPrefix(f[5], "/") {
+		return mapLine{}, false
 	}
-	var paths []string
-	for _, line := range strings.Split(string(out), "\n") {
-		line = strings.TrimSpace(line)
-		if !strings.HasPrefix(line, "libcuda.so.1 ") || !strings.Contains(line, "x86-64") {
-			continue
-		}
-		if _, p, ok := strings.Cut(line, "=> "); ok {
-			paths = append(paths, strings.TrimSpace(p))
+	lo, hi, ok1 := strings.Cut(f[0], "-")
+	maj, minor, ok2 := strings.Cut(f[3], ":")
+	if !ok1 || !ok2 {
+		return mapLine{}, false
+	}
+	var m mapLine
+	var err [5]error
+	m.Start, err[0] = strconv.ParseUint(lo, 16, 64)
+	m.End, err[1] = strconv.ParseUint(hi, 16, 64)
+	ma, err2 := strconv.ParseUint(maj, 16, 32)
+	mi, err3 := strconv.ParseUint(minor, 16, 32)
+	m.Key.Ino, err[4] = strconv.ParseUint(f[4], 10, 64)
+	err[2], err[3] = err2, err3
+	for _, e := range err {
+		if e != nil {
+			return mapLine{}, false
 		}
 	}
-	return paths
+	m.Key.Dev = uint32(ma)<<20 | uint32(mi)
+	m.Path = strings.Join(f[5:], " ")
+	return m, true
 }
 
-// FindOptions say where to look for libcuda.
-type FindOptions struct {
-	// Explicit paths given with --libcuda; nothing else is searched.
-	Explicit []string
-	// LibraryPath is the workload's LD_LIBRARY_PATH (spawn mode).
-	LibraryPath string
-	// PIDs are the processes to record when they already run (--pid: the
-	// target and its descendants); their maps are searched first.
-	PIDs []uint32
-	// All: every process's maps are searched (--all).
-	All bool
-	// ProcRoot is /proc (a test may point elsewhere).
-	ProcRoot string
-}
-
-// FindLibCUDA returns the libcuda files to attach to, in order of
-// relevance: the explicit ones only; else those the recorded processes
-// map (--pid), every mapped one (--all), the one the workload's
-// LD_LIBRARY_PATH or the loader cache would load; and, when none of those
-// exists, those other running processes map. Files that appear later are
-// attached by the recorder's rescan.
-func FindLibCUDA(o FindOptions) ([]LibFile, error) {
-	if o.ProcRoot == "" {
-		o.ProcRoot = "/proc"
-	}
-	byKey := map[[2]uint64]LibFile{}
-	add := func(lf LibFile) {
-		k := [2]uint64{lf.Dev, lf.Ino}
-		if _, ok := byKey[k]; !ok {
-			byKey[k] = lf
+// openMapped opens the file of a process's mapping: by its own path when
+// the recorder sees the same file there (it outlives the process), else
+// through the process's root (a container), else through
+// /proc/PID/map_files (a file deleted or replaced since it was mapped).
+func openMapped(procRoot string, pid uint32, m mapLine) (LibFile, error) {
+	dir := filepath.Join(procRoot, strconv.FormatUint(uint64(pid), 10))
+	candidates := []string{m.Path, filepath.Join(dir, "root", m.Path),
+		filepath.Join(dir, "map_files", fmt.Sprintf("%x-%x", m.Start, m.End))}
+	var firstErr error
+	for i, host := range candidates {
+		lf, err := newLibFile(m.Path, host)
+		if err == nil && (lf.Key == m.Key || i == len(candidates)-1) {
+			lf.Key = m.Key
+			return lf, nil
+		}
+		if firstErr == nil && err != nil {
+			firstErr = err
 		}
 	}
-	if len(o.Explicit) > 0 {
-		for _, p := range o.Explicit {
-			abs, err := filepath.Abs(p)
-			if err != nil {
-				return nil, err
+	return LibFile{}, fmt.Errorf("open %s mapped by pid %d: %w", m.Path, pid, firstErr)
+}
+
+// scanLibCUDA reads the libcuda mappings of the given processes (with
+// all, of every process), by pid.
+func scanLibCUDA(procRoot string, pids []uint32, all bool) map[uint32][]mapLine {
+	if all {
+		ents, _ := os.ReadDir(procRoot)
+		for _, ent := range ents {
+			if pid, err := strconv.ParseUint(ent.Name(), 10, 32); err == nil {
+				pids = append(pids, uint32(pid))
 			}
-			lf, err := newLibFile(abs, abs)
-			if err != nil {
-				return nil, fmt.Errorf("--libcuda %s: %w", p, err)
-			}
-			add(lf)
-		}
-		return sorted(byKey), nil
-	}
-	for _, pid := range o.PIDs {
-		lfs, _ := libCUDAOf(o.ProcRoot, pid)
-		for _, lf := range lfs {
-			add(lf)
 		}
 	}
-	if o.All {
-		mapped, _ := mappedLibCUDA(o.ProcRoot)
-		for _, lf := range mapped {
-			add(lf)
+	out := map[uint32][]mapLine{}
+	for _, pid := range pids {
+		if ms := libCUDAMaps(procRoot, pid); len(ms) > 0 {
+			out[pid] = ms
 		}
 	}
-	for _, dir := range filepath.SplitList(o.LibraryPath) {
-		p := filepath.Join(dir, "libcuda.so.1")
-		if lf, err := newLibFile(p, p); err == nil {
-			add(lf)
-			break
-		}
-	}
-	for _, p := range loaderCache() {
-		if lf, err := newLibFile(p, p); err == nil {
-			add(lf)
-		}
-	}
-	if len(byKey) == 0 {
-		// Last resort: what the machine's other CUDA processes use.
-		mapped, _ := mappedLibCUDA(o.ProcRoot)
-		for _, lf := range mapped {
-			add(lf)
-		}
-	}
-	if len(byKey) == 0 {
-		return nil, ErrNoLibCUDA
-	}
-	return sorted(byKey), nil
-}
-
-func sorted(m map[[2]uint64]LibFile) []LibFile {
-	out := make([]LibFile, 0, len(m))
-	for _, lf := range m {
-		out = append(out, lf)
-	}
-	sort.Slice(out, func(i, j int) bool { return out[i].HostPath < out[j].HostPath })
 	return out
 }
 

@@ -6,6 +6,7 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"sync"
 	"syscall"
 
 	"github.com/retrivium/forensic/internal/elfnote"
@@ -91,14 +92,17 @@ func readProc(procRoot string, pid uint32) procInfo {
 	return pi
 }
 
-// readMappings lists the executable file mappings of a process, for
-// symbolizing its stacks later (paths through /proc/PID/root, build ids).
 // buildIDCache remembers the build id of files by device, inode, size and
 // modification time, so a process's mappings are read without opening
-// every ELF file again.
-type buildIDCache map[[4]int64]string
+// every ELF file again. The event reader and the holder share it.
+type buildIDCache struct {
+	mu  sync.Mutex
+	ids map[[4]int64]string
+}
 
-func (c buildIDCache) get(path string) string {
+func newBuildIDCache() *buildIDCache { return &buildIDCache{ids: map[[4]int64]string{}} }
+
+func (c *buildIDCache) get(path string) string {
 	st, err := os.Stat(path)
 	if err != nil {
 		return ""
@@ -108,15 +112,21 @@ func (c buildIDCache) get(path string) string {
 		return elfnote.BuildID(path)
 	}
 	k := [4]int64{int64(sys.Dev), int64(sys.Ino), st.Size(), st.ModTime().UnixNano()}
-	id, seen := c[k]
+	c.mu.Lock()
+	id, seen := c.ids[k]
+	c.mu.Unlock()
 	if !seen {
 		id = elfnote.BuildID(path)
-		c[k] = id
+		c.mu.Lock()
+		c.ids[k] = id
+		c.mu.Unlock()
 	}
 	return id
 }
 
-func readMappings(procRoot string, pid uint32, ids buildIDCache) []store.Mapping {
+// readMappings lists the executable file mappings of a process, for
+// symbolizing its stacks later (paths through /proc/PID/root, build ids).
+func readMappings(procRoot string, pid uint32, ids *buildIDCache) []store.Mapping {
 	dir := filepath.Join(procRoot, strconv.FormatUint(uint64(pid), 10))
 	data, err := os.ReadFile(filepath.Join(dir, "maps"))
 	if err != nil {

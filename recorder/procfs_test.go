@@ -1,44 +1,64 @@
 package recorder
 
 import (
+	"fmt"
 	"os"
 	"path/filepath"
 	"reflect"
-	"strings"
+	"syscall"
 	"testing"
+
+	"golang.org/x/sys/unix"
 )
 
-// A libcuda inside a container is opened through /proc/PID/root, and the
-// same file seen by two processes is attached once.
+// A libcuda inside a container is opened through /proc/PID/root, the same
+// file mapped by two processes has one key, other libraries are not
+// libcuda, and a file no longer at its path is opened through map_files.
 func TestMappedLibCUDAThroughProcRoot(t *testing.T) {
 	proc := t.TempDir()
-	lib := []byte("\x7fELF not really")
-	for _, pid := range []string{"100", "200"} {
-		dir := filepath.Join(proc, pid)
-		os.MkdirAll(filepath.Join(dir, "root", "usr", "lib"), 0o755)
-		os.WriteFile(filepath.Join(dir, "maps"), []byte(
-			"7f0000000000-7f0000001000 r-xp 00000000 08:01 1234 /usr/lib/libcuda.so.1\n"+
-				"7f0000002000-7f0000003000 r-xp 00000000 08:01 99 /usr/lib/libc.so.6\n"), 0o644)
+	for _, pid := range []string{"100", "200", "300"} {
+		os.MkdirAll(filepath.Join(proc, pid, "root", "usr", "lib"), 0o755)
+		os.MkdirAll(filepath.Join(proc, pid, "map_files"), 0o755)
 	}
 	// Process 100's container has its own libcuda; process 200 shares it
-	// through a hard link (same file).
+	// through a hard link (same file); process 300's was deleted and is
+	// reachable only through map_files.
 	p100 := filepath.Join(proc, "100", "root", "usr", "lib", "libcuda.so.1")
-	os.WriteFile(p100, lib, 0o644)
+	os.WriteFile(p100, []byte("\x7fELF not really"), 0o644)
 	if err := os.Link(p100, filepath.Join(proc, "200", "root", "usr", "lib", "libcuda.so.1")); err != nil {
 		t.Fatal(err)
 	}
-	files, pids := mappedLibCUDA(proc)
-	if len(files) != 1 {
-		t.Fatalf("%d files, want one (same inode)", len(files))
-	}
-	for _, lf := range files {
-		if lf.Path != "/usr/lib/libcuda.so.1" || !strings.HasPrefix(lf.HostPath, proc+"/") ||
-			!strings.HasSuffix(lf.HostPath, "/root/usr/lib/libcuda.so.1") {
-			t.Errorf("file %+v: want the process path and a host path through /proc/PID/root", lf)
+	p300 := filepath.Join(proc, "300", "map_files", "7f0000000000-7f0000001000")
+	os.WriteFile(p300, []byte("\x7fELF another"), 0o644)
+	line := func(path string) string {
+		var st syscall.Stat_t
+		if err := syscall.Stat(path, &st); err != nil {
+			t.Fatal(err)
 		}
+		return fmt.Sprintf("7f0000000000-7f0000001000 r-xp 00000000 %02x:%02x %d ", unix.Major(st.Dev), unix.Minor(st.Dev), st.Ino)
 	}
-	if !reflect.DeepEqual(pids, map[uint32]bool{100: true, 200: true}) {
-		t.Errorf("pids = %v", pids)
+	for pid, lib := range map[string]string{"100": p100, "200": p100, "300": p300} {
+		maps := line(lib) + "/usr/lib/libcuda.so.1"
+		if pid == "300" {
+			maps += " (deleted)"
+		}
+		maps += "\n7f0000002000-7f0000003000 r-xp 00000000 08:01 99 /usr/lib/libc.so.6\n"
+		os.WriteFile(filepath.Join(proc, pid, "maps"), []byte(maps), 0o644)
+	}
+	scan := scanLibCUDA(proc, nil, true)
+	if len(scan) != 3 || len(scan[100]) != 1 || len(scan[200]) != 1 || scan[100][0].Key != scan[200][0].Key {
+		t.Fatalf("scan = %+v: want one libcuda line per process, the same file for 100 and 200", scan)
+	}
+	lf, err := openMapped(proc, 100, scan[100][0])
+	if err != nil || lf.Path != "/usr/lib/libcuda.so.1" || lf.HostPath != p100 {
+		t.Errorf("openMapped(100) = %+v, %v: want the process path and a host path through /proc/PID/root", lf, err)
+	}
+	lf, err = openMapped(proc, 300, scan[300][0])
+	if err != nil || lf.HostPath != p300 || lf.Key != scan[300][0].Key {
+		t.Errorf("openMapped(300) = %+v, %v: want the deleted file through map_files", lf, err)
+	}
+	if only := scanLibCUDA(proc, []uint32{200}, false); len(only) != 1 || only[200] == nil {
+		t.Errorf("scan of pid 200 alone = %+v", only)
 	}
 }
 

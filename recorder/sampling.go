@@ -3,6 +3,7 @@ package recorder
 import (
 	"time"
 
+	"github.com/retrivium/forensic/recorder/sampler"
 	"github.com/retrivium/forensic/store"
 )
 
@@ -13,126 +14,123 @@ type triggerReq struct {
 	gpu int
 }
 
-// sampleLoop takes a round of NVML samples every Interval, and one at once
-// for each failed call (coalescing failures that arrive while a round is
-// being taken). Long runs thin the periodic rounds (see thinner) but keep
-// the first, the last, and those around every failure.
-func (r *rec) sampleLoop(stop chan struct{}) {
-	if !r.smp.OK() {
+// sampling owns NVML while recording: it takes a round of samples every
+// interval, and one at once for each failed call (coalescing failures that
+// arrive while a round is being taken). Long runs thin the periodic rounds
+// (see thinner) but keep the first, the last, and those around every
+// failure. Only the sampler goroutine uses it after the first round.
+type sampling struct {
+	smp      *sampler.Sampler
+	q        *queue
+	freeze   *freezer
+	triggers chan triggerReq
+	interval time.Duration
+	th       thinner
+	round    uint64
+	held     []store.Sample // the latest periodic round not kept
+}
+
+// first takes the run's first round, before the workload starts, so every
+// run has a sample of the state it started from.
+func (s *sampling) first() {
+	if !s.smp.OK() {
+		return
+	}
+	s.th.keep(true)
+	s.q.addSamples(s.take(-1, nil, "first"))
+}
+
+// take reads a round and queues it, marked with why it is kept.
+func (s *sampling) take(gpu int, trs []store.Trigger, why string) []store.Sample {
+	s.round++
+	smp := s.smp.Round(s.round, gpu, trs)
+	for i := range smp {
+		smp[i].Kept = why
+	}
+	return smp
+}
+
+// run samples until stop; then it serves the failures still queued and
+// takes the last round.
+func (s *sampling) run(stop <-chan struct{}) {
+	if !s.smp.OK() {
 		<-stop
 		return
 	}
-	th := &thinner{budget: r.cfg.SampleBudget}
-	th.keep(true)           // the first round, taken by firstRound
-	var held []store.Sample // latest periodic round not kept
-	t := time.NewTicker(r.cfg.Interval)
+	t := time.NewTicker(s.interval)
 	defer t.Stop()
-	periodic := func() {
-		r.round++
-		s := r.smp.Round(r.round, -1, nil)
-		if ok, why := th.keep(false); ok {
-			for i := range s {
-				s[i].Kept = why
-			}
-			r.addSamples(s)
-			held = nil
-		} else {
-			held = s
-			r.mu.Lock()
-			r.stats.SamplesThinned += uint64(len(s))
-			r.mu.Unlock()
-		}
-	}
-	triggered := func(req triggerReq) {
-		trs, gpu := []store.Trigger{req.t}, req.gpu
-	drain:
-		for {
-			select {
-			case more := <-r.triggers:
-				trs = append(trs, more.t)
-			default:
-				break drain
-			}
-		}
-		if held != nil {
-			for i := range held {
-				held[i].Kept = "before-failure"
-			}
-			r.addSamples(held)
-			r.mu.Lock()
-			r.stats.SamplesThinned -= uint64(len(held))
-			r.mu.Unlock()
-			held = nil
-		}
-		r.round++
-		s := r.smp.Round(r.round, gpu, trs)
-		for i := range s {
-			s[i].Kept = "failure"
-		}
-		// Continue frozen processes as soon as their GPUs are read.
-		for i, tr := range trs {
-			if tr.Frozen {
-				r.resume(tr.PID)
-				r.mu.Lock()
-				if f := r.frozen[tr.PID]; f != nil {
-					trs[i].Freeze = f.resumeAt - f.callEnd
-					trs[i].Frozen = len(s) > 0 && s[len(s)-1].End <= f.resumeAt
-				}
-				r.mu.Unlock()
-			}
-		}
-		r.addSamples(s)
-		r.mu.Lock()
-		if len(s) > 0 {
-			for _, tr := range trs {
-				r.delays = append(r.delays, s[0].Start-tr.End)
-			}
-		}
-		r.mu.Unlock()
-		th.failure()
-	}
 	for {
 		select {
 		case <-stop:
 			// Failures read in the final drain still get their round
 			// (triggered takes every request queued).
 			select {
-			case req := <-r.triggers:
-				triggered(req)
+			case req := <-s.triggers:
+				s.triggered(req)
 			default:
 			}
-			r.round++
-			s := r.smp.Round(r.round, -1, nil)
-			for i := range s {
-				s[i].Kept = "last"
-			}
-			r.addSamples(s)
+			s.q.addSamples(s.take(-1, nil, "last"))
 			return
 		case <-t.C:
-			periodic()
-		case req := <-r.triggers:
-			triggered(req)
+			s.periodic()
+		case req := <-s.triggers:
+			s.triggered(req)
 		}
 	}
 }
 
-// firstRound takes the run's first sample round, before the workload
-// starts.
-func (r *rec) firstRound() {
-	if !r.smp.OK() {
+func (s *sampling) periodic() {
+	round := s.take(-1, nil, "")
+	if ok, why := s.th.keep(false); ok {
+		for i := range round {
+			round[i].Kept = why
+		}
+		s.q.addSamples(round)
+		s.held = nil
 		return
 	}
-	r.round++
-	s := r.smp.Round(r.round, -1, nil)
-	for i := range s {
-		s[i].Kept = "first"
-	}
-	r.addSamples(s)
+	s.held = round
+	s.q.thinned(len(round))
 }
 
-func (r *rec) addSamples(s []store.Sample) {
-	r.mu.Lock()
-	r.pending.Samples = append(r.pending.Samples, s...)
-	r.stats.Samples += uint64(len(s))
-	r.mu.Unlock()
+// triggered takes the round for one or more failed calls.
+func (s *sampling) triggered(req triggerReq) {
+	trs, gpu := []store.Trigger{req.t}, req.gpu
+drain:
+	for {
+		select {
+		case more := <-s.triggers:
+			trs = append(trs, more.t)
+		default:
+			break drain
+		}
+	}
+	if s.held != nil {
+		for i := range s.held {
+			s.held[i].Kept = "before-failure"
+		}
+		s.q.addSamples(s.held)
+		s.q.thinned(-len(s.held))
+		s.held = nil
+	}
+	round := s.take(gpu, trs, "failure")
+	// Continue frozen processes as soon as their GPUs are read.
+	for i, tr := range trs {
+		if tr.Frozen {
+			s.freeze.resume(tr.PID)
+			if callEnd, resumeAt, ok := s.freeze.span(tr.PID); ok {
+				trs[i].Freeze = resumeAt - callEnd
+				trs[i].Frozen = len(round) > 0 && round[len(round)-1].End <= resumeAt
+			}
+		}
+	}
+	s.q.addSamples(round)
+	if len(round) > 0 {
+		delays := make([]int64, len(trs))
+		for i, tr := range trs {
+			delays[i] = round[0].Start - tr.End
+		}
+		s.q.addDelays(delays...)
+	}
+	s.th.failure()
 }

@@ -29,8 +29,9 @@
 //	            bucket makes the file self-describing, so a newer forensic
 //	            with a reordered symbol table still reads an old file.
 //	libraries   uint32 BE sequence -> JSON Library: each libcuda file attached,
-//	            its build id, and which symbols of the table it exported
-//	            (attached) or lacked
+//	            its build id, which symbols of the table it exported or lacked, and
+//	            which process mapped it and how long that process was held
+//	            at the mapping
 //	events      uint64 BE chunk sequence -> event chunk (binary, below)
 //	samples     uint64 BE sequence -> JSON Sample: one NVML query on one GPU
 //	processes   uint32 BE pid + uint64 BE first-seen time -> JSON Process,
@@ -42,6 +43,9 @@
 //	            once a second and at the stop, so a killed run keeps them
 //	failures    uint64 BE sequence -> a one-event chunk: a copy of each failed
 //	            call, so readers find failures without decoding every event
+//	files       build id (hex) -> JSON File: the file a build id of the stored
+//	            stacks belongs to, resolved when the stack was stored (absent in
+//	            files written before it existed)
 //
 // # Event chunks
 //

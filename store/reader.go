@@ -306,6 +306,27 @@ func (r *Reader) Processes() ([]Process, error) { return collect[Process](r, buc
 // Libraries returns the libcuda files attached.
 func (r *Reader) Libraries() ([]Library, error) { return collect[Library](r, bucketLibraries) }
 
+// Files returns the files the recorder resolved the stored stacks' build
+// ids to, one per build id. A file written before the files bucket
+// existed has none: the result is empty, not an error.
+func (r *Reader) Files() (files []File, err error) {
+	err = r.view(func(tx *bolt.Tx) error {
+		b := tx.Bucket(bucketFiles)
+		if b == nil {
+			return nil
+		}
+		return b.ForEach(func(_, v []byte) error {
+			var f File
+			if err := json.Unmarshal(v, &f); err != nil {
+				return fmt.Errorf("%w: files record: %v", ErrCorrupt, err)
+			}
+			files = append(files, f)
+			return nil
+		})
+	})
+	return files, err
+}
+
 // KernelLog returns the kernel log lines recorded.
 func (r *Reader) KernelLog() ([]KernelLog, error) { return collect[KernelLog](r, bucketKmsg) }
 

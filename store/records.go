@@ -198,8 +198,12 @@ type Stats struct {
 	// once per thread that tried). UntrackedFirst is when the first was.
 	Untracked      uint64 `json:"untracked_processes"`
 	UntrackedFirst int64  `json:"untracked_first_ns,omitempty"`
-	DecodeErrors   uint64 `json:"decode_errors"`
-	Samples        uint64 `json:"samples"`
+	// LostHolds counts libcuda mappings that could not hold their process
+	// (the holds ring was full): calls through that file may have been
+	// made before its probes were in.
+	LostHolds    uint64 `json:"lost_holds,omitempty"`
+	DecodeErrors uint64 `json:"decode_errors"`
+	Samples      uint64 `json:"samples"`
 	// SamplesThinned are periodic samples left out by thinning (a quiet
 	// stretch keeps only some).
 	SamplesThinned uint64 `json:"samples_thinned"`
@@ -263,6 +267,9 @@ type StopInfo struct {
 	// Identity is read again at the stop; its Clock.ErrorNS is the run's
 	// clock_error_ns, combining the start and stop readings.
 	Identity *Identity `json:"identity,omitempty"`
+	// Hold summarizes how long processes were held at a libcuda mapping
+	// until the probes were in (count, median, maximum).
+	Hold DelayStats `json:"hold"`
 }
 
 // Library is one libcuda file the recorder attached to.
@@ -280,6 +287,26 @@ type Library struct {
 	Unknown  []string `json:"unknown,omitempty"`
 	Error    string   `json:"error,omitempty"`
 	Time     int64    `json:"time_ns"`
+	// MappedBy is the process whose mapping of the file made the recorder
+	// attach it (0: given with --libcuda); Held how long that process was
+	// held at the mapping until the probes were in (0: it was not held,
+	// the file was already mapped when recording started).
+	MappedBy uint32 `json:"mapped_by,omitempty"`
+	Held     int64  `json:"held_ns,omitempty"`
+}
+
+// File says which file a build id found in the stored stacks belongs to,
+// resolved by the recorder when it stored the stack (the process that
+// mapped it may be gone by the time the run is analyzed).
+type File struct {
+	BuildID string `json:"build_id"`
+	Path    string `json:"path"`                // as the process saw it
+	Open    string `json:"host_path,omitempty"` // as the recorder opened it, when that differs
+	// Source says where the recorder found it: "maps" (the process's own
+	// mappings), "seen" (a file another recorded process mapped or
+	// executed, or an attached libcuda) or "ldconfig" (the loader's
+	// library directories); each was checked by its build id.
+	Source string `json:"source"`
 }
 
 // Event is one completed call of an attached symbol.

@@ -337,6 +337,7 @@ func readAll(r *Reader) {
 	r.Markers()
 	r.Drops()
 	r.Stack(7)
+	r.Files()
 }
 
 // FuzzOpen feeds the reader files whose pages after bbolt's two meta
@@ -475,5 +476,48 @@ func TestEncodeChunksCountFitsOneByte(t *testing.T) {
 	}
 	if n != len(evs) {
 		t.Fatalf("decoded %d of %d events", n, len(evs))
+	}
+}
+
+// The files bucket: one record per build id (a later one replaces it);
+// a file written before the bucket existed reads as having none.
+func TestFiles(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "run.db")
+	w, err := Create(path, CreateOptions{}, testRun(), []string{"cuInit"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, fs := range [][]File{
+		{{BuildID: "aa", Path: "/lib/libc.so.6", Source: "ldconfig"}, {BuildID: "bb", Path: "/app/x", Open: "/proc/9/root/app/x", Source: "maps"}},
+		{{BuildID: "aa", Path: "/usr/lib/libc.so.6", Source: "seen"}},
+	} {
+		if err := w.Commit(&Batch{Files: fs}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	w.Close()
+	r, err := Open(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got, err := r.Files()
+	r.Close()
+	want := []File{{BuildID: "aa", Path: "/usr/lib/libc.so.6", Source: "seen"}, {BuildID: "bb", Path: "/app/x", Open: "/proc/9/root/app/x", Source: "maps"}}
+	if err != nil || !reflect.DeepEqual(got, want) {
+		t.Fatalf("Files = %+v, %v; want %+v", got, err, want)
+	}
+	db, err := bolt.Open(path, 0o600, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	db.Update(func(tx *bolt.Tx) error { return tx.DeleteBucket(bucketFiles) })
+	db.Close()
+	r, err = Open(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer r.Close()
+	if got, err := r.Files(); got != nil || err != nil {
+		t.Errorf("Files of a file without the bucket = %+v, %v; want none, no error", got, err)
 	}
 }

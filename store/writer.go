@@ -26,9 +26,10 @@ var (
 	bucketMarkers   = []byte("markers")
 	bucketDrops     = []byte("drops")
 	bucketFailures  = []byte("failures")
+	bucketFiles     = []byte("files")
 
 	allBuckets = [][]byte{bucketMeta, bucketSymbols, bucketLibraries, bucketEvents, bucketSamples,
-		bucketProcesses, bucketStacks, bucketKmsg, bucketMarkers, bucketDrops, bucketFailures}
+		bucketProcesses, bucketStacks, bucketKmsg, bucketMarkers, bucketDrops, bucketFailures, bucketFiles}
 
 	keyFormat    = []byte("format")
 	keySchema    = []byte("schema")
@@ -178,13 +179,14 @@ type Batch struct {
 	Markers   []Marker
 	Drops     []Drops
 	Libraries []Library
+	Files     []File // by build id; a build id stored again replaces its record
 	Inventory *Inventory
 }
 
 // Len is the number of records in the batch.
 func (b *Batch) Len() int {
 	n := len(b.Events) + len(b.Samples) + len(b.Processes) + len(b.Stacks) + len(b.Kmsg) +
-		len(b.Markers) + len(b.Drops) + len(b.Libraries)
+		len(b.Markers) + len(b.Drops) + len(b.Libraries) + len(b.Files)
 	if b.Inventory != nil {
 		n++
 	}
@@ -201,6 +203,7 @@ func (b *Batch) Reset() {
 	b.Markers = b.Markers[:0]
 	b.Drops = b.Drops[:0]
 	b.Libraries = b.Libraries[:0]
+	b.Files = b.Files[:0]
 	b.Inventory = nil
 }
 
@@ -292,6 +295,12 @@ func (w *Writer) Commit(b *Batch) error {
 		for _, l := range b.Libraries {
 			seq, _ := lb.NextSequence()
 			if err := putJSON(lb, binary.BigEndian.AppendUint32(nil, uint32(seq)), l); err != nil {
+				return err
+			}
+		}
+		filesB := tx.Bucket(bucketFiles)
+		for i := range b.Files {
+			if err := putJSON(filesB, []byte(b.Files[i].BuildID), &b.Files[i]); err != nil {
 				return err
 			}
 		}

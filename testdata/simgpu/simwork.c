@@ -94,6 +94,9 @@
  *                        (S = exit status, or 128 + signal number)
  *   sleep MS | wait-signal (SIGUSR1) | wait-file FILE (60 s max) | touch FILE
  *   print TEXT...        print the words to stdout
+ *   load PATH            dlopen PATH (another libcuda file) and make every later
+ *                        call through it, in this process (in a fork block: the
+ *                        child only); `init` again before using it
  *   exit N               exit with status N
  *   crash segv | crash abort   write the calls file, then die
  * load
@@ -148,19 +151,27 @@ SIMCALL_SYMS(SW_PTR)
 static void *g_lib;
 static const char *g_libname;
 
-static void load_lib(void)
+/* Point every function at the library of handle h. */
+static void use_lib(void *h, const char *name)
 {
-    g_libname = getenv("SIMWORK_LIBCUDA");
-    if (!g_libname || !*g_libname)
-        g_libname = "libcuda.so.1";
-    g_lib = dlopen(g_libname, RTLD_NOW | RTLD_GLOBAL);
-    if (!g_lib) {
-        fprintf(stderr, "simwork: cannot load %s: %s\n", g_libname, dlerror());
-        exit(2);
-    }
+    g_lib = h;
+    g_libname = name;
 #define SW_SYM(n) p_##n = (__typeof__(p_##n))dlsym(g_lib, #n);
     SIMCALL_SYMS(SW_SYM)
 #undef SW_SYM
+}
+
+static void load_lib(void)
+{
+    const char *name = getenv("SIMWORK_LIBCUDA");
+    if (!name || !*name)
+        name = "libcuda.so.1";
+    void *h = dlopen(name, RTLD_NOW | RTLD_GLOBAL);
+    if (!h) {
+        fprintf(stderr, "simwork: cannot load %s: %s\n", name, dlerror());
+        exit(2);
+    }
+    use_lib(h, name);
 }
 
 static void errline(const char *fmt, ...)
@@ -1436,6 +1447,22 @@ NOINLINE int step_wait_file(struct exec *e, int argc, char **argv)
     return wait_for_file(argv[1], 60) != 0;
 }
 
+/* load PATH: dlopen another libcuda file and call through it from now on. */
+NOINLINE int step_load(struct exec *e, int argc, char **argv)
+{
+    (void)e; (void)argc;
+    void *h = dlopen(argv[1], RTLD_NOW | RTLD_LOCAL);
+    if (!h) {
+        errline("simwork: cannot load %s: %s", argv[1], dlerror());
+        return 1;
+    }
+    char *name = strdup(argv[1]);
+    if (!name)
+        abort();
+    use_lib(h, name);
+    return 0;
+}
+
 NOINLINE int step_touch(struct exec *e, int argc, char **argv)
 {
     (void)e; (void)argc;
@@ -1730,6 +1757,7 @@ static const struct stepdef steps[] = {
     {"wait-signal", 0, 0, 0, 0, step_wait_signal},
     {"wait-file", 1, 1, 0, 0, step_wait_file},
     {"touch", 1, 1, 0, 0, step_touch},
+    {"load", 1, 1, 0, 1, step_load},
     {"print", 0, 1000, 0, 0, step_print},
     {"exit", 1, 1, 0, 0, step_exit},
     {"crash", 1, 1, 0, 0, step_crash},

@@ -1,0 +1,176 @@
+package bpf
+
+import (
+	"errors"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/cilium/ebpf/ringbuf"
+	"golang.org/x/sys/unix"
+
+	"github.com/retrivium/forensic/internal/e2eenv"
+)
+
+// mapperEnv makes the test binary, started as a child, a process that maps
+// a file executable twice (as a loader maps a library's text) once its
+// stdin says go, then exits.
+const mapperEnv = "FX_TEST_MAP_FILE"
+
+func TestMain(m *testing.M) {
+	if path := os.Getenv(mapperEnv); path != "" {
+		os.Exit(mapExec(path))
+	}
+	os.Exit(m.Run())
+}
+
+func mapExec(path string) int {
+	var b [1]byte
+	os.Stdin.Read(b[:])
+	f, err := os.Open(path)
+	if err != nil {
+		return 2
+	}
+	defer f.Close()
+	for i := 0; i < 2; i++ {
+		mem, err := syscall.Mmap(int(f.Fd()), 0, 4096, syscall.PROT_READ|syscall.PROT_EXEC, syscall.MAP_PRIVATE)
+		if err != nil {
+			return 3
+		}
+		syscall.Munmap(mem)
+	}
+	return 0
+}
+
+// startMapper starts a child that maps path when released; track decides
+// whether it is a recorded process.
+func startMapper(t *testing.T, o *Objects, path string, track bool) *exec.Cmd {
+	t.Helper()
+	cmd := exec.Command(os.Args[0])
+	cmd.Env = append(os.Environ(), mapperEnv+"="+path)
+	in, err := cmd.StdinPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { cmd.Process.Kill(); cmd.Wait() })
+	if track {
+		if err := o.Track(uint32(cmd.Process.Pid)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	in.Write([]byte{1})
+	in.Close()
+	return cmd
+}
+
+func readHold(t *testing.T, rd *ringbuf.Reader, wait time.Duration) (Hold, bool) {
+	t.Helper()
+	rd.SetDeadline(time.Now().Add(wait))
+	rec, err := rd.Read()
+	if errors.Is(err, os.ErrDeadlineExceeded) {
+		return Hold{}, false
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	var h Hold
+	if err := DecodeHold(rec.RawSample, &h); err != nil {
+		t.Fatal(err)
+	}
+	return h, true
+}
+
+func procState(pid int) byte {
+	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
+	if err != nil {
+		return 0
+	}
+	s := string(b)
+	if i := strings.LastIndexByte(s, ')'); i >= 0 && i+2 < len(s) {
+		return s[i+2]
+	}
+	return 0
+}
+
+// The map hook, in this kernel: a recorded process that maps a libcuda
+// file executable is stopped and reported once; once the file is marked
+// attached, nobody is held; other processes and other files never are.
+func TestMapHookHolds(t *testing.T) {
+	e2eenv.NeedRoot(t)
+	o, err := Load(Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer o.Close()
+	hook, err := o.AttachMapHook()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer hook.Close()
+	rd, err := o.NewHoldReader()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer rd.Close()
+
+	dir := t.TempDir()
+	lib := filepath.Join(dir, "libcuda.so.1")
+	other := filepath.Join(dir, "libcudart.so.12")
+	for _, p := range []string{lib, other} {
+		if err := os.WriteFile(p, make([]byte, 8192), 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for _, c := range []struct {
+		name  string
+		path  string
+		track bool
+	}{{"untracked process", lib, false}, {"another file", other, true}} {
+		cmd := startMapper(t, o, c.path, c.track)
+		if err := cmd.Wait(); err != nil {
+			t.Fatalf("%s: mapper: %v", c.name, err)
+		}
+		if h, ok := readHold(t, rd, 100*time.Millisecond); ok {
+			t.Fatalf("%s: held: %+v", c.name, h)
+		}
+	}
+
+	cmd := startMapper(t, o, lib, true)
+	h, ok := readHold(t, rd, 5*time.Second)
+	if !ok {
+		t.Fatal("a recorded process mapping libcuda.so.1 was not held")
+	}
+	var st syscall.Stat_t
+	syscall.Stat(lib, &st)
+	dev := unix.Major(st.Dev)<<20 | unix.Minor(st.Dev) // the kernel's dev_t
+	if h.Pid != uint32(cmd.Process.Pid) || h.Flags&HoldStopped == 0 || CString(h.Name[:]) != "libcuda.so.1" ||
+		h.Ino != st.Ino || h.Dev != dev || h.Addr == 0 {
+		t.Errorf("hold %+v; want pid %d, stopped, libcuda.so.1, dev %#x inode %d", h, cmd.Process.Pid, dev, st.Ino)
+	}
+	stopped := false
+	for i := 0; i < 200 && !stopped; i++ {
+		stopped = procState(cmd.Process.Pid) == 'T'
+		time.Sleep(5 * time.Millisecond)
+	}
+	if !stopped {
+		t.Errorf("held process is in state %c, want T (stopped)", procState(cmd.Process.Pid))
+	}
+	if err := o.MarkAttached(h.Dev, h.Ino); err != nil {
+		t.Fatal(err)
+	}
+	syscall.Kill(cmd.Process.Pid, syscall.SIGCONT)
+	if err := cmd.Wait(); err != nil {
+		t.Fatalf("continued mapper: %v", err)
+	}
+	if h, ok := readHold(t, rd, 100*time.Millisecond); ok {
+		t.Errorf("held again after the file was marked attached: %+v", h)
+	}
+}

@@ -1,0 +1,351 @@
+package e2e
+
+import (
+	"bytes"
+	"errors"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"sort"
+	"strconv"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/retrivium/forensic/internal/elfnote"
+	"github.com/retrivium/forensic/report"
+	"github.com/retrivium/forensic/store"
+)
+
+// recordFound runs `forensic record` WITHOUT --libcuda: the recorder must
+// find the libcuda files the workload maps by itself.
+func (w *world) recordFound(flags []string, command ...string) result {
+	w.t.Helper()
+	db := filepath.Join(w.dir, "run.db")
+	args := append([]string{"record", "-o", db, "--force", "--libnvidia-ml", simNVML}, flags...)
+	args = append(append(args, "--"), command...)
+	cmd := exec.Command(binPath, args...)
+	cmd.Env = w.environ()
+	var out, errb bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &out, &errb
+	err := cmd.Run()
+	code := 0
+	var ee *exec.ExitError
+	if errors.As(err, &ee) {
+		code = ee.ExitCode()
+	} else if err != nil {
+		w.t.Fatalf("forensic record: %v", err)
+	}
+	return result{db: db, code: code, stderr: errb.String(), stdout: out.String()}
+}
+
+// copyLib puts a private copy of the simulated libcuda in a new directory.
+func (w *world) copyLib(name string) string {
+	w.t.Helper()
+	data, err := os.ReadFile(simCUDA)
+	if err != nil {
+		w.t.Fatal(err)
+	}
+	p := filepath.Join(w.dir, name, "libcuda.so.1")
+	os.MkdirAll(filepath.Dir(p), 0o755)
+	if err := os.WriteFile(p, data, 0o755); err != nil {
+		w.t.Fatal(err)
+	}
+	return p
+}
+
+func inode(t *testing.T, path string) uint64 {
+	t.Helper()
+	var st syscall.Stat_t
+	if err := syscall.Stat(path, &st); err != nil {
+		t.Fatal(err)
+	}
+	return st.Ino
+}
+
+// libraries reads the attached libraries and the stop record of a run.
+func libraries(t *testing.T, db string) ([]store.Library, *store.StopInfo) {
+	t.Helper()
+	r, err := store.Open(db)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer r.Close()
+	libs, err := r.Libraries()
+	if err != nil {
+		t.Fatal(err)
+	}
+	stop, _ := r.Stop()
+	if stop == nil {
+		t.Fatal("no stop record")
+	}
+	return libs, stop
+}
+
+// checkAttached asserts that exactly the files want (by inode) were
+// attached, each by the process that mapped it and with a hold time, and
+// logs how long processes were held.
+func checkAttached(t *testing.T, db string, want ...string) {
+	t.Helper()
+	libs, stop := libraries(t, db)
+	inodes := map[uint64]string{}
+	for _, p := range want {
+		inodes[inode(t, p)] = p
+	}
+	for _, l := range libs {
+		p, ok := inodes[l.Inode]
+		if !ok {
+			t.Errorf("attached %s (inode %d), which the workload never mapped", l.Path, l.Inode)
+			continue
+		}
+		delete(inodes, l.Inode)
+		if l.Error != "" || len(l.Attached) < 20 || l.MappedBy == 0 || l.Held <= 0 || l.BuildID == "" {
+			t.Errorf("library %s: %+v; want attached, mapped by a pid, held", p, l)
+		}
+	}
+	for _, p := range inodes {
+		t.Errorf("%s was mapped by the workload but not attached", p)
+	}
+	if stop.Hold.Count < len(want) || stop.Hold.Max <= 0 {
+		t.Errorf("hold figures %+v, want at least %d holds", stop.Hold, len(want))
+	}
+	t.Logf("holds: %d, median %v, max %v", stop.Hold.Count, time.Duration(stop.Hold.Median), time.Duration(stop.Hold.Max))
+}
+
+// Recorded without --libcuda, a workload that dlopens libcuda from a
+// private directory (and a child of it that loads a third copy) has every
+// call recorded, through probes on exactly the files it mapped, even while
+// an unrelated process maps the usual simulated libcuda.
+func TestAttachWhatTheWorkloadMaps(t *testing.T) {
+	for _, tc := range []struct {
+		name  string
+		child bool
+	}{{"dlopen from a private directory", false}, {"child loads a third copy", true}} {
+		t.Run(tc.name, func(t *testing.T) {
+			w := newWorld(t)
+			unrelated := w.startWorkload(`init; use 0; alloc 1M; wait-signal`)
+			if !waitFor(5*time.Second, func() bool { return mapsFile(unrelated.Process.Pid, simCUDA) }) {
+				t.Fatal("the unrelated process did not map the simulated libcuda")
+			}
+			private := w.copyLib("private")
+			w.env = append(w.env, "SIMWORK_LIBCUDA="+private)
+			script := `init; use 0; alloc 1M; alloc-host 64K; free-all`
+			want := []string{private}
+			if tc.child {
+				third := w.copyLib("third")
+				script += `; fork { load ` + third + `; init; use 0; alloc 2M; free }; wait`
+				want = append(want, third)
+			}
+			res := w.recordFound(nil, simwork, script)
+			if res.code != 0 {
+				t.Fatalf("exit %d: %s", res.code, res.stderr)
+			}
+			w.checkComplete(res.db)
+			checkAttached(t, res.db, want...)
+			if !strings.Contains(res.stderr, "forensic: attached "+private) {
+				t.Errorf("the attached library is not printed:\n%s", res.stderr)
+			}
+			_, evs, _ := stored(t, res.db)
+			for _, e := range evs {
+				if e.PID == uint32(unrelated.Process.Pid) {
+					t.Fatalf("a call of the unrelated process was recorded: %+v", e)
+				}
+			}
+		})
+	}
+}
+
+// mapsFile reports whether a process maps the file at path.
+func mapsFile(pid int, path string) bool {
+	b, err := os.ReadFile(filepath.Join("/proc", strconv.Itoa(pid), "maps"))
+	return err == nil && bytes.Contains(b, []byte(path))
+}
+
+// A scenario binary that links libcuda through its rpath, recorded
+// without --libcuda: every call, the verdict, and the file it loaded.
+func TestAttachThroughRpath(t *testing.T) {
+	w := newWorld(t)
+	res := w.recordFound(nil, filepath.Join(simDir, "scenarios", "weights_oom"))
+	if res.code != 1 {
+		t.Fatalf("exit %d, want the workload's 1: %s", res.code, res.stderr)
+	}
+	w.checkComplete(res.db)
+	checkAttached(t, res.db, simCUDA)
+	rep, _ := analyzeJSON(t, res.db)
+	if rep.Attribution != report.AttrAllocation || deref(rep.Capacity) != string(report.CapFBExhausted) {
+		t.Errorf("verdict %s / %s, want allocation / framebuffer-exhausted", rep.Attribution, deref(rep.Capacity))
+	}
+}
+
+// A workload that never calls the driver gets one warning saying that no
+// hooked call was seen and what it can mean.
+func TestNoCallSeenWarns(t *testing.T) {
+	w := newWorld(t)
+	res := w.recordFound(nil, "/bin/true")
+	if res.code != 0 {
+		t.Fatalf("exit %d: %s", res.code, res.stderr)
+	}
+	n := strings.Count(res.stderr, "no libcuda call was seen from the workload")
+	if n != 1 || !strings.Contains(res.stderr, "did not attach to") || !strings.Contains(res.stderr, "before calling the driver") {
+		t.Errorf("want one warning line about no call seen, got:\n%s", res.stderr)
+	}
+	w2 := newWorld(t)
+	res = w2.recordFound(nil, simwork, "init; use 0; alloc 1M; free")
+	if strings.Contains(res.stderr, "no libcuda call was seen") {
+		t.Errorf("warned although calls were recorded:\n%s", res.stderr)
+	}
+}
+
+// --all started while a process is already allocating and freeing in a
+// loop: every run says the same thing, the process was attached late and
+// the first failure cannot be established (the set of processes that had
+// libcuda mapped is known before any event is read).
+func TestAllAttachedLateEveryTime(t *testing.T) {
+	w := newWorld(t)
+	busy := w.startWorkload(`init; use 0; repeat 1000000 { alloc 1M; free; sleep 1 }`)
+	if !waitFor(5*time.Second, func() bool { return mapsFile(busy.Process.Pid, simCUDA) }) {
+		t.Fatal("the busy process did not map the simulated libcuda")
+	}
+	var verdicts []string
+	for i := 0; i < 10; i++ {
+		db := filepath.Join(w.dir, "all.db")
+		cmd := exec.Command(binPath, "record", "-o", db, "--force", "--all", "--duration", "400ms", "--libnvidia-ml", simNVML)
+		cmd.Env = w.environ()
+		if out, err := cmd.CombinedOutput(); err != nil {
+			t.Fatalf("run %d: %v\n%s", i, err, out)
+		}
+		rep, _ := analyzeJSON(t, db)
+		late, calls := false, uint64(0)
+		for _, p := range rep.Processes {
+			if p.PID == uint32(busy.Process.Pid) {
+				late, calls = p.AttachedLate, p.Calls
+			}
+		}
+		verdicts = append(verdicts, string(rep.Attribution))
+		if rep.Attribution != report.AttrMissingEvidence || !late || calls == 0 {
+			t.Errorf("run %d: attribution %s, busy process attached_late %v with %d calls; want missing-evidence, late, calls",
+				i, rep.Attribution, late, calls)
+		}
+	}
+	sort.Strings(verdicts)
+	t.Logf("verdicts: %v", verdicts)
+}
+
+// The demo's stack (weights_oom, recorded as `make demo` does): every
+// build id in the stored stacks resolves to a file, stored with the run
+// when the stack was, whether or not the short-lived process was still
+// there to be looked at; the libc frame's file among them. Each file
+// named has that build id.
+func TestStackBuildIDsResolved(t *testing.T) {
+	w := newWorld(t)
+	res := w.record(nil, filepath.Join(simDir, "scenarios", "weights_oom"))
+	if res.code != 1 {
+		t.Fatalf("exit %d: %s", res.code, res.stderr)
+	}
+	r, err := store.Open(res.db)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer r.Close()
+	ids := map[string]bool{}
+	stacks := map[int32]bool{}
+	r.Events(func(e *store.Event) error {
+		if e.Stack >= 0 {
+			stacks[e.Stack] = true
+		}
+		return nil
+	})
+	for id := range stacks {
+		frames, err := r.Stack(id)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, f := range frames {
+			if f.BuildID != "" {
+				ids[f.BuildID] = true
+			}
+		}
+	}
+	files, err := r.Files()
+	if err != nil {
+		t.Fatal(err)
+	}
+	byID := map[string]store.File{}
+	for _, f := range files {
+		byID[f.BuildID] = f
+	}
+	libc := false
+	for id := range ids {
+		f, ok := byID[id]
+		if !ok {
+			t.Errorf("build id %s of a stored stack is not resolved (files: %+v)", id, files)
+			continue
+		}
+		open := f.Path
+		if f.Open != "" {
+			open = f.Open
+		}
+		if got := elfnote.BuildID(open); got != id {
+			t.Errorf("%s resolved to %s, whose build id is %q", id, open, got)
+		}
+		libc = libc || strings.HasPrefix(filepath.Base(f.Path), "libc.so")
+	}
+	if len(stacks) == 0 || len(ids) < 2 || !libc {
+		t.Errorf("%d stacks, build ids %v, libc among them: %v; want the failure's stack down to libc", len(stacks), ids, libc)
+	}
+}
+
+// --pid without --libcuda: the target, already running with libcuda
+// mapped (attached late), loads a private copy, and a child it forks loads
+// a third: both copies are attached as they are mapped and every call
+// through them is recorded.
+func TestRecordPIDAttachesWhatItMaps(t *testing.T) {
+	w := newWorld(t)
+	private, third := w.copyLib("private"), w.copyLib("third")
+	target := w.startWorkload(`init; use 0; alloc 1M; wait-signal; load ` + private + `; init; use 0; alloc 2M;
+		fork { load ` + third + `; init; use 0; alloc 3M }; wait; free-all`)
+	if !waitFor(5*time.Second, func() bool { return mapsFile(target.Process.Pid, simCUDA) }) {
+		t.Fatal("the target did not map the simulated libcuda")
+	}
+	rec, db, stderr := w.startRecorder("--pid", strconv.Itoa(target.Process.Pid))
+	target.Process.Signal(syscall.SIGUSR1)
+	waitExit(t, target, 20*time.Second)
+	waitExit(t, rec, 20*time.Second)
+	libs, stop := libraries(t, db)
+	if stop.Reason != "target-exited" {
+		t.Fatalf("stop %+v; recorder said:\n%s", stop, stderr)
+	}
+	byInode := map[uint64]store.Library{}
+	for _, l := range libs {
+		byInode[l.Inode] = l
+	}
+	for _, p := range []string{simCUDA, private, third} {
+		if l, ok := byInode[inode(t, p)]; !ok || l.Error != "" {
+			t.Errorf("%s not attached: %+v", p, libs)
+		}
+	}
+	if l := byInode[inode(t, private)]; l.Held <= 0 || l.MappedBy != uint32(target.Process.Pid) {
+		t.Errorf("private copy %+v: want held, mapped by the target", l)
+	}
+	if l := byInode[inode(t, simCUDA)]; l.Held != 0 {
+		t.Errorf("the file already mapped at the start was held: %+v", l)
+	}
+	_, evs, _ := stored(t, db)
+	var sizes []uint64
+	for _, e := range evs {
+		if e.Name == "cuMemAlloc_v2" {
+			sizes = append(sizes, e.Size)
+		}
+	}
+	sort.Slice(sizes, func(i, j int) bool { return sizes[i] < sizes[j] })
+	if len(sizes) != 2 || sizes[0] != 2<<20 || sizes[1] != 3<<20 {
+		t.Errorf("allocations recorded %v, want 2 MiB (private copy) and 3 MiB (the child's third copy)", sizes)
+	}
+	rep, _ := analyzeJSON(t, db)
+	for _, p := range rep.Processes {
+		if p.PID == uint32(target.Process.Pid) && !p.AttachedLate {
+			t.Error("the target is not marked as attached late")
+		}
+	}
+}

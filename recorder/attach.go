@@ -1,0 +1,166 @@
+package recorder
+
+import (
+	"fmt"
+	"sort"
+	"sync"
+	"time"
+
+	"github.com/cilium/ebpf/link"
+
+	"github.com/retrivium/forensic/bpf"
+	"github.com/retrivium/forensic/cuda"
+	"github.com/retrivium/forensic/store"
+)
+
+// probeTarget is what the attacher needs of the loaded BPF objects.
+type probeTarget interface {
+	Attach(path string, ids []int, offsets []uint64) ([]link.Link, error)
+	MarkAttached(dev uint32, ino uint64) error
+}
+
+// attacher puts the probes on libcuda files, once per file, and takes them
+// all off at the stop. The session attaches at start-up, the holder while
+// recording, and the stop detaches: mu guards the links and the table.
+type attacher struct {
+	objs probeTarget
+	// hooked: the map hook is in, so files must be marked attached in it.
+	hooked bool
+	mu     sync.Mutex
+	links  []link.Link
+	byFile map[[2]uint64]*store.Library // by the recorder's (dev, inode)
+	done   bool                         // detached: attach nothing more
+}
+
+func newAttacher(objs probeTarget) *attacher {
+	return &attacher{objs: objs, byFile: map[[2]uint64]*store.Library{}}
+}
+
+// attach puts the probes on every hooked symbol a file exports, unless
+// that file (by device and inode) was attached already, and tells the map
+// hook the file needs no hold any more. It returns the file's library
+// record and whether this call attached it. A file that could not be
+// attached gets a record with Error, once.
+func (a *attacher) attach(lf LibFile) (store.Library, bool) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	if a.hooked && lf.Key != (fileKey{}) {
+		// Marked even on failure: holding every later process at a file
+		// that cannot be attached would gain nothing.
+		a.objs.MarkAttached(lf.Key.Dev, lf.Key.Ino)
+	}
+	k := [2]uint64{lf.Dev, lf.Ino}
+	if lib, ok := a.byFile[k]; ok {
+		return *lib, false
+	}
+	lib := store.Library{Path: lf.Path, HostPath: lf.HostPath, BuildID: lf.BuildID, Device: lf.Dev, Inode: lf.Ino, Time: now()}
+	if a.done {
+		lib.Error = "recording stopped while attaching"
+		return lib, false
+	}
+	a.byFile[k] = &lib
+	links, err := a.probe(&lib, lf.HostPath)
+	if err != nil {
+		lib.Error = err.Error()
+		return lib, true
+	}
+	a.links = append(a.links, links...)
+	return lib, true
+}
+
+// probe attaches to the symbols a file exports and fills the record's
+// attached and absent lists.
+func (a *attacher) probe(lib *store.Library, path string) ([]link.Link, error) {
+	cov, err := CoverageOf(path)
+	if err != nil {
+		return nil, err
+	}
+	lib.Absent, lib.Unknown = cov.Absent, cov.Unknown
+	ids := make([]int, 0, len(cov.Attach))
+	for id := range cov.Attach {
+		ids = append(ids, id)
+	}
+	sort.Ints(ids)
+	byOffset := map[uint64]string{}
+	var attach []int
+	var offsets []uint64
+	for _, id := range ids {
+		off := cov.Attach[id]
+		name := cuda.Symbols[id].Name
+		if other, dup := byOffset[off]; dup {
+			// Two names for one function: probing both would record each
+			// call twice.
+			lib.Absent = append(lib.Absent, name+" (alias of "+other+")")
+			continue
+		}
+		byOffset[off] = name
+		attach = append(attach, id)
+		offsets = append(offsets, off)
+	}
+	links, err := a.objs.Attach(path, attach, offsets)
+	if err != nil {
+		return nil, err
+	}
+	for _, id := range attach {
+		lib.Attached = append(lib.Attached, cuda.Symbols[id].Name)
+	}
+	return links, nil
+}
+
+// symbols reports how many hooked symbols are attached, over all files.
+func (a *attacher) symbols() int {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	n := 0
+	for _, l := range a.byFile {
+		n += len(l.Attached)
+	}
+	return n
+}
+
+// files lists the paths of the files attached.
+func (a *attacher) files() []string {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	var out []string
+	for _, l := range a.byFile {
+		if l.Error == "" {
+			out = append(out, l.Path)
+		}
+	}
+	sort.Strings(out)
+	return out
+}
+
+// detach removes every probe; nothing is attached afterwards.
+func (a *attacher) detach() {
+	a.mu.Lock()
+	links := a.links
+	a.links, a.done = nil, true
+	a.mu.Unlock()
+	bpf.CloseLinks(links)
+}
+
+// describe is the line printed for an attached library.
+func describe(lib *store.Library) string {
+	id := lib.BuildID
+	if len(id) > 12 {
+		id = id[:12]
+	}
+	if id == "" {
+		id = "none"
+	}
+	s := fmt.Sprintf("forensic: attached %s (build id %s, %d symbols)", lib.Path, id, len(lib.Attached))
+	if lib.Error != "" {
+		s = fmt.Sprintf("forensic: could not attach to %s (build id %s): %s", lib.Path, id, lib.Error)
+	}
+	switch {
+	case lib.MappedBy == 0:
+		s += ", given with --libcuda"
+	case lib.Held > 0:
+		s += fmt.Sprintf(", mapped by pid %d (held %v)", lib.MappedBy, time.Duration(lib.Held).Round(time.Microsecond))
+	default:
+		s += fmt.Sprintf(", mapped by pid %d", lib.MappedBy)
+	}
+	return s
+}

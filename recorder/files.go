@@ -1,0 +1,141 @@
+package recorder
+
+import (
+	"os/exec"
+	"strings"
+	"sync"
+
+	"github.com/retrivium/forensic/store"
+)
+
+// fileIndex resolves the build ids of stored stack frames to files, when
+// the stack is stored, so that symbolizing a run never depends on whether
+// a process was still alive when the recorder looked at it. It knows every
+// file a recorded process was seen to map or execute and every attached
+// libcuda (each with its build id), and, as a last resort, the libraries
+// in the loader's cache. The event reader and the holder feed it; mu
+// guards it.
+type fileIndex struct {
+	mu     sync.Mutex
+	known  map[string]store.File // build id -> a file with that build id
+	stored map[string]bool       // build ids already queued for run.db
+	// loader lists the loader cache's libraries (ldconfig -p); read once,
+	// the first time a build id is found nowhere else.
+	loader     func() []string
+	loaderRead bool
+	ids        *buildIDCache
+}
+
+func newFileIndex(ids *buildIDCache) *fileIndex {
+	return &fileIndex{known: map[string]store.File{}, stored: map[string]bool{}, loader: loaderLibraries, ids: ids}
+}
+
+// addMaps learns the files of a process's mappings.
+func (x *fileIndex) addMaps(maps []store.Mapping, source string) {
+	x.mu.Lock()
+	defer x.mu.Unlock()
+	for _, m := range maps {
+		x.learn(store.File{BuildID: m.BuildID, Path: m.Path, Open: m.Host, Source: source})
+	}
+}
+
+// add learns one file.
+func (x *fileIndex) add(f store.File) {
+	x.mu.Lock()
+	x.learn(f)
+	x.mu.Unlock()
+}
+
+// learn keeps the first file seen for a build id. Called with mu held.
+func (x *fileIndex) learn(f store.File) {
+	if f.BuildID == "" || f.Path == "" {
+		return
+	}
+	if _, ok := x.known[f.BuildID]; !ok {
+		x.known[f.BuildID] = f
+	}
+}
+
+// resolve returns the files of the frames' build ids that were not stored
+// yet. maps, when a build id is not known, reads the stack's process's
+// current mappings (nil when it is gone); the loader cache comes last.
+// Build ids found nowhere are left out (and tried again with the next
+// stack that has them).
+func (x *fileIndex) resolve(frames []store.Frame, maps func() []store.Mapping) []store.File {
+	x.mu.Lock()
+	defer x.mu.Unlock()
+	var want []string
+	for _, f := range frames {
+		if f.BuildID != "" && !x.stored[f.BuildID] && !contains(want, f.BuildID) {
+			want = append(want, f.BuildID)
+		}
+	}
+	if len(want) == 0 {
+		return nil
+	}
+	if x.missing(want) && maps != nil {
+		for _, m := range maps() {
+			x.learn(store.File{BuildID: m.BuildID, Path: m.Path, Open: m.Host, Source: "maps"})
+		}
+	}
+	if x.missing(want) && !x.loaderRead {
+		x.loaderRead = true
+		for _, p := range x.loader() {
+			x.learn(store.File{BuildID: x.ids.get(p), Path: p, Source: "ldconfig"})
+		}
+	}
+	var out []store.File
+	for _, id := range want {
+		if f, ok := x.known[id]; ok {
+			x.stored[id] = true
+			out = append(out, f)
+		}
+	}
+	return out
+}
+
+// missing reports whether some build id is not known. Called with mu held.
+func (x *fileIndex) missing(ids []string) bool {
+	for _, id := range ids {
+		if _, ok := x.known[id]; !ok {
+			return true
+		}
+	}
+	return false
+}
+
+func contains(list []string, s string) bool {
+	for _, v := range list {
+		if v == s {
+			return true
+		}
+	}
+	return false
+}
+
+// loaderLibraries lists the 64-bit libraries of the loader's cache
+// (ldconfig -p).
+func loaderLibraries() []string {
+	out, err := exec.Command("ldconfig", "-p").Output()
+	if err != nil {
+		return nil
+	}
+	return parseLdconfig(string(out), "")
+}
+
+// parseLdconfig reads `ldconfig -p` output: the x86-64 entries' paths,
+// only those of soname when it is not "".
+func parseLdconfig(out, soname string) []string {
+	var paths []string
+	for _, line := range strings.Split(out, "\n") {
+		line = strings.TrimSpace(line)
+		name, rest, ok := strings.Cut(line, " ")
+		if !ok || !strings.Contains(rest, "x86-64") || soname != "" && name != soname {
+			continue
+		}
+		if _, p, ok := strings.Cut(rest, "=> "); ok {
+			paths = append(paths, strings.TrimSpace(p))
+		}
+	}
+	return paths
+}

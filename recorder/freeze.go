@@ -1,0 +1,80 @@
+package recorder
+
+import (
+	"sync"
+	"syscall"
+	"time"
+)
+
+// freezer continues the processes --freeze-on-failure stopped: as soon as
+// their GPUs are sampled, when the limit passes, when they exit, and at
+// the stop, each exactly once. The event reader notes each freeze, the
+// sampler and timers resume; mu guards the table.
+type freezer struct {
+	mu     sync.Mutex
+	frozen map[uint32]*frozenProc
+	limit  time.Duration
+	// cont continues a process (syscall.Kill with SIGCONT; a test records).
+	cont func(pid uint32)
+}
+
+type frozenProc struct {
+	callEnd  int64
+	resumed  bool
+	resumeAt int64
+}
+
+func newFreezer(limit time.Duration) *freezer {
+	return &freezer{frozen: map[uint32]*frozenProc{}, limit: limit,
+		cont: func(pid uint32) { syscall.Kill(int(pid), syscall.SIGCONT) }}
+}
+
+// froze notes a process stopped at a failed call that returned at
+// callEnd, and continues it at the latest when the limit has passed.
+func (f *freezer) froze(pid uint32, callEnd int64) {
+	f.mu.Lock()
+	f.frozen[pid] = &frozenProc{callEnd: callEnd}
+	f.mu.Unlock()
+	time.AfterFunc(f.limit-time.Duration(now()-callEnd), func() { f.resume(pid) })
+}
+
+// resume continues a frozen process, once.
+func (f *freezer) resume(pid uint32) {
+	f.mu.Lock()
+	p := f.frozen[pid]
+	if p == nil || p.resumed {
+		f.mu.Unlock()
+		return
+	}
+	p.resumed = true
+	p.resumeAt = now()
+	f.mu.Unlock()
+	f.cont(pid)
+}
+
+// span reports when a process's freeze began (its call's return) and
+// ended; ok is false if it is not frozen or not yet resumed.
+func (f *freezer) span(pid uint32) (callEnd, resumeAt int64, ok bool) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	p := f.frozen[pid]
+	if p == nil || !p.resumed {
+		return 0, 0, false
+	}
+	return p.callEnd, p.resumeAt, true
+}
+
+// resumeAll continues every process still frozen.
+func (f *freezer) resumeAll() {
+	f.mu.Lock()
+	var pids []uint32
+	for pid, p := range f.frozen {
+		if !p.resumed {
+			pids = append(pids, pid)
+		}
+	}
+	f.mu.Unlock()
+	for _, pid := range pids {
+		f.resume(pid)
+	}
+}

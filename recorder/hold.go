@@ -1,0 +1,123 @@
+package recorder
+
+import (
+	"errors"
+	"fmt"
+	"io"
+	"syscall"
+	"time"
+
+	"github.com/cilium/ebpf/ringbuf"
+
+	"github.com/retrivium/forensic/bpf"
+	"github.com/retrivium/forensic/store"
+)
+
+// holder attaches to the libcuda files recorded processes map while
+// recording. The map hook stops a process at its executable mapping of a
+// file whose probes are not in; the holder finds the file, attaches (once
+// per file), and continues the process, on every path: a process is never
+// left stopped by the recorder while it runs. It owns the holds ring.
+type holder struct {
+	att   *attacher
+	q     *queue
+	files *fileIndex
+	ids   *buildIDCache
+	proc  string
+	log   io.Writer
+	// cont continues a held process (SIGCONT; a test records instead).
+	cont func(pid uint32)
+}
+
+func sigcont(pid uint32) { syscall.Kill(int(pid), syscall.SIGCONT) }
+
+// run handles holds until the ring is flushed after the hook is detached:
+// every hold reported before that is handled, so every held process is
+// continued.
+func (h *holder) run(src recordSource) {
+	var rec ringbuf.Record
+	var hd bpf.Hold
+	src.SetDeadline(time.Time{}) // block until a hold or the flush
+	for {
+		if err := src.ReadInto(&rec); err != nil {
+			return // ringbuf.ErrFlushed: drained; or the reader closed
+		}
+		if bpf.DecodeHold(rec.RawSample, &hd) == nil {
+			h.handle(&hd)
+		}
+	}
+}
+
+// drain returns the holds already in the ring, without waiting.
+func drainHolds(src recordSource) []bpf.Hold {
+	var rec ringbuf.Record
+	var out []bpf.Hold
+	src.SetDeadline(time.Now())
+	for src.ReadInto(&rec) == nil {
+		var hd bpf.Hold
+		if bpf.DecodeHold(rec.RawSample, &hd) == nil {
+			out = append(out, hd)
+		}
+	}
+	return out
+}
+
+// handle attaches to the file of one hold and continues the process. The
+// mapping exists when the hold is reported (the hook runs at the system
+// call's exit), and the process cannot run code in it before it is
+// continued.
+func (h *holder) handle(hd *bpf.Hold) {
+	pid := hd.Pid
+	lib, isNew, err := h.attachHeld(hd)
+	if hd.Flags&bpf.HoldStopped != 0 {
+		h.cont(pid)
+		held := now() - int64(hd.Ts)
+		h.q.addHold(held)
+		lib.Held = held
+	}
+	if err != nil {
+		fmt.Fprintf(h.log, "forensic: pid %d mapped %s, which could not be attached: %v\n", pid, bpf.CString(hd.Name[:]), err)
+		return
+	}
+	if isNew {
+		lib.MappedBy = pid
+		h.q.addLibrary(lib)
+		fmt.Fprintln(h.log, describe(&lib))
+	}
+}
+
+// attachHeld finds the file a held process mapped and attaches to it. It
+// also learns the process's mappings for resolving stack frames later:
+// held, the process cannot exit before they are read.
+func (h *holder) attachHeld(hd *bpf.Hold) (store.Library, bool, error) {
+	pid := hd.Pid
+	var line mapLine
+	found := false
+	for _, m := range libCUDAMaps(h.proc, pid) {
+		if m.Start <= hd.Addr && hd.Addr < m.End {
+			line, found = m, true
+			break
+		}
+	}
+	if !found {
+		return store.Library{}, false, errors.New("its mapping is gone (the process exited or unmapped it)")
+	}
+	h.files.addMaps(readMappings(h.proc, pid, h.ids), "seen")
+	lf, err := openMapped(h.proc, pid, line)
+	if err != nil {
+		return store.Library{}, false, err
+	}
+	// The hook's own name for the file, which is what it looks up.
+	lf.Key = fileKey{hd.Dev, hd.Ino}
+	lib, isNew := h.att.attach(lf)
+	h.files.add(store.File{BuildID: lib.BuildID, Path: lib.Path, Open: openPath(lib), Source: "seen"})
+	return lib, isNew, nil
+}
+
+// openPath is a library's host path when it differs from its own.
+func openPath(lib store.Library) string {
+	if lib.HostPath == lib.Path {
+		return ""
+	}
+	return lib.HostPath
+}

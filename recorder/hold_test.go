@@ -1,0 +1,162 @@
+package recorder
+
+import (
+	"bytes"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"testing"
+
+	"github.com/cilium/ebpf/link"
+	"golang.org/x/sys/unix"
+
+	"github.com/retrivium/forensic/bpf"
+	"github.com/retrivium/forensic/store"
+)
+
+// probes is a probeTarget that records what it is asked.
+type probes struct {
+	attached []string
+	marked   []fileKey
+}
+
+func (p *probes) Attach(path string, ids []int, offsets []uint64) ([]link.Link, error) {
+	p.attached = append(p.attached, path)
+	return nil, nil
+}
+
+func (p *probes) MarkAttached(dev uint32, ino uint64) error {
+	p.marked = append(p.marked, fileKey{dev, ino})
+	return nil
+}
+
+// A file is attached once, however many processes map it, and the hook
+// learns every name the kernel gives it; a file that cannot be attached
+// is recorded once with why; after the stop nothing is attached.
+func TestAttacherOncePerFile(t *testing.T) {
+	dir := t.TempDir()
+	bad := filepath.Join(dir, "libcuda.so.1")
+	os.WriteFile(bad, []byte("not ELF"), 0o755)
+	lf, err := newLibFile(bad, bad)
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := &probes{}
+	a := newAttacher(p)
+	a.hooked = true
+	lib, isNew := a.attach(lf)
+	if !isNew || lib.Error == "" || !strings.Contains(lib.Error, "ELF") {
+		t.Errorf("first attach = %+v, %v: want a new record saying why", lib, isNew)
+	}
+	other := lf
+	other.Key = fileKey{Dev: 1, Ino: 2} // the same file under another name
+	if _, isNew := a.attach(other); isNew {
+		t.Error("the same file attached twice")
+	}
+	if len(p.marked) != 2 || p.marked[0] != lf.Key || p.marked[1] != other.Key {
+		t.Errorf("marked %v, want both keys", p.marked)
+	}
+	a.detach()
+	f2 := filepath.Join(dir, "libcuda.so.2")
+	os.WriteFile(f2, []byte("x"), 0o755)
+	lf2, _ := newLibFile(f2, f2)
+	if lib, isNew := a.attach(lf2); isNew || !strings.Contains(lib.Error, "stopped") {
+		t.Errorf("attach after the stop = %+v, %v", lib, isNew)
+	}
+	if len(p.attached) != 0 {
+		t.Errorf("probes attached to %v", p.attached)
+	}
+}
+
+// holdWorld is a /proc with one process (pid 42) that maps a libcuda file.
+func holdWorld(t *testing.T) (proc string, lib string, hd bpf.Hold) {
+	t.Helper()
+	proc = t.TempDir()
+	lib = filepath.Join(t.TempDir(), "libcuda.so.1")
+	os.WriteFile(lib, []byte("not ELF"), 0o755)
+	var st syscall.Stat_t
+	syscall.Stat(lib, &st)
+	os.MkdirAll(filepath.Join(proc, "42"), 0o755)
+	maps := fmt.Sprintf("7f0000001000-7f0000002000 r-xp 00001000 %02x:%02x %d %s\n",
+		unix.Major(st.Dev), unix.Minor(st.Dev), st.Ino, lib)
+	os.WriteFile(filepath.Join(proc, "42", "maps"), []byte(maps), 0o644)
+	hd = bpf.Hold{Kind: bpf.KindHold, Flags: bpf.HoldStopped, Pid: 42, Tid: 43, Dev: kernelDev(st.Dev), Ino: st.Ino,
+		Addr: 0x7f0000001800, Ts: uint64(now())}
+	return proc, lib, hd
+}
+
+// A held process is continued exactly once whatever happens: its file
+// attached, its mapping gone, or the recording stopped.
+func TestHolderAlwaysContinues(t *testing.T) {
+	for _, tc := range []struct {
+		name    string
+		addr    uint64 // 0: the mapping's
+		stopped bool
+		library bool // a library record is queued
+	}{{"attached", 0, false, true}, {"mapping gone", 0x1000, false, false}, {"recording stopped", 0, true, false}} {
+		t.Run(tc.name, func(t *testing.T) {
+			proc, lib, hd := holdWorld(t)
+			if tc.addr != 0 {
+				hd.Addr = tc.addr
+			}
+			var continued []uint32
+			var log bytes.Buffer
+			q := newQueue()
+			att := newAttacher(&probes{})
+			if tc.stopped {
+				att.detach()
+			}
+			ids := newBuildIDCache()
+			h := &holder{att: att, q: q, files: newFileIndex(ids), ids: ids, proc: proc, log: &log,
+				cont: func(pid uint32) { continued = append(continued, pid) }}
+			h.handle(&hd)
+			if len(continued) != 1 || continued[0] != 42 {
+				t.Fatalf("continued %v, want pid 42 once", continued)
+			}
+			b := q.take(nil, 0)
+			if got := len(b.Libraries) == 1; got != tc.library {
+				t.Fatalf("libraries %+v; log %q", b.Libraries, log.String())
+			}
+			if tc.library {
+				l := b.Libraries[0]
+				if l.Path != lib || l.MappedBy != 42 || l.Held <= 0 {
+					t.Errorf("library %+v: want its path, mapped by 42, a hold time", l)
+				}
+				if !strings.Contains(log.String(), "mapped by pid 42") {
+					t.Errorf("log %q does not name the process", log.String())
+				}
+			}
+			if _, _, h := q.final(nil, 0); h.Count != 1 {
+				t.Errorf("hold stats %+v, want one hold", h)
+			}
+		})
+	}
+}
+
+// Attached late: a process whose libcuda mapping is not one it was held
+// at (it mapped it before the hook was in); a held process is not late,
+// unless it also maps another libcuda it was not held at.
+func TestMarkLate(t *testing.T) {
+	line := func(path string, start uint64) mapLine {
+		return mapLine{Start: start, End: start + 0x1000, Path: path}
+	}
+	scan := map[uint32][]mapLine{
+		10: {line("/lib/libcuda.so.1", 0x1000), line("/lib/libcuda.so.1", 0x2000)}, // before the hook
+		20: {line("/lib/libcuda.so.1", 0x1000), line("/lib/libcuda.so.1", 0x2000)}, // held
+		30: {line("/lib/libcuda.so.1", 0x1000), line("/opt/libcuda.so.1", 0x8000)}, // held at /opt only
+	}
+	holds := []bpf.Hold{{Pid: 20, Addr: 0x2100}, {Pid: 30, Addr: 0x8100}}
+	h, _, _, _ := testHandler(t, nil)
+	h.addRoot(store.Process{PID: 10})
+	s := &Session{h: h}
+	s.markLate(scan, holds)
+	want := map[uint32]bool{10: true, 30: true}
+	if len(h.late) != len(want) || !h.late[10] || !h.late[30] {
+		t.Errorf("late = %v, want %v", h.late, want)
+	}
+	if !h.procs[10].rec.AttachedLate {
+		t.Error("the root's record is not marked")
+	}
+}

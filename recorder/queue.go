@@ -1,0 +1,189 @@
+package recorder
+
+import (
+	"sort"
+	"sync"
+
+	"github.com/retrivium/forensic/bpf"
+	"github.com/retrivium/forensic/store"
+)
+
+// maxPending bounds the events waiting for the writer. When the writer
+// falls behind, the reader stops reading, the ring fills, and the probes
+// count what they could not deliver: memory stays flat and losses are
+// counted, never silent.
+const maxPending = 1 << 20
+
+// queue is where the recorder's goroutines meet: each adds its records to
+// the pending batch, and the writer takes the batch at every flush. It
+// also holds the counters several goroutines add to. Everything in it is
+// guarded by mu; nothing else is shared between goroutines.
+type queue struct {
+	mu      sync.Mutex
+	room    *sync.Cond // signalled when the writer takes the batch or gives up
+	pending store.Batch
+	spare   store.Batch
+	stats   store.Stats
+	delays  []int64 // failure-to-sample delays
+	holds   []int64 // how long each process was held at a libcuda mapping
+	closed  bool    // the writer gave up: nobody waits for room any more
+}
+
+func newQueue() *queue {
+	q := &queue{}
+	q.room = sync.NewCond(&q.mu)
+	q.pending.Stacks = map[int32][]store.Frame{}
+	return q
+}
+
+// addCall queues a call event with the frames of its stack (when first
+// seen) and the files those frames resolve to. It waits while maxPending
+// events are queued, unless the writer gave up.
+func (q *queue) addCall(e *store.Event, frames []store.Frame, files []store.File) {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	for len(q.pending.Events) >= maxPending && !q.closed {
+		q.room.Wait()
+	}
+	q.pending.Events = append(q.pending.Events, *e)
+	q.stats.Events++
+	if frames != nil {
+		q.pending.Stacks[e.Stack] = frames
+	}
+	q.pending.Files = append(q.pending.Files, files...)
+}
+
+// decodeError counts a ring record that could not be decoded.
+func (q *queue) decodeError() {
+	q.mu.Lock()
+	q.stats.DecodeErrors++
+	q.mu.Unlock()
+}
+
+// addSamples queues a sample round.
+func (q *queue) addSamples(s []store.Sample) {
+	q.mu.Lock()
+	q.pending.Samples = append(q.pending.Samples, s...)
+	q.stats.Samples += uint64(len(s))
+	q.mu.Unlock()
+}
+
+// thinned counts samples left out by thinning (negative: put back).
+func (q *queue) thinned(n int) {
+	q.mu.Lock()
+	q.stats.SamplesThinned = uint64(int64(q.stats.SamplesThinned) + int64(n))
+	q.mu.Unlock()
+}
+
+// addDelays records failure-to-sample delays.
+func (q *queue) addDelays(d ...int64) {
+	q.mu.Lock()
+	q.delays = append(q.delays, d...)
+	q.mu.Unlock()
+}
+
+// addKmsg queues a kernel log line.
+func (q *queue) addKmsg(l store.KernelLog) {
+	q.mu.Lock()
+	q.pending.Kmsg = append(q.pending.Kmsg, l)
+	q.stats.KernelLines++
+	q.mu.Unlock()
+}
+
+// addMarker queues a marker.
+func (q *queue) addMarker(m store.Marker) {
+	q.mu.Lock()
+	q.pending.Markers = append(q.pending.Markers, m)
+	q.mu.Unlock()
+}
+
+// addLibrary queues a library record.
+func (q *queue) addLibrary(l store.Library) {
+	q.mu.Lock()
+	q.pending.Libraries = append(q.pending.Libraries, l)
+	q.mu.Unlock()
+}
+
+// addHold records how long a process was held at a libcuda mapping.
+func (q *queue) addHold(d int64) {
+	q.mu.Lock()
+	q.holds = append(q.holds, d)
+	q.mu.Unlock()
+}
+
+// addProcesses queues process records.
+func (q *queue) addProcesses(ps []store.Process) {
+	q.mu.Lock()
+	q.pending.Processes = append(q.pending.Processes, ps...)
+	q.mu.Unlock()
+}
+
+// setInventory queues the platform inventory.
+func (q *queue) setInventory(inv *store.Inventory) {
+	q.mu.Lock()
+	q.pending.Inventory = inv
+	q.mu.Unlock()
+}
+
+// take hands the pending batch to the writer. With counters, the probes'
+// loss counters (read just before) are folded into the stats and a
+// reading is queued in the same batch: the reading's event count is what
+// this commit brings the file to.
+func (q *queue) take(counters *bpf.Stats, t int64) store.Batch {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	if counters != nil {
+		q.foldCounters(counters)
+		q.pending.Drops = append(q.pending.Drops, store.Drops{Time: t, Stats: q.stats})
+	}
+	b := q.pending
+	q.pending = q.spare
+	q.spare = store.Batch{}
+	if q.pending.Stacks == nil {
+		q.pending.Stacks = map[int32][]store.Frame{}
+	}
+	q.room.Broadcast()
+	return b
+}
+
+// giveBack returns a committed batch's storage for reuse.
+func (q *queue) giveBack(b store.Batch) {
+	b.Reset()
+	q.mu.Lock()
+	q.spare = b
+	q.mu.Unlock()
+}
+
+// close says the writer gave up: producers never wait for room again.
+func (q *queue) close() {
+	q.mu.Lock()
+	q.closed = true
+	q.room.Broadcast()
+	q.mu.Unlock()
+}
+
+// foldCounters takes the probes' loss counters into the stats. Called
+// with mu held.
+func (q *queue) foldCounters(st *bpf.Stats) {
+	st.Store(&q.stats)
+}
+
+// final folds the last counter reading (nil: none could be read) and
+// returns the stats and the delay summaries for the stop record.
+func (q *queue) final(counters *bpf.Stats, t int64) (store.Stats, store.DelayStats, store.DelayStats) {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	if counters != nil {
+		q.foldCounters(counters)
+		q.pending.Drops = append(q.pending.Drops, store.Drops{Time: t, Stats: q.stats})
+	}
+	return q.stats, delayStats(append([]int64(nil), q.delays...)), delayStats(append([]int64(nil), q.holds...))
+}
+
+func delayStats(d []int64) store.DelayStats {
+	if len(d) == 0 {
+		return store.DelayStats{}
+	}
+	sort.Slice(d, func(i, j int) bool { return d[i] < d[j] })
+	return store.DelayStats{Count: len(d), Median: d[len(d)/2], Max: d[len(d)-1]}
+}

@@ -1,0 +1,157 @@
+package recorder
+
+import (
+	"fmt"
+	"os"
+	"sort"
+
+	"github.com/retrivium/forensic/bpf"
+	"github.com/retrivium/forensic/store"
+)
+
+// attachStart puts the probes on the libcuda files to record from the
+// start. With --libcuda, those files and nothing else. Otherwise the map
+// hook goes in first (from then on, a recorded process that maps a libcuda
+// not yet attached is held until it is), then the processes already
+// running are read: the libcuda files they map are attached, and those
+// that mapped one before the hook are marked as attached late. All of this
+// is settled before any event is read, so the same input always gives the
+// same record.
+func (s *Session) attachStart() error {
+	if len(s.cfg.LibCUDA) > 0 {
+		return s.attachExplicit()
+	}
+	var pids []uint32
+	if s.cfg.PID != 0 {
+		pids = s.trackExisting(uint32(s.cfg.PID))
+	}
+	hook, err := s.objs.AttachMapHook()
+	if err != nil {
+		return err
+	}
+	s.hook = hook
+	s.onRelease(func() { hook.Close() })
+	s.att.hooked = true
+	if len(s.cfg.Command) > 0 {
+		fmt.Fprintln(s.cfg.Log, "forensic: no libcuda attached yet: each one the workload maps is attached as it maps it")
+		return nil
+	}
+	scan := scanLibCUDA("/proc", pids, s.cfg.All)
+	delete(scan, uint32(os.Getpid()))
+	// Every process that mapped a libcuda after the hook went in is held,
+	// and its hold is in the ring already: the hook runs as the mapping
+	// system call returns, before the mapping can be seen in /proc.
+	holds := drainHolds(s.holdRing)
+	s.markLate(scan, holds)
+	for i := range holds {
+		s.hl.handle(&holds[i])
+	}
+	s.attachScanned(scan)
+	if s.att.symbols() == 0 {
+		fmt.Fprintln(s.cfg.Log, "forensic: no libcuda attached yet: each one a recorded process maps is attached as it maps it")
+	}
+	return nil
+}
+
+// attachExplicit attaches the --libcuda files.
+func (s *Session) attachExplicit() error {
+	libs, err := explicitLibCUDA(s.cfg.LibCUDA)
+	if err != nil {
+		return err
+	}
+	if s.cfg.PID != 0 {
+		pids := s.trackExisting(uint32(s.cfg.PID))
+		s.markLate(scanLibCUDA("/proc", pids, false), nil)
+	}
+	if s.cfg.All {
+		scan := scanLibCUDA("/proc", nil, true)
+		delete(scan, uint32(os.Getpid()))
+		s.markLate(scan, nil)
+	}
+	for _, lf := range libs {
+		lib, _ := s.att.attach(lf)
+		s.q.addLibrary(lib)
+		fmt.Fprintln(s.cfg.Log, describe(&lib))
+	}
+	if s.att.symbols() == 0 {
+		return fmt.Errorf("no hooked symbol could be attached in %s", libs[0].HostPath)
+	}
+	return nil
+}
+
+// trackExisting starts recording a running process and its descendants
+// (--pid), before any probe: a thread decides at its first call whether
+// it is recorded, and keeps that answer.
+func (s *Session) trackExisting(pid uint32) []uint32 {
+	pids := append([]uint32{pid}, descendants("/proc", pid)...)
+	for i, p := range pids {
+		pi := readProc("/proc", p)
+		st := store.Process{PID: p, PPID: pi.PPID, Start: now(), Exe: pi.Exe, Args: pi.Args, Cgroup: pi.Cgroup, Env: pi.Env}
+		if i == 0 {
+			s.h.addRoot(st)
+		} else {
+			s.h.procs[p] = newProcState(st)
+		}
+		s.objs.Track(p)
+	}
+	return pids
+}
+
+// markLate decides which processes were attached late: those that map a
+// libcuda file they mapped before the map hook went in, that is, a file
+// none of their holds is in. Calls they made through it before its probes
+// were attached are not in the record.
+func (s *Session) markLate(scan map[uint32][]mapLine, holds []bpf.Hold) {
+	held := map[uint32]map[string]bool{}
+	for _, hd := range holds {
+		for _, m := range scan[hd.Pid] {
+			if m.Start <= hd.Addr && hd.Addr < m.End {
+				if held[hd.Pid] == nil {
+					held[hd.Pid] = map[string]bool{}
+				}
+				held[hd.Pid][m.Path] = true
+			}
+		}
+	}
+	for pid, ms := range scan {
+		for _, m := range ms {
+			if !held[pid][m.Path] {
+				s.h.late[pid] = true
+				if p := s.h.procs[pid]; p != nil {
+					p.rec.AttachedLate = true
+				}
+			}
+		}
+	}
+}
+
+// attachScanned attaches the libcuda files running processes map, each
+// once, naming the first process (lowest pid) that maps it.
+func (s *Session) attachScanned(scan map[uint32][]mapLine) {
+	pids := make([]uint32, 0, len(scan))
+	for pid := range scan {
+		pids = append(pids, pid)
+	}
+	sort.Slice(pids, func(i, j int) bool { return pids[i] < pids[j] })
+	done := map[fileKey]bool{}
+	for _, pid := range pids {
+		for _, m := range scan[pid] {
+			if done[m.Key] {
+				continue
+			}
+			done[m.Key] = true
+			lf, err := openMapped("/proc", pid, m)
+			if err != nil {
+				fmt.Fprintf(s.cfg.Log, "forensic: %v\n", err)
+				continue
+			}
+			s.files.addMaps(readMappings("/proc", pid, s.ids), "seen")
+			if lib, isNew := s.att.attach(lf); isNew {
+				lib.MappedBy = pid
+				s.q.addLibrary(lib)
+				fmt.Fprintln(s.cfg.Log, describe(&lib))
+				s.files.add(store.File{BuildID: lib.BuildID, Path: lib.Path, Open: openPath(lib), Source: "seen"})
+			}
+		}
+	}
+}
