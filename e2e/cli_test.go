@@ -430,8 +430,8 @@ func TestCLIHelp(t *testing.T) {
 	}{
 		{"", "forensic COMMAND [ARGS...]"},
 		{"record", "forensic record [flags] -o FILE -- COMMAND [ARGS...]"},
-		{"analyze", "forensic analyze [flags] RUN.DB"},
-		{"report", "forensic report [flags] RUN.DB -o FILE"},
+		{"analyze", "forensic analyze [flags] RUN.DB... | DIR"},
+		{"report", "forensic report [flags] RUN.DB... -o FILE"},
 		{"export", "forensic export [flags] RUN.DB -o FILE"},
 		{"inventory", "forensic inventory [flags]"},
 		{"mark", "forensic mark [flags] LABEL..."},

@@ -301,8 +301,12 @@ func (h *handler) executed(e *bpf.Proc, ts int64) {
 			p.rec.Exe = pi.Exe
 		}
 		p.rec.Cgroup = pi.Cgroup
-		p.rec.Env = pi.Env
-		p.vis = visibilityOf(pi.Env)
+		if pi.EnvRead {
+			// exec may change the environment; a process already exiting
+			// keeps the one it inherited.
+			p.rec.Env = pi.Env
+			p.vis = visibilityOf(pi.Env)
+		}
 		if p.rec.PPID == 0 {
 			p.rec.PPID = pi.PPID
 		}

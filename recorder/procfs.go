@@ -61,6 +61,9 @@ type procInfo struct {
 	Cgroup   string
 	Env      map[string]string
 	Readable bool
+	// EnvRead says environ had content: a process that is exiting (its
+	// memory gone) reads as empty, which is not an empty environment.
+	EnvRead bool
 }
 
 func readProc(procRoot string, pid uint32) procInfo {
@@ -86,8 +89,9 @@ func readProc(procRoot string, pid uint32) procInfo {
 			pi.Cgroup = strings.TrimSpace(string(b))
 		}
 	}
-	if b, err := os.ReadFile(filepath.Join(dir, "environ")); err == nil {
+	if b, err := os.ReadFile(filepath.Join(dir, "environ")); err == nil && len(b) > 0 {
 		pi.Env = FilterEnv(strings.Split(string(b), "\x00"))
+		pi.EnvRead = true
 	}
 	return pi
 }

@@ -41,12 +41,15 @@ func (c *cli) analyzeCommand() *cobra.Command {
 (allocation, mapping, not-memory, missing-evidence or none), the capacity
 judged against the one memory view that can hold the request, the evidence,
 and the memory views around it. --json writes the documented contract
-(docs/analyze-json.md). Several runs of one job (a run.db per rank or node,
-or a directory of them, or a quoted glob) are analyzed together: the first
-failure across them, ordered by their clocks' error bounds, the failures
-that followed it, and the ranks with no run (docs/multi-run.md). Colour is used on a terminal unless --no-color or
-NO_COLOR is set; text wraps to the terminal (COLUMNS overrides; 100 when
-not a terminal).`,
+(docs/analyze-json.md).
+
+Several runs of one job (a run.db per rank or node, a directory of them, or
+a quoted glob) are analyzed together: the first failure across them,
+ordered by their clocks' error bounds, the failures that followed it, and
+the ranks with no run (docs/multi-run.md).
+
+Colour is used on a terminal unless --no-color or NO_COLOR is set; text
+wraps to the terminal (COLUMNS overrides; 100 when not a terminal).`,
 		Annotations: map[string]string{"exit": analyzeExit},
 		Example: `  forensic analyze run.db
   forensic analyze --json run.db | jq .attribution
