@@ -184,7 +184,7 @@ func TestOutputHTMLUnrecovered(t *testing.T) {
 	}
 	for _, want := range []string{htmlEsc(rep.FirstUnrecovered.Verdict), "attribution: mapping", "capacity: bar1-exhausted",
 		htmlEsc(later.SizeSource), "through the owner&#39;s BAR1 aperture", "interrupted by SIGTERM", "bar1-only-on-aperture-paths",
-		"first unrecovered failure: cuIpcOpenMemHandle_v2"} {
+		"first unrecovered failure: cuIpcOpenMemHandle_v2", "Rules of evidence named above", htmlEsc(ruleLine("bar1-only-on-aperture-paths"))} {
 		at(want)
 	}
 	if at(htmlEsc(rep.NextSteps[0])) > evidence {

@@ -114,6 +114,16 @@ func TestNewEvidence(t *testing.T) {
 	if v.Rows[0].Time != "+1.001 s" || v.Rows[4].Time != "" {
 		t.Errorf("times %q and %q, want +1.001 s and none for a finding without a time", v.Rows[0].Time, v.Rows[4].Time)
 	}
+	if r := v.Rows[0]; r.RuleLine != ruleLine("reference-sample") || r.RuleLine == "" || v.Rows[2].RuleLine != "" {
+		t.Errorf("rule lines %q and %q, want the named rule's and none", r.RuleLine, v.Rows[2].RuleLine)
+	}
+	var legend []string
+	for _, r := range v.Rules {
+		legend = append(legend, r.Name)
+	}
+	if want := []string{"attribution-by-result-code", "reference-sample"}; !reflect.DeepEqual(legend, want) {
+		t.Errorf("legend %q, want %q", legend, want)
+	}
 	if n := len(newEvidence(nil, testClock(t)).Rows); n != 0 {
 		t.Errorf("%d rows without evidence", n)
 	}
