@@ -69,6 +69,23 @@ func TestNewHeader(t *testing.T) {
 	}
 }
 
+func TestJobText(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		rep  report.Report
+		want string
+	}{
+		{"no job", report.Report{}, ""},
+		{"a rank", report.Report{Run: report.RunInfo{Rank: intp(3), WorldSize: intp(8), JobID: "4711"}}, "rank 3 of 8, job 4711"},
+		{"several runs", report.Report{Run: report.RunInfo{Rank: intp(1)}, MultiRun: &report.MultiRun{Runs: make([]report.RunRef, 3)}},
+			"rank 1, 3 runs analyzed together (see Runs)"},
+	} {
+		if got := jobText(&tc.rep); got != tc.want {
+			t.Errorf("%s: %q, want %q", tc.name, got, tc.want)
+		}
+	}
+}
+
 func TestNewEvidence(t *testing.T) {
 	ev := []report.Evidence{
 		{Field: "result", Text: "CUDA_ERROR_OUT_OF_MEMORY", Unit: "CUresult", Status: "recorded", TimeNS: 2_000_000_000,
