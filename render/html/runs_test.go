@@ -274,14 +274,14 @@ func TestNewRuns(t *testing.T) {
 				"cuMemAlloc_v2 UNKNOWN, 100 ms after the first"},
 			[]string{"±1 ms", "±2 ms", "±2 ms"}, "",
 			[]string{"rank 1: cuMemAlloc_v2 → CUDA_ERROR_OUT_OF_MEMORY, allocation, [job/a.db: their clock intervals overlap by 2 ms]",
-				"rank 0: cuMemMap → CUDA_ERROR_OUT_OF_MEMORY, mapping, []"},
+				"rank 0: cuMemMap → CUDA_ERROR_OUT_OF_MEMORY, mapping, [job/b.db (the earliest estimate): their clock intervals overlap by 2 ms]"},
 			[]string{"rank 2: 100 ms later (exact: one boot, one clock)"}},
 		{"no bound", "b-missing",
 			[]string{"could have come first: cuMemAlloc_v2 OUT_OF_MEMORY",
 				"earliest estimate of those that could have come first: cuMemAlloc_v2 OUT_OF_MEMORY"},
 			[]string{"no bound", "±2 ms"}, "",
 			[]string{"rank 1: cuMemAlloc_v2 → CUDA_ERROR_OUT_OF_MEMORY, allocation, [job/a.db: a clock with no error bound]",
-				"rank 0: cuMemAlloc_v2 → CUDA_ERROR_OUT_OF_MEMORY, allocation, []"}, nil},
+				"rank 0: cuMemAlloc_v2 → CUDA_ERROR_OUT_OF_MEMORY, allocation, [job/b.db (the earliest estimate): a clock with no error bound]"}, nil},
 		{"missing ranks", "b-none", []string{"no failed call", "first: cuMemAlloc_v2 OUT_OF_MEMORY", "no failed call"},
 			[]string{"±1 ms", "±2 ms", "±1 ms"}, "ranks 2–4, 6–7 of the job's 8 have no run", nil, nil},
 	} {
@@ -291,7 +291,7 @@ func TestNewRuns(t *testing.T) {
 			roles, bounds = append(roles, r.Failure), append(bounds, r.Bound)
 		}
 		for _, c := range v.Candidates {
-			cands = append(cands, fmt.Sprintf("%s: %s, %s, %v", c.Rank, c.Call, c.Judgement.Attribution, c.Unordered))
+			cands = append(cands, fmt.Sprintf("%s: %s → %s, %s, %v", c.Rank, c.Symbol, c.Result, c.Judgement.Attribution, c.Unordered))
 		}
 		for _, c := range v.Consequences {
 			cons = append(cons, fmt.Sprintf("%s: %s (%s)", c.Rank, c.Delay, c.How))

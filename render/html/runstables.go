@@ -27,7 +27,8 @@ type runsView struct {
 type runRow struct {
 	Rank, Host, Boot, BootFull string
 	Path, RunID                string
-	Recorded, Duration         string
+	Recorded, RecordedFull     string
+	Duration                   string
 	Bound, BoundClass          string
 	Attribution, AttrClass     string
 	Failure                    string
@@ -37,12 +38,13 @@ type runRow struct {
 // candidateRow is a failure that could have been first, with its run's
 // own verdict on it.
 type candidateRow struct {
-	Rank, Host, Path string
-	Call             string
-	Wall, Interval   string
-	Unordered        []string
-	Judgement        *judgement
-	Chosen           bool
+	Rank, Host, Path  string
+	Symbol, Result    string
+	Wall, WallFull    string
+	Interval, Between string
+	Unordered         []string
+	Judgement         *judgement
+	Chosen            bool
 }
 
 // consequenceRow is a failure certainly after the first.
@@ -69,8 +71,15 @@ func newRuns(rep *report.Report) *runsView {
 		v.Missing = fmt.Sprintf("%s of the job's %d %s no run: the rank that failed first is often the one whose file is missing (its node crashed or rebooted, it was not recorded, or its run.db was not gathered).",
 			rankRanges(m.MissingRanks), *m.WorldSize, verb)
 	}
+	withFirst := unorderedWith(rep)
 	for _, c := range m.Candidates {
-		v.Candidates = append(v.Candidates, newCandidateRow(c, rep.Run.Path))
+		r := newCandidateRow(c, rep.Run.Path)
+		// The analysis lists what the first cannot be ordered against;
+		// the same holds the other way.
+		if why := withFirst[c.RunPath]; why != "" && len(r.Unordered) == 0 {
+			r.Unordered = []string{rep.Run.Path + " (the earliest estimate): " + why}
+		}
+		v.Candidates = append(v.Candidates, r)
 	}
 	for _, c := range m.Consequences {
 		v.Consequences = append(v.Consequences, consequenceRow{Rank: rankText(c.Rank, nil), Host: orDash(c.Host), Path: c.RunPath,
@@ -124,7 +133,8 @@ func runRows(rep *report.Report, places map[string]failurePlace) []runRow {
 			row.Boot = "—"
 		}
 		if r.WallStartNS != 0 {
-			row.Recorded, row.Duration = wallText(r.WallStartNS, wallLong), report.Duration(r.WallEndNS-r.WallStartNS)
+			row.Recorded, row.RecordedFull = wallText(r.WallStartNS, wallShort), wallText(r.WallStartNS, wallLong)
+			row.Duration = report.Duration(r.WallEndNS - r.WallStartNS)
 		}
 		if e := r.ClockErrorNS; e != nil && *e >= 0 {
 			row.Bound, row.BoundClass = "±"+report.Duration(*e), "ok"
@@ -181,20 +191,20 @@ func howText(exact bool) string {
 }
 
 func newCandidateRow(c report.Candidate, chosen string) candidateRow {
-	r := candidateRow{Rank: rankText(c.Rank, nil), Host: orDash(c.Host), Path: c.RunPath, Call: "—", Wall: "—",
+	r := candidateRow{Rank: rankText(c.Rank, nil), Host: orDash(c.Host), Path: c.RunPath, Symbol: "—", Wall: "—",
 		Interval: "no clock error bound", Chosen: c.RunPath == chosen}
 	if c.WallNS != nil {
-		r.Wall = wallText(*c.WallNS, wallLong)
+		r.Wall, r.WallFull = wallText(*c.WallNS, wallShort), wallText(*c.WallNS, wallLong)
 	}
 	if c.EarliestNS != nil && c.LatestNS != nil {
-		r.Interval = fmt.Sprintf("±%s: %s to %s", report.Duration((*c.LatestNS-*c.EarliestNS)/2),
-			wallText(*c.EarliestNS, wallShort), wallText(*c.LatestNS, wallShort))
+		r.Interval = "±" + report.Duration((*c.LatestNS-*c.EarliestNS)/2)
+		r.Between = wallText(*c.EarliestNS, wallShort) + " to " + wallText(*c.LatestNS, wallShort)
 	}
 	for _, u := range c.Unordered {
 		r.Unordered = append(r.Unordered, u.RunPath+": "+reasonText(u))
 	}
 	if j := c.Judged; j != nil {
-		r.Call = j.Symbol + " → " + j.ResultName
+		r.Symbol, r.Result = j.Symbol, j.ResultName
 		jv := newJudgement("Its own verdict", j.Attribution, j.Capacity, j.Verdict)
 		r.Judgement = &jv
 	}
