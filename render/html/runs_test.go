@@ -325,3 +325,65 @@ func TestRankRanges(t *testing.T) {
 		}
 	}
 }
+
+// Runs with no failure, runs without a wall time, and a job of many
+// ranks: the section says so, and the picture still holds together.
+func TestRunsEdges(t *testing.T) {
+	none := jobReport(&report.MultiRun{Order: "none", Runs: []report.RunRef{runRef(0, "a", "boot-a", nil, 0), runRef(1, "b", "boot-b", nil, 0)}})
+	none.FirstFailure = nil
+	v := newRuns(none)
+	if v.Picture == nil || len(v.Picture.Panels) != 1 || v.Runs[0].Failure != "no failed call" || v.Runs[1].Failure != "no failed call" ||
+		!strings.Contains(v.Chosen, "no run failed") {
+		t.Errorf("no failure: %d panels, %q, %q, %q", len(v.Picture.Panels), v.Runs[0].Failure, v.Runs[1].Failure, v.Chosen)
+	}
+	for _, r := range v.Picture.Panels[0].Rows {
+		if r.Fail != nil {
+			t.Errorf("no failure: %s has a failure mark", r.Name.Text)
+		}
+	}
+
+	old := testJobs()["certain"]
+	for i := range old.Runs {
+		if old.Runs[i].Path != old.Run.Path {
+			old.Runs[i].WallStartNS, old.Runs[i].WallEndNS = 0, 0
+		}
+	}
+	pic, notes := newRunsPicture(old, placeFailures(old))
+	if pic == nil || len(notes) == 0 || !strings.Contains(notes[len(notes)-1], "recorded no wall-clock time") {
+		t.Errorf("runs without a wall time: notes %q", notes)
+	}
+	old.Run.WallStartNS = 0
+	for i := range old.Runs {
+		old.Runs[i].WallStartNS, old.Runs[i].WallEndNS = 0, 0
+	}
+	if pic, notes := newRunsPicture(old, placeFailures(old)); pic != nil || len(notes) != 1 {
+		t.Errorf("no wall time at all: picture %v, notes %q", pic != nil, notes)
+	}
+
+	many := &report.MultiRun{Order: "certain", WorldSize: intp(512), Consequences: []report.Consequence{}}
+	for k := range 100 {
+		many.Runs = append(many.Runs, runRef(k, fmt.Sprintf("n%03d", k), "boot", i64(ms), int64(k)*ms))
+		if k > 1 {
+			many.Consequences = append(many.Consequences, report.Consequence{RunPath: many.Runs[k].Path, Rank: intp(k),
+				DelayMinNS: int64(k) * ms, DelayMaxNS: int64(k) * ms, Exact: true})
+		}
+	}
+	many.Runs[1].Path = "job/b.db"
+	for k := 100; k < 512; k++ {
+		many.MissingRanks = append(many.MissingRanks, k)
+	}
+	rep := jobReport(many)
+	pic, _ = newRunsPicture(rep, placeFailures(rep))
+	rows := pic.Panels[0].Rows
+	if len(rows) != 101 || !rows[0].Dense || rows[100].Name.Text != "ranks 100–511" {
+		t.Fatalf("many ranks: %d rows, dense %v, last %q", len(rows), rows[0].Dense, rows[len(rows)-1].Name.Text)
+	}
+	for _, r := range rows {
+		if f := r.Fail; f != nil && (f.Label != nil) != (f.Class == roleFirst) {
+			t.Errorf("many ranks: %s's failure labelled %v: dense rows label only the first", r.Name.Text, f.Label != nil)
+		}
+	}
+	for _, p := range pic.Panels {
+		checkPanelGeometry(t, "many ranks", p, pic.H)
+	}
+}
