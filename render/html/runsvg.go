@@ -32,16 +32,16 @@ type runsPicture struct {
 
 // runsPanel is the rows on one time axis.
 type runsPanel struct {
-	Title, Sub         label
-	Ticks              []timeTick
-	LabelY, WallY      coord
-	HasWall            bool
-	AxisTitle          string
-	WallTitle          string
-	GridY1, GridY2     coord
-	Rows               []runsRow
-	Bands              []overlapBand
-	Bottom, FrameRight coord
+	Title, Sub     label
+	Ticks          []timeTick
+	LabelY, WallY  coord
+	HasWall        bool
+	AxisTitle      string
+	WallTitle      string
+	GridY1, GridY2 coord
+	Rows           []runsRow
+	Bands          []overlapBand
+	Bottom         coord
 }
 
 // runsRow is one run, or a range of ranks with no run.
@@ -135,7 +135,7 @@ func newRunsPicture(rep *report.Report, places map[string]failurePlace) (*runsPi
 			first = f.WallNS
 		}
 		z := newRunsPanel(panelAxis{ax: zoom, origin: first, relative: true, title: "Around the failures",
-			sub: "widened: " + report.Duration(zoom.span()) + " across; the recordings go on beyond both edges"},
+			sub: "the " + report.Duration(zoom.span()) + " around the failures, widened"},
 			specs, h, float64(p.Bottom)+14, rep, places)
 		pic.Panels = append(pic.Panels, z)
 	}
@@ -243,7 +243,7 @@ func wallTicks(pa panelAxis) []timeTick {
 // newRunsPanel draws the rows on one axis, starting at y.
 func newRunsPanel(pa panelAxis, specs []rowSpec, h, y float64, rep *report.Report, places map[string]failurePlace) runsPanel {
 	p := runsPanel{Title: label{X: 8, Y: coord(y + 16), Text: pa.title}, Sub: label{X: svgLeft, Y: coord(y + 16), Text: pa.sub},
-		Ticks: wallTicks(pa), LabelY: coord(y + 36), HasWall: pa.relative, AxisTitle: "wall clock (UTC)", FrameRight: svgLeft + plotW}
+		Ticks: wallTicks(pa), LabelY: coord(y + 36), HasWall: pa.relative, AxisTitle: "wall clock (UTC)"}
 	top := y + 44
 	if pa.relative {
 		p.AxisTitle, p.WallTitle, p.WallY, top = "from the first failure", "wall clock (UTC)", coord(y+50), y+58
