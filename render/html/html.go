@@ -6,8 +6,15 @@
 // the processes, the kernel log and markers, loss and sampling, coverage
 // and the calls per symbol.
 //
+// A report on several runs of one job adds a Runs section after the
+// verdict: the runs on one wall-clock axis, the order of their first
+// failures, the failures that could have come first (each with its own
+// verdict) and those that followed; the rest of the page is the chosen
+// run's.
+//
 // The page is html/template files with their CSS and JavaScript as
-// separate files, all embedded (html/report.html, report.css, report.js).
+// separate files, all embedded (html/report.html, timeline.html,
+// runs.html, report.css, report.js).
 // The Go side only prepares a view model from the report; escaping is
 // structural. The page inlines its CSS, SVG and script and loads nothing
 // from the network, so it can be attached to a post-mortem as is.
@@ -34,7 +41,7 @@ var files embed.FS
 // parse parses the page template; report.css and report.js are templates
 // too, included into the page's <style> and <script> as static text.
 func parse() (*template.Template, error) {
-	t, err := template.New("report.html").ParseFS(files, "html/report.html", "html/timeline.html", "html/report.css", "html/report.js")
+	t, err := template.New("report.html").ParseFS(files, "html/report.html", "html/timeline.html", "html/runs.html", "html/report.css", "html/report.js")
 	if err != nil {
 		return nil, fmt.Errorf("html report template: %w", err)
 	}

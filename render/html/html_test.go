@@ -54,6 +54,9 @@ func TestOutputHTML(t *testing.T) {
 	if n := strings.Count(page, `class="ptitle">BAR1 aperture<`); n != 2 {
 		t.Errorf("%d BAR1 panels, want 2", n)
 	}
+	if strings.Contains(page, `id="runs"`) {
+		t.Error("a report on one run has a Runs section")
+	}
 	// Every failure is drawn on its own.
 	if n := strings.Count(page, `<g class="fail">`); n != len(rep.Failures) {
 		t.Errorf("%d failure marks for %d failures", n, len(rep.Failures))
@@ -184,7 +187,7 @@ func TestOutputHTMLUnrecovered(t *testing.T) {
 	}
 	for _, want := range []string{htmlEsc(rep.FirstUnrecovered.Verdict), "attribution: mapping", "capacity: bar1-exhausted",
 		htmlEsc(later.SizeSource), "through the owner&#39;s BAR1 aperture", "interrupted by SIGTERM", "bar1-only-on-aperture-paths",
-		"first unrecovered failure: cuIpcOpenMemHandle_v2"} {
+		"first unrecovered failure: cuIpcOpenMemHandle_v2", "Rules of evidence named above", htmlEsc(ruleLine("bar1-only-on-aperture-paths"))} {
 		at(want)
 	}
 	if at(htmlEsc(rep.NextSteps[0])) > evidence {
@@ -195,6 +198,58 @@ func TestOutputHTMLUnrecovered(t *testing.T) {
 	body = body[strings.Index(body, "<tbody>")+len("<tbody>"):]
 	if !strings.HasPrefix(strings.TrimSpace(body), `<tr class="decisive">`) {
 		t.Error("the evidence table does not start with the decisive value")
+	}
+}
+
+// A report on several runs of one job: a Runs section after the verdict,
+// with the picture, the runs, the candidates with their own verdicts and
+// the consequences; the rest of the page is the chosen run's.
+func TestOutputHTMLRuns(t *testing.T) {
+	base := runfixture.BuildRun(t, 0)
+	for _, tc := range []struct {
+		job  string
+		want []string
+	}{
+		{"certain", []string{"order of their first failures: certain", `class="norun">no run<`, "rank 3 of the job&#39;s 4 has no run",
+			"27 ms to 33 ms later", "exact: one boot, one clock", `class="ptitle">Around the failures<`}},
+		{"overlap", []string{"order of their first failures: uncertain", `class="overlap"`, "Failures that could have come first",
+			"attribution: mapping", "overlap by 2 ms", "could have come first"}},
+		{"no bound", []string{"could have come first · no clock bound", "a clock with no error bound", "no clock error bound"}},
+	} {
+		rep := analyzed(t, base)
+		m := *testJobs()[tc.job].MultiRun
+		m.Runs = append([]report.RunRef(nil), m.Runs...)
+		m.Candidates = append([]report.Candidate(nil), m.Candidates...)
+		for i := range m.Runs {
+			if m.Runs[i].Path == "job/b.db" {
+				m.Runs[i].Path = rep.Run.Path
+			}
+		}
+		for i := range m.Candidates {
+			if m.Candidates[i].RunPath == "job/b.db" {
+				m.Candidates[i].RunPath = rep.Run.Path
+			}
+		}
+		rep.MultiRun = &m
+		rep.Run.WallStartNS, rep.Run.ClockErrorNS = wF-(rep.FirstFailure.TimeNS-rep.Run.StartNS), i64(2*ms)
+		var buf bytes.Buffer
+		if err := Write(&buf, rep); err != nil {
+			t.Fatal(err)
+		}
+		page := buf.String()
+		checkHTML(t, page, rep)
+		for _, want := range append(tc.want, `id="runs-svg"`, "this page", htmlEsc(rep.Run.Path)) {
+			if !strings.Contains(page, want) {
+				t.Errorf("%s: the page lacks %q", tc.job, want)
+			}
+		}
+		v, r, e := strings.Index(page, `id="verdict"`), strings.Index(page, `id="runs"`), strings.Index(page, `id="evidence"`)
+		if !(v < r && r < e) {
+			t.Errorf("%s: verdict at %d, runs at %d, evidence at %d: the runs do not follow the verdict", tc.job, v, r, e)
+		}
+		if n := strings.Count(page, `class="ptitle">Framebuffer<`); n != 2 {
+			t.Errorf("%s: %d framebuffer panels: the chosen run's timeline is not whole", tc.job, n)
+		}
 	}
 }
 

@@ -17,6 +17,7 @@ type page struct {
 	Version   string
 	Header    header
 	Verdict   verdictView
+	Runs      *runsView
 	Evidence  evidenceView
 	Samples   *samplesView
 	Missing   []missingRow
@@ -71,6 +72,7 @@ func newPage(rep *report.Report) *page {
 		Version:   rep.Run.Version,
 		Header:    newHeader(rep, c),
 		Verdict:   newVerdict(rep, c),
+		Runs:      newRuns(rep),
 		Evidence:  newEvidence(rep.Evidence, c),
 		Samples:   newSamples(rep.NearestSamples, c),
 		Missing:   newMissing(rep.Missing),
@@ -101,7 +103,7 @@ type header struct {
 	Head, What, WhatFull                string
 	ID, Mode, Host, Kernel              string
 	Started, Duration, Ended, StopError string
-	Interrupted, Events                 string
+	Interrupted, Events, Job            string
 }
 
 func newHeader(rep *report.Report, c clock) header {
@@ -114,7 +116,7 @@ func newHeader(rep *report.Report, c clock) header {
 	}
 	h := header{What: clip(what, 400), WhatFull: what, ID: r.ID, Mode: r.Mode, Host: orDash(r.Host), Kernel: orDash(r.Kernel),
 		Started: orDash(c.at(r.StartNS, wallLong)), Duration: report.Duration(r.DurationNS), Ended: ended(&r),
-		StopError: r.StopError, Events: report.Plural(int(r.Events), "event")}
+		StopError: r.StopError, Events: report.Plural(int(r.Events), "event"), Job: jobText(rep)}
 	if r.Interrupted != "" {
 		h.Interrupted = "interrupted by " + r.Interrupted + ": stopped by the user or forensic, not a crash"
 	}
@@ -127,6 +129,27 @@ func newHeader(rep *report.Report, c clock) header {
 		h.Head = "No recorded call failed"
 	}
 	return h
+}
+
+// jobText is the job the run belongs to, as its environment named it,
+// and how many runs of it were analyzed together; "" when none.
+func jobText(rep *report.Report) string {
+	r := rep.Run
+	var parts []string
+	if r.Rank != nil {
+		s := fmt.Sprintf("rank %d", *r.Rank)
+		if r.WorldSize != nil {
+			s += fmt.Sprintf(" of %d", *r.WorldSize)
+		}
+		parts = append(parts, s)
+	}
+	if r.JobID != "" {
+		parts = append(parts, "job "+r.JobID)
+	}
+	if m := rep.MultiRun; m != nil {
+		parts = append(parts, report.Plural(len(m.Runs), "run")+" analyzed together (see Runs)")
+	}
+	return strings.Join(parts, ", ")
 }
 
 // ended says how the run ended and how its workload exited.

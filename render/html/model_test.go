@@ -69,6 +69,23 @@ func TestNewHeader(t *testing.T) {
 	}
 }
 
+func TestJobText(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		rep  report.Report
+		want string
+	}{
+		{"no job", report.Report{}, ""},
+		{"a rank", report.Report{Run: report.RunInfo{Rank: intp(3), WorldSize: intp(8), JobID: "4711"}}, "rank 3 of 8, job 4711"},
+		{"several runs", report.Report{Run: report.RunInfo{Rank: intp(1)}, MultiRun: &report.MultiRun{Runs: make([]report.RunRef, 3)}},
+			"rank 1, 3 runs analyzed together (see Runs)"},
+	} {
+		if got := jobText(&tc.rep); got != tc.want {
+			t.Errorf("%s: %q, want %q", tc.name, got, tc.want)
+		}
+	}
+}
+
 func TestNewEvidence(t *testing.T) {
 	ev := []report.Evidence{
 		{Field: "result", Text: "CUDA_ERROR_OUT_OF_MEMORY", Unit: "CUresult", Status: "recorded", TimeNS: 2_000_000_000,
@@ -113,6 +130,16 @@ func TestNewEvidence(t *testing.T) {
 	}
 	if v.Rows[0].Time != "+1.001 s" || v.Rows[4].Time != "" {
 		t.Errorf("times %q and %q, want +1.001 s and none for a finding without a time", v.Rows[0].Time, v.Rows[4].Time)
+	}
+	if r := v.Rows[0]; r.RuleLine != ruleLine("reference-sample") || r.RuleLine == "" || v.Rows[2].RuleLine != "" {
+		t.Errorf("rule lines %q and %q, want the named rule's and none", r.RuleLine, v.Rows[2].RuleLine)
+	}
+	var legend []string
+	for _, r := range v.Rules {
+		legend = append(legend, r.Name)
+	}
+	if want := []string{"attribution-by-result-code", "reference-sample"}; !reflect.DeepEqual(legend, want) {
+		t.Errorf("legend %q, want %q", legend, want)
 	}
 	if n := len(newEvidence(nil, testClock(t)).Rows); n != 0 {
 		t.Errorf("%d rows without evidence", n)
@@ -215,10 +242,11 @@ func TestNewFailures(t *testing.T) {
 
 func TestNewCalls(t *testing.T) {
 	rep := report.Report{
-		Calls: []report.CallCount{{Symbol: "cuMemAlloc_v2", Calls: 3, Failed: 1}, {Symbol: "cuInit", Calls: 1},
-			{Symbol: "cuLaunchKernel", Calls: 100000}},
-		Failures: []report.Failure{{Symbol: "cuMemAlloc_v2", Operation: "allocation"}},
-		Timeline: &report.Timeline{Processes: []report.ProcessTrack{{Marks: []report.CallMark{{Symbol: "cuInit", Operation: "other"}}}}},
+		Calls: []report.CallCount{{Symbol: "cuMemAlloc_v2", Operation: "allocation", Calls: 3, Failed: 1},
+			{Symbol: "cuInit", Operation: "other", Calls: 1}, {Symbol: "cuLaunchKernel", Calls: 100000}},
+		// The failures and marks name other classes: the count's own wins.
+		Failures: []report.Failure{{Symbol: "cuMemAlloc_v2", Operation: "mapping"}},
+		Timeline: &report.Timeline{Processes: []report.ProcessTrack{{Marks: []report.CallMark{{Symbol: "cuInit", Operation: "context"}}}}},
 	}
 	var got []string
 	for _, c := range newCalls(&rep) {
@@ -353,11 +381,11 @@ func TestNewPanel(t *testing.T) {
 
 func TestNewProcRow(t *testing.T) {
 	ax := timeAxis{T0: 0, T1: 1_000_000, X0: svgLeft, W: plotW}
-	unrec := &report.Failure{Symbol: "cuMemAlloc_v2", PID: 7, TID: 7, TimeNS: 900_000}
 	fails := []report.CallMark{
 		{Symbol: "cuMemAlloc_v2", PID: 7, TID: 7, StartNS: 100_000, EndNS: 100_100, Result: 2, ResultName: "CUDA_ERROR_OUT_OF_MEMORY", First: true},
 		{Symbol: "cuMemAlloc_v2", PID: 7, TID: 7, StartNS: 101_000, EndNS: 101_100, Result: 2, ResultName: "CUDA_ERROR_OUT_OF_MEMORY"},
-		{Symbol: "cuMemAlloc_v2", PID: 7, TID: 7, StartNS: 899_000, EndNS: 900_000, Result: 2, ResultName: "CUDA_ERROR_OUT_OF_MEMORY"},
+		{Symbol: "cuMemAlloc_v2", PID: 7, TID: 7, StartNS: 899_000, EndNS: 900_000, Result: 2, ResultName: "CUDA_ERROR_OUT_OF_MEMORY",
+			Unrecovered: true},
 	}
 	ok := report.CallMark{Symbol: "cuInit", Operation: "other", PID: 7, TID: 7, StartNS: 0, EndNS: 10}
 	for _, tc := range []struct {
@@ -373,7 +401,7 @@ func TestNewProcRow(t *testing.T) {
 		{"binned", report.ProcessTrack{PID: 7, Calls: 5000, Failed: 3, Bins: []uint32{4000, 0, 997, 3}, Fails: fails}, true, 0,
 			[]string{"FIRST: cuMemAlloc_v2 OUT_OF_MEMORY", "", "UNRECOVERED: cuMemAlloc_v2 OUT_OF_MEMORY"}},
 	} {
-		r := newProcRow(&tc.p, 0, 50, ax, testClock(t), unrec)
+		r := newProcRow(&tc.p, 0, 50, ax, testClock(t))
 		if r.Binned != tc.binned || len(r.Marks) != tc.marks || len(r.Fails) != len(tc.p.Fails) {
 			t.Errorf("%s: binned %v, %d marks, %d failure marks", tc.name, r.Binned, len(r.Marks), len(r.Fails))
 		}

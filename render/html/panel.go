@@ -255,7 +255,7 @@ type failMark struct {
 	Label     *label
 }
 
-func newProcRow(p *report.ProcessTrack, i int, y float64, ax timeAxis, c clock, unrecovered *report.Failure) procRow {
+func newProcRow(p *report.ProcessTrack, i int, y float64, ax timeAxis, c clock) procRow {
 	name := p.Name
 	if name == "" {
 		name = "?"
@@ -277,7 +277,7 @@ func newProcRow(p *report.ProcessTrack, i int, y float64, ax timeAxis, c clock, 
 		r.Bins = callBins(p.Bins, y, ax, c)
 	}
 	r.FailBins = failBins(p.FailBins, y, ax, c)
-	r.Fails = failMarks(p.Fails, y, ax, c, unrecovered)
+	r.Fails = failMarks(p.Fails, y, ax, c)
 	return r
 }
 
@@ -316,7 +316,7 @@ func failBins(bins []uint32, y float64, ax timeAxis, c clock) []binRect {
 
 // failMarks draws each failed call; labels go where they do not collide
 // with the previous one, and the first (unrecovered) failure says so.
-func failMarks(fails []report.CallMark, y float64, ax timeAxis, c clock, unrecovered *report.Failure) []failMark {
+func failMarks(fails []report.CallMark, y float64, ax timeAxis, c clock) []failMark {
 	var out []failMark
 	lastLabel := coord(-1e9)
 	for k := range fails {
@@ -329,7 +329,7 @@ func failMarks(fails []report.CallMark, y float64, ax timeAxis, c clock, unrecov
 			switch {
 			case m.First:
 				text = "FIRST: " + text
-			case sameCall(unrecovered, m.EndNS, m.PID, m.TID, m.Symbol):
+			case m.Unrecovered:
 				text = "UNRECOVERED: " + text
 			}
 			f.Label = &label{X: x + 5, Y: coord(y + 12), Anchor: "start", Text: clip(text, 40)}

@@ -63,6 +63,25 @@ func (m downMarker) D() string {
 	return "M" + m.X.String() + " " + m.Y.String() + "l-4.5 -6h9z"
 }
 
+// diamond is a failure's mark on the runs picture, centred on (X, Y).
+type diamond struct{ X, Y coord }
+
+// D is the diamond's `d` attribute.
+func (d diamond) D() string {
+	return "M" + d.X.String() + " " + (d.Y - 6).String() + "l5 6l-5 6l-5 -6z"
+}
+
+// errorBar is an interval from X0 to X1 at height Y: a horizontal stroke
+// with an end cap H tall at each end.
+type errorBar struct{ X0, X1, Y, H coord }
+
+// D is the bar's `d` attribute.
+func (e errorBar) D() string {
+	top, bottom := (e.Y - e.H/2).String(), (e.Y + e.H/2).String()
+	return "M" + e.X0.String() + " " + top + "V" + bottom + "M" + e.X1.String() + " " + top + "V" + bottom +
+		"M" + e.X0.String() + " " + e.Y.String() + "H" + e.X1.String()
+}
+
 // box is a rectangle.
 type box struct{ X, Y, W, H coord }
 
@@ -216,4 +235,40 @@ func lanes(xs, widths []float64, n int) []int {
 		}
 	}
 	return out
+}
+
+// offsetLabel writes a tick's signed offset from the axis's origin in the
+// unit its step is counted in ("−2 ms", "0", "+500 µs"). The steps of
+// niceTimeStep are whole numbers of that unit, so no decimals are needed.
+func offsetLabel(ns, step int64) string {
+	div, unit := int64(1), "ns"
+	for _, u := range []struct {
+		div  int64
+		name string
+	}{{1_000, "µs"}, {1_000_000, "ms"}, {1_000_000_000, "s"}} {
+		if step >= u.div {
+			div, unit = u.div, u.name
+		}
+	}
+	switch {
+	case ns == 0:
+		return "0"
+	case ns < 0:
+		return "−" + strconv.FormatFloat(float64(-ns)/float64(div), 'f', -1, 64) + " " + unit
+	}
+	return "+" + strconv.FormatFloat(float64(ns)/float64(div), 'f', -1, 64) + " " + unit
+}
+
+// wallText writes Unix nanoseconds as UTC wall time in layout.
+func wallText(ns int64, layout string) string {
+	return time.Unix(0, ns).UTC().Format(layout)
+}
+
+// floorDiv is a / b rounded down (b > 0).
+func floorDiv(a, b int64) int64 {
+	q := a / b
+	if a%b != 0 && a < 0 {
+		q--
+	}
+	return q
 }

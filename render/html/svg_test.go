@@ -218,3 +218,81 @@ func TestSeriesPaths(t *testing.T) {
 		}
 	}
 }
+
+func TestRunsMarksD(t *testing.T) {
+	for _, tc := range []struct {
+		name, got, want string
+	}{
+		{"failure diamond", diamond{300, 40}.D(), "M300 34l5 6l-5 6l-5 -6z"},
+		{"clock interval", errorBar{X0: 290, X1: 310.25, Y: 40, H: 10}.D(), "M290 35V45M310.3 35V45M290 40H310.3"},
+		{"an interval of no width", errorBar{X0: 5, X1: 5, Y: 8, H: 4}.D(), "M5 6V10M5 6V10M5 8H5"},
+	} {
+		if tc.got != tc.want {
+			t.Errorf("%s: %q, want %q", tc.name, tc.got, tc.want)
+		}
+	}
+}
+
+func TestOffsetLabel(t *testing.T) {
+	for _, tc := range []struct {
+		ns, step int64
+		want     string
+	}{
+		{0, 1_000_000, "0"},
+		{-2_000_000, 1_000_000, "−2 ms"},
+		{40_000_000, 20_000_000, "+40 ms"},
+		{500_000, 500_000, "+500 µs"},
+		{-50, 10, "−50 ns"},
+		{3_000_000_000, 1_000_000_000, "+3 s"},
+		{2_500_000, 500_000, "+2500 µs"}, // counted in the step's unit
+	} {
+		if got := offsetLabel(tc.ns, tc.step); got != tc.want {
+			t.Errorf("offsetLabel(%d, %d) = %q, want %q", tc.ns, tc.step, got, tc.want)
+		}
+	}
+}
+
+func TestFloorDiv(t *testing.T) {
+	for _, tc := range []struct{ a, b, want int64 }{{7, 2, 3}, {-7, 2, -4}, {-6, 2, -3}, {0, 5, 0}} {
+		if got := floorDiv(tc.a, tc.b); got != tc.want {
+			t.Errorf("floorDiv(%d, %d) = %d, want %d", tc.a, tc.b, got, tc.want)
+		}
+	}
+}
+
+// Ticks of a wall-clock axis fall on whole steps of its origin, inside
+// the axis, labelled as wall times or as offsets from the origin.
+func TestWallTicks(t *testing.T) {
+	const base = int64(1_800_000_000) * 1e9
+	ax := timeAxis{T0: base - 3_000_000, T1: base + 9_000_000, X0: svgLeft, W: plotW}
+	for _, tc := range []struct {
+		name     string
+		pa       panelAxis
+		first    string
+		firstAt  int64
+		relative bool
+	}{
+		{"wall clock", panelAxis{ax: ax}, "08:00:00.000", base, false}, // step 2 ms: the first whole one in the axis is base-2 ms
+		{"from a failure", panelAxis{ax: ax, origin: base + 500_000, relative: true}, "−2 ms", base - 1_500_000, true},
+	} {
+		ticks := wallTicks(tc.pa)
+		if len(ticks) < 4 {
+			t.Fatalf("%s: %d ticks", tc.name, len(ticks))
+		}
+		for _, tk := range ticks {
+			if tk.X < svgLeft || tk.X > svgLeft+plotW {
+				t.Errorf("%s: tick %q at %v outside the plot", tc.name, tk.Label, tk.X)
+			}
+			if (tk.Wall != "") != tc.relative {
+				t.Errorf("%s: tick %q has wall label %q", tc.name, tk.Label, tk.Wall)
+			}
+		}
+		i := 0
+		if !tc.relative {
+			i = 1
+		}
+		if ticks[i].Label != tc.first || ticks[i].X != ax.X(tc.firstAt) {
+			t.Errorf("%s: tick %d %q at %v, want %q at %v", tc.name, i, ticks[i].Label, ticks[i].X, tc.first, ax.X(tc.firstAt))
+		}
+	}
+}

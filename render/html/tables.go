@@ -365,36 +365,12 @@ type callRow struct {
 	Calls, Failed     uint64
 }
 
-// newCalls lists the calls per symbol with each symbol's operation class,
-// as the recorded calls name it (a symbol seen only in bins has none).
+// newCalls lists the calls per symbol with each symbol's operation class
+// (a dash for a report that names none).
 func newCalls(rep *report.Report) []callRow {
-	ops := symbolOps(rep)
 	out := make([]callRow, 0, len(rep.Calls))
 	for _, c := range rep.Calls {
-		out = append(out, callRow{Symbol: c.Symbol, Operation: ops[c.Symbol], Calls: c.Calls, Failed: c.Failed})
+		out = append(out, callRow{Symbol: c.Symbol, Operation: c.Operation, Calls: c.Calls, Failed: c.Failed})
 	}
 	return out
-}
-
-// symbolOps maps symbols to their operation class, from the failures and
-// the calls the timeline keeps.
-func symbolOps(rep *report.Report) map[string]string {
-	ops := map[string]string{}
-	for _, f := range rep.Failures {
-		ops[f.Symbol] = f.Operation
-	}
-	if tl := rep.Timeline; tl != nil {
-		for _, p := range tl.Processes {
-			for _, m := range p.Marks {
-				ops[m.Symbol] = m.Operation
-			}
-			for _, m := range p.Fails {
-				ops[m.Symbol] = m.Operation
-			}
-		}
-		for _, m := range tl.Lead {
-			ops[m.Symbol] = m.Operation
-		}
-	}
-	return ops
 }

@@ -97,7 +97,7 @@ func newTimeline(rep *report.Report, c clock) timelineView {
 		y += fbPanelH + 18 + barPanelH + 30
 	}
 	if len(procs) > 0 {
-		s.Calls = newCallsBlock(procs, rep, ax, y, c)
+		s.Calls = newCallsBlock(procs, ax, y, c)
 		y += 22 + procRowH*float64(len(procs)) + 8
 	}
 	bottom := y
@@ -284,14 +284,10 @@ type callsBlock struct {
 	Rows   []procRow
 }
 
-func newCallsBlock(procs []*report.ProcessTrack, rep *report.Report, ax timeAxis, y float64, c clock) *callsBlock {
+func newCallsBlock(procs []*report.ProcessTrack, ax timeAxis, y float64, c clock) *callsBlock {
 	b := &callsBlock{Title: label{X: 8, Y: coord(y + 14), Text: "Calls per process"}, Legend: svgLeft, Ops: operations()}
-	var unrecovered *report.Failure
-	if rep.FirstUnrecovered != nil {
-		unrecovered = &rep.FirstUnrecovered.Failure
-	}
 	for i, p := range procs {
-		b.Rows = append(b.Rows, newProcRow(p, i, y+22+procRowH*float64(i), ax, c, unrecovered))
+		b.Rows = append(b.Rows, newProcRow(p, i, y+22+procRowH*float64(i), ax, c))
 	}
 	return b
 }

@@ -275,6 +275,9 @@ func resultName(m *report.CallMark) string {
 type evidenceView struct {
 	Rows     []evidenceRow
 	Decisive bool
+	// Rules are the rules of evidence the rows name, each with its one
+	// line, for the legend under the table.
+	Rules []rule
 }
 
 // evidenceRow is one finding.
@@ -284,7 +287,9 @@ type evidenceRow struct {
 	Source, Scope         string
 	Status, StatusClass   string
 	Time, GPU, Note, Rule string
-	Decisive              bool
+	// RuleLine says what the rule says (the name's tooltip).
+	RuleLine string
+	Decisive bool
 }
 
 func newEvidence(ev []report.Evidence, c clock) evidenceView {
@@ -293,7 +298,7 @@ func newEvidence(ev []report.Evidence, c clock) evidenceView {
 	sort.SliceStable(rows, func(i, j int) bool { return rows[i].Decisive && !rows[j].Decisive })
 	for _, e := range rows {
 		r := evidenceRow{Field: e.Field, Value: e.Text, Source: e.Source, Scope: e.Scope, Status: e.Status,
-			StatusClass: statusClass(e.Status), Note: e.Note, Rule: e.Rule, Decisive: e.Decisive}
+			StatusClass: statusClass(e.Status), Note: e.Note, Rule: e.Rule, RuleLine: ruleLine(e.Rule), Decisive: e.Decisive}
 		switch {
 		case e.Value != nil && e.Unit == "bytes":
 			r.Value, r.Detail = report.HumanBytes(*e.Value), fmt.Sprintf("%d bytes", *e.Value)
@@ -314,6 +319,7 @@ func newEvidence(ev []report.Evidence, c clock) evidenceView {
 		v.Decisive = v.Decisive || e.Decisive
 		v.Rows = append(v.Rows, r)
 	}
+	v.Rules = rulesUsed(v.Rows)
 	return v
 }
 

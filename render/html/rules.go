@@ -1,0 +1,78 @@
+package html
+
+// The analysis names the rule of evidence that decided how a value was
+// used (report.Evidence.Rule). The page cannot link to forensic's
+// docs/rules.md (it is read away from the repository), so it carries each
+// rule's name with a one-line description: as a tooltip on the name and
+// in a legend under the evidence that names it.
+
+// rule is one rule of evidence and what it says, in one line.
+type rule struct{ Name, Line string }
+
+// rules are the rules of evidence, by the names of docs/rules.md's table
+// and in its order, each said in one line (a test holds the names to the
+// table).
+func rules() []rule {
+	return []rule{
+		{"views-apart", "Framebuffer and BAR1 are different memory views: their values are never added, subtracted or compared; " +
+			"free BAR1 is never room for an allocation, and free framebuffer never helps a mapping."},
+		{"bar1-only-on-aperture-paths", "BAR1 evidence counts only when the failed operation's path can use the aperture: " +
+			"an IPC open or pool import of another process's memory, peer access, a third-party device's mapping, " +
+			"or an access grant to a device other than the memory's owner."},
+		{"attribution-by-result-code", "The attribution follows the operation that failed and what its result code means: " +
+			"a resource or mapping code makes an allocation or mapping problem; an initialization, device, context or " +
+			"permission code is not a memory problem; a sticky or unknown code leaves the evidence missing."},
+		{"hidden-failure", "The first recorded failure is the first only if nothing could hide an earlier one: no call lost " +
+			"or unfollowed before it, its process not already running when recording started, and no process that " +
+			"ended badly before it without a failed call of its own."},
+		{"reference-sample", "A request is judged against the one view that can hold it, on its GPU (its MIG instance for " +
+			"framebuffer), in the sample the failure triggered, else the nearest usable one before it within three " +
+			"sampling intervals (at least 300 ms)."},
+		{"reconciled-with-traced-calls", "A sample taken a moment after (or before) the failure is corrected by what the " +
+			"recorded processes allocated and released on that GPU and view in between; a traced call that overlapped " +
+			"the query makes the value a range."},
+		{"recovered", "A failure is recovered when the same process later succeeded at the same operation for at least " +
+			"the same size; the first unrecovered failure is then judged just as fully, and the verdict leads with it."},
+		{"interrupted-is-not-crashed", "A run or workload stopped by SIGINT, SIGTERM or SIGHUP was interrupted, not " +
+			"crashed: with no failed call, the attribution is none."},
+		{"unknown-is-not-zero", "A value NVML could not read (a failed or unsupported query) is shown as unavailable " +
+			"with its status, never as 0."},
+	}
+}
+
+// ruleLine is the one-line description of the rule named name, or "" for
+// a name the page does not know (a newer analysis).
+func ruleLine(name string) string {
+	for _, r := range rules() {
+		if r.Name == name {
+			return r.Line
+		}
+	}
+	return ""
+}
+
+// rulesUsed are the rules the evidence rows name, once each, in the order
+// of docs/rules.md; a name the page does not know comes last, said as
+// such.
+func rulesUsed(rows []evidenceRow) []rule {
+	named := map[string]bool{}
+	for _, r := range rows {
+		if r.Rule != "" {
+			named[r.Rule] = true
+		}
+	}
+	var out []rule
+	for _, r := range rules() {
+		if named[r.Name] {
+			out = append(out, r)
+			delete(named, r.Name)
+		}
+	}
+	for _, r := range rows {
+		if named[r.Rule] {
+			out = append(out, rule{Name: r.Rule, Line: "a rule this page does not describe: see forensic's docs/rules.md"})
+			delete(named, r.Rule)
+		}
+	}
+	return out
+}
