@@ -173,6 +173,14 @@ func (s *state) files() []File {
 	for _, l := range s.libs {
 		add(File{Path: l.Path, Open: l.HostPath, BuildID: l.BuildID})
 	}
+	// The files the recorder resolved each stored stack's build ids to,
+	// when it stored the stack: they do not depend on the process still
+	// being there when its maps were read.
+	if resolved, err := s.r.Files(); err == nil {
+		for _, f := range resolved {
+			add(File{Path: f.Path, Open: f.Open, BuildID: f.BuildID})
+		}
+	}
 	if s.fileList == nil {
 		s.fileList = []File{}
 	}

@@ -73,6 +73,14 @@ func (s *state) hiding(t int64) []report.Missing {
 		add(report.Plural(int(n), "call")+" could not be followed (too many calls in progress at once, or nested too deeply in the library)",
 			"record fewer concurrent threads per recording")
 	}
+	if n := loss.Untracked; n > 0 {
+		add(report.Plural(int(n), "process")+" could not be followed (the recorder's table of tracked processes was full): their calls are not in the record",
+			"record fewer processes at once (forensic record --pid of the job rather than --all)")
+	}
+	if n := loss.LostHolds; n > 0 {
+		add(fmt.Sprintf("a newly mapped libcuda could not hold its process until the probes were in (%s): calls made through it before they were in are not in the record",
+			report.Plural(int(n), "time")), "record again; if it repeats, report it (the holds ring was full)")
+	}
 	for _, p := range s.lateProcs(t) {
 		add(fmt.Sprintf("process %d already had libcuda loaded when recording started: calls it made earlier are not in the record", p),
 			"start the recorder before the workload: forensic record -o run.db -- CMD")

@@ -21,6 +21,8 @@ type Source interface {
 	Failures(fn func(*store.Event) error) error
 	Samples(fn func(*store.Sample) error) error
 	Stack(id int32) ([]store.Frame, error)
+	// Files are the files the recorder resolved stack build ids to.
+	Files() ([]store.File, error)
 	LastEventEnd() (int64, error)
 }
 

@@ -78,6 +78,15 @@ func (z *ELFSymbolizer) load(path string) *elfSyms {
 	}
 	if syms, err := f.Symbols(); err == nil {
 		add(syms)
+	} else if dbg := debugFile(z.buildID(path)); dbg != "" {
+		// A stripped library's own functions (static ones included) are
+		// in its separate debug file, found by build id as gdb finds it.
+		if df, err := elf.Open(dbg); err == nil {
+			if syms, err := df.Symbols(); err == nil {
+				add(syms)
+			}
+			df.Close()
+		}
 	}
 	if syms, err := f.DynamicSymbols(); err == nil {
 		add(syms)
@@ -247,4 +256,21 @@ func (z *ELFSymbolizer) Symbolize(frames []store.Frame, files []File, maps []sto
 		st.Note += n
 	}
 	return st
+}
+
+// debugRoot is where distributions install separate debug files, by
+// build id (Debian's *-dbg and *-dbgsym packages).
+const debugRoot = "/usr/lib/debug/.build-id"
+
+// debugFile returns the separate debug file of a build id, "" when there
+// is none.
+func debugFile(buildID string) string {
+	if len(buildID) < 3 {
+		return ""
+	}
+	p := filepath.Join(debugRoot, buildID[:2], buildID[2:]+".debug")
+	if readable(p) {
+		return p
+	}
+	return ""
 }

@@ -27,6 +27,9 @@ type queue struct {
 	delays  []int64 // failure-to-sample delays
 	holds   []int64 // how long each process was held at a libcuda mapping
 	closed  bool    // the writer gave up: nobody waits for room any more
+	// untracked counts processes the recorder itself could not put in the
+	// probes' table (a failed Track); the probes count their own.
+	untracked uint64
 }
 
 func newQueue() *queue {
@@ -166,6 +169,15 @@ func (q *queue) close() {
 // with mu held.
 func (q *queue) foldCounters(st *bpf.Stats) {
 	st.Store(&q.stats)
+	q.stats.Untracked += q.untracked
+}
+
+// trackFailed counts a process the recorder could not track.
+func (q *queue) trackFailed() {
+	q.mu.Lock()
+	q.untracked++
+	q.stats.Untracked++
+	q.mu.Unlock()
 }
 
 // final folds the last counter reading (nil: none could be read) and

@@ -92,7 +92,9 @@ func (s *Session) trackExisting(pid uint32) []uint32 {
 		} else {
 			s.h.procs[p] = newProcState(st)
 		}
-		s.objs.Track(p)
+		if err := s.objs.Track(p); err != nil {
+			s.q.trackFailed() // its calls are not recorded: counted, never silent
+		}
 	}
 	return pids
 }

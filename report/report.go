@@ -409,6 +409,11 @@ type Loss struct {
 	Unmatched     uint64 `json:"unmatched_returns"`
 	LostProc      uint64 `json:"lost_process_records"`
 	DecodeErrors  uint64 `json:"decode_errors"`
+	// Untracked counts processes the recorder could not follow (its table
+	// of tracked processes was full); LostHolds libcuda mappings at which a
+	// process could not be held until the probes were in.
+	Untracked     uint64 `json:"untracked_processes"`
+	LostHolds     uint64 `json:"lost_holds"`
 	BeforeFailure bool   `json:"before_first_failure"`
 	Known         bool   `json:"counters_known"`
 }

@@ -21,6 +21,7 @@ deps='
 gcc                                              gcc                     build
 make                                             make                    build
 /usr/include/stdio.h                             libc6-dev               build
+/usr/lib/debug/.build-id                         libc6-dbg               build  # symbols of the C library, to name its frames in stacks (libc.so.6 is stripped)
 /usr/share/keyrings/debian-archive-keyring.gpg   debian-archive-keyring  test   # make nvidia-libs checks Debian'"'"'s archive
 chromium                                         chromium                test   # the HTML report test renders in headless Chromium
 /usr/bin/python3                                 python3                 test   # Debian'"'"'s python3 (3.11) for tests that use it
