@@ -110,7 +110,28 @@ func ReadIndex(dir string) (*Index, error) {
 	case x.Version > IndexVersion:
 		return nil, fmt.Errorf("%s: %w (version %d; this forensic reads up to %d)", path, ErrIndex, x.Version, IndexVersion)
 	}
+	if err := x.check(); err != nil {
+		return nil, fmt.Errorf("%s: %w: %v", path, ErrIndex, err)
+	}
 	return x, nil
+}
+
+// check refuses an index that names files outside the segments directory
+// or lists segments out of order: a reader opens what the index names.
+func (x *Index) check() error {
+	var prev uint64
+	for i, s := range x.Segments {
+		switch {
+		case s.File != SegmentName(s.Seq):
+			return fmt.Errorf("segment %d is %q, not %s", s.Seq, s.File, SegmentName(s.Seq))
+		case s.Seq <= prev:
+			return fmt.Errorf("segment %d listed after %d", s.Seq, prev)
+		case s.Live && i != len(x.Segments)-1:
+			return fmt.Errorf("segment %d is live but not the last", s.Seq)
+		}
+		prev = s.Seq
+	}
+	return nil
 }
 
 // WriteIndex replaces dir/index.json atomically: the index is written to a

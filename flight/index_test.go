@@ -81,6 +81,12 @@ func TestReadIndexRefuses(t *testing.T) {
 		"not JSON":     "{segments",
 		"another file": `{"format": "something-else", "version": 1}`,
 		"newer":        `{"format": "forensic-flight", "version": 99}`,
+		"a file outside the segments": `{"format": "forensic-flight", "version": 1,
+			"segments": [{"file": "../../etc/run.db", "seq": 1}]}`,
+		"out of order": `{"format": "forensic-flight", "version": 1,
+			"segments": [{"file": "segments/00000002.db", "seq": 2}, {"file": "segments/00000001.db", "seq": 1}]}`,
+		"live before the last": `{"format": "forensic-flight", "version": 1,
+			"segments": [{"file": "segments/00000001.db", "seq": 1, "live": true}, {"file": "segments/00000002.db", "seq": 2}]}`,
 	}
 	for name, content := range tests {
 		t.Run(name, func(t *testing.T) {
