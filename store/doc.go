@@ -25,6 +25,8 @@
 //	            "inventory" JSON Inventory: the platform, taken once per run
 //	            "stop"     JSON StopInfo; absent when the recorder did not stop
 //	                       cleanly (killed, crashed, disk full before it could write)
+//	            "flight"   JSON FlightInfo: only in a segment of a flight-mode
+//	                       recording (its sequence number and the retention)
 //	symbols     uint16 BE symbol id -> symbol name. Events carry ids; this
 //	            bucket makes the file self-describing, so a newer forensic
 //	            with a reordered symbol table still reads an old file.

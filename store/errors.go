@@ -30,4 +30,13 @@ var (
 	ErrNotReplaced = errors.New("not replaced (--force replaces only a finished forensic run)")
 	// ErrDiskFull: the filesystem has no room left for more records.
 	ErrDiskFull = errors.New("disk full")
+	// ErrNoSegments: none of the segments of a flight-mode recording
+	// could be read (OpenSet); the error also wraps the first one's reason.
+	ErrNoSegments = errors.New("no readable segment of the recording")
+	// ErrOtherRecording: a segment given to OpenSet belongs to another
+	// recording (another run id).
+	ErrOtherRecording = errors.New("a segment of another recording")
+	// ErrSegmentOrder: a segment given to OpenSet repeats or precedes the
+	// sequence number of the one before it (a copy, or out of order).
+	ErrSegmentOrder = errors.New("a segment out of order or repeated")
 )

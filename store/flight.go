@@ -1,0 +1,56 @@
+package store
+
+import (
+	"time"
+
+	bolt "go.etcd.io/bbolt"
+)
+
+// keyFlight is the meta key of the flight record.
+var keyFlight = []byte("flight")
+
+// StopRotated is the stop reason of a flight-mode segment the recorder
+// closed to start the next one: the recording went on in the next segment.
+const StopRotated = "rotated"
+
+// FlightInfo is the flight record (meta/flight) of one segment of a
+// flight-mode recording: a run.db that is one of a sequence of files of the
+// same recording (same RunInfo.ID). Files of ordinary recordings have none.
+type FlightInfo struct {
+	// Seq is the segment's sequence number in its recording, from 1; the
+	// segments are read in this order.
+	Seq uint64 `json:"seq"`
+	// Start is when the segment was started, on the run clock.
+	Start int64 `json:"start_ns"`
+	// The recording's retention: the bound on all segments' bytes
+	// together, the size and age at which a segment is closed, and the
+	// time kept before and after each failure.
+	MaxBytes     int64         `json:"max_bytes"`
+	SegmentBytes int64         `json:"segment_bytes"`
+	SegmentAge   time.Duration `json:"segment_age_ns"`
+	KeepBefore   time.Duration `json:"keep_before_ns"`
+	KeepAfter    time.Duration `json:"keep_after_ns"`
+}
+
+// SetFlight writes the flight record, marking the file as a segment of a
+// flight-mode recording. The recorder writes it once, right after Create.
+func (w *Writer) SetFlight(f FlightInfo) error {
+	err := w.db.Update(func(tx *bolt.Tx) error {
+		return putJSON(tx.Bucket(bucketMeta), keyFlight, f)
+	})
+	return diskErr(err)
+}
+
+// Flight returns the flight record, or nil for a file that is not a
+// segment of a flight-mode recording.
+func (r *Reader) Flight() (f *FlightInfo, err error) {
+	err = r.view(func(tx *bolt.Tx) error {
+		m := tx.Bucket(bucketMeta)
+		if m.Get(keyFlight) == nil {
+			return nil
+		}
+		f = new(FlightInfo)
+		return getJSON(m, keyFlight, f)
+	})
+	return f, err
+}
