@@ -42,6 +42,14 @@ func (s *state) generalGaps() []report.Missing {
 		add("NVML queries not supported here: "+strings.Join(s.rep.Sampling.Unsupported, ", "),
 			"none on this GPU and driver: these values cannot be read here")
 	}
+	if seg, ok := s.r.(segmented); ok && s.first != nil {
+		// With a failure found, an unreadable (newer) segment hides none
+		// before it; it is still a gap in the record.
+		for _, sk := range seg.Skipped() {
+			add("a segment of the recording could not be read: "+sk.Path+": "+sk.Err.Error(),
+				"take a snapshot of the live segment (forensic snapshot DIR) or stop the recorder first")
+		}
+	}
 	for _, l := range s.rep.Coverage {
 		if l.Error != "" {
 			add("attaching to "+l.Path+" failed in part: "+l.Error, "check the library path and the kernel's uprobe support")
@@ -89,6 +97,7 @@ func (s *state) hiding(t int64) []report.Missing {
 		add(m.What, m.Fix)
 	}
 	out = append(out, s.untraced(t)...)
+	out = append(out, s.segmentGaps(t)...)
 	if t == 0 {
 		if s.stop == nil {
 			add("the recording ended abruptly", "stop the recorder with SIGINT or SIGTERM")
@@ -242,4 +251,44 @@ func baseName(p string) string {
 		return p[i+1:]
 	}
 	return p
+}
+
+// segmented is a Source made of a flight recording's segments, some of
+// which retention deleted (gaps) or that could not be read (skipped).
+type segmented interface {
+	Gaps() []store.Gap
+	Skipped() []store.Skipped
+}
+
+// segmentGaps lists what a flight recording does not have before t (t = 0:
+// anywhere): stretches retention deleted, never read as "nothing
+// happened", and segments that could not be read (the live one, locked by
+// its recorder, is the newest: it can hide a failure only when none came
+// before it).
+func (s *state) segmentGaps(t int64) []report.Missing {
+	seg, ok := s.r.(segmented)
+	if !ok {
+		return nil
+	}
+	var out []report.Missing
+	for _, g := range seg.Gaps() {
+		if t != 0 && g.From > t {
+			continue
+		}
+		what := fmt.Sprintf("flight mode deleted the recording from %s to %s (%s, %s) to stay within its size bound",
+			s.rel(g.From), s.rel(g.To), report.Plural(int(g.Calls), "call"), report.Plural(int(g.Failures), "failed call"))
+		if g.Reason == store.GapWindowCut {
+			what += ", cutting into the window kept around a failure"
+		}
+		out = append(out, report.Missing{Decisive: true, What: what,
+			Fix: "give flight mode a larger --max-size, or take a snapshot (forensic snapshot) when an alert fires"})
+	}
+	if t == 0 {
+		for _, sk := range seg.Skipped() {
+			out = append(out, report.Missing{Decisive: true,
+				What: "a segment of the recording could not be read: " + sk.Path + ": " + sk.Err.Error(),
+				Fix:  "take a snapshot of the live segment (forensic snapshot DIR) or stop the recorder first"})
+		}
+	}
+	return out
 }

@@ -200,3 +200,9 @@ func (s *Set) Markers() ([]Marker, error) {
 func (s *Set) Drops() ([]Drops, error) {
 	return union(s, (*Reader).Drops, func(d *Drops) Drops { return *d })
 }
+
+// Files returns the files the segments resolved stack build ids to, one
+// per build id.
+func (s *Set) Files() ([]File, error) {
+	return union(s, (*Reader).Files, func(f *File) string { return f.BuildID })
+}
