@@ -1,6 +1,7 @@
 package analyze
 
 import (
+	"errors"
 	"fmt"
 	"sort"
 	"strings"
@@ -46,8 +47,10 @@ func (s *state) generalGaps() []report.Missing {
 		// With a failure found, an unreadable (newer) segment hides none
 		// before it; it is still a gap in the record.
 		for _, sk := range seg.Skipped() {
-			add("a segment of the recording could not be read: "+sk.Path+": "+sk.Err.Error(),
-				"take a snapshot of the live segment (forensic snapshot DIR) or stop the recorder first")
+			if errors.Is(sk.Err, store.ErrLocked) {
+				add("the live segment could not be read (its recorder holds it): "+sk.Path,
+					"take a snapshot of the live segment (forensic snapshot DIR) or stop the recorder first")
+			}
 		}
 	}
 	for _, l := range s.rep.Coverage {
@@ -283,12 +286,13 @@ func (s *state) segmentGaps(t int64) []report.Missing {
 		out = append(out, report.Missing{Decisive: true, What: what,
 			Fix: "give flight mode a larger --max-size, or take a snapshot (forensic snapshot) when an alert fires"})
 	}
-	if t == 0 {
-		for _, sk := range seg.Skipped() {
-			out = append(out, report.Missing{Decisive: true,
-				What: "a segment of the recording could not be read: " + sk.Path + ": " + sk.Err.Error(),
-				Fix:  "take a snapshot of the live segment (forensic snapshot DIR) or stop the recorder first"})
+	for _, sk := range seg.Skipped() {
+		if t != 0 && errors.Is(sk.Err, store.ErrLocked) {
+			continue // the live segment: newer than any failure found
 		}
+		out = append(out, report.Missing{Decisive: true,
+			What: "a segment of the recording could not be read: " + sk.Path + ": " + sk.Err.Error(),
+			Fix:  "take a snapshot of the live segment (forensic snapshot DIR) or stop the recorder first"})
 	}
 	return out
 }
