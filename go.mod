@@ -11,6 +11,9 @@ require (
 	golang.org/x/term v0.48.0
 )
 
-require golang.org/x/text v0.14.0 // indirect
+require (
+	golang.org/x/text v0.14.0 // indirect
+	google.golang.org/protobuf v1.36.11 // indirect
+)
 
 tool github.com/cilium/ebpf/cmd/bpf2go
