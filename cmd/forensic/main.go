@@ -3,7 +3,7 @@
 //	sudo forensic record -o run.db -- CMD [ARGS...]
 //	forensic analyze [--json] run.db
 //	forensic report run.db -o report.html
-//	forensic export --format perfetto run.db -o trace.json
+//	forensic export [--format perfetto|chrome-json] run.db [-o trace.pftrace]
 //
 // The command is thin: it parses flags and calls packages recorder and
 // analyze. Every error is one line on stderr and a non-zero exit.
@@ -41,7 +41,8 @@ usage:
   forensic record -o run.db --all [flags]              record every process using libcuda (root)
   forensic analyze [--json] run.db                     first failure, attribution, memory views
   forensic report run.db -o report.html                the analysis as one self-contained HTML page
-  forensic export --format perfetto run.db -o trace.json   calls, samples and failures for ui.perfetto.dev
+  forensic export run.db [-o trace.pftrace]           calls, samples and failures for ui.perfetto.dev
+                                                       (--format chrome-json: trace-event JSON)
   forensic inventory [--json]                          GPUs, memory views, BAR1, driver (NVML)
   forensic mark [--run run.db] LABEL                   add a phase marker to a live recording
   forensic version
@@ -325,20 +326,55 @@ func cmdReport(args []string, stdout io.Writer) error {
 	return writeOutput(*out, stdout, func(w io.Writer) error { return html.Write(w, rep) })
 }
 
+// exportFormat returns a format of forensic export: the file written
+// without -o and its writer, which observes the analysis pass.
+func exportFormat(name string) (file string, newExporter func(io.Writer) exporter, ok bool) {
+	switch name {
+	case "perfetto":
+		return "trace.pftrace", func(w io.Writer) exporter { return perfetto.NewTrace(w) }, true
+	case "chrome-json":
+		return "trace.json", func(w io.Writer) exporter { return perfetto.NewChromeJSON(w) }, true
+	}
+	return "", nil, false
+}
+
+// exporter is a per-call export: it observes the analysis pass, then
+// finishes with the report.
+type exporter interface {
+	report.Observer
+	Finish(*report.Report) error
+}
+
 func cmdExport(args []string, stdout io.Writer) error {
 	fs := newFlags("export")
-	format := fs.String("format", "perfetto", "output format: perfetto (Chrome trace-event JSON for ui.perfetto.dev and chrome://tracing)")
-	out := fs.String("o", "", "file to write (- for standard output)")
-	r, err := readWrite(fs, out, args, "forensic export --format perfetto run.db -o trace.json")
+	format := fs.String("format", "perfetto", "output format: perfetto (Perfetto's protobuf trace, for ui.perfetto.dev and trace_processor) "+
+		"or chrome-json (Chrome trace-event JSON, also read by chrome://tracing; about 7 times larger)")
+	out := fs.String("o", "", "file to write (- for standard output; default trace.pftrace, or trace.json for chrome-json)")
+	pos, err := parse(fs, args)
+	if err != nil {
+		return err
+	}
+	file, newExporter, ok := exportFormat(*format)
+	if !ok {
+		return usageErr("unknown format %q (known: perfetto, chrome-json)", *format)
+	}
+	path, err := onePath(pos)
+	if err != nil {
+		return err
+	}
+	if *out == "" {
+		*out = file
+	}
+	if err := notTheInput(path, *out); err != nil {
+		return err
+	}
+	r, err := openRun(path)
 	if err != nil {
 		return err
 	}
 	defer r.Close()
-	if *format != "perfetto" {
-		return usageErr("unknown format %q (known: perfetto)", *format)
-	}
 	return writeOutput(*out, stdout, func(w io.Writer) error {
-		tr := perfetto.NewChromeJSON(w)
+		tr := newExporter(w)
 		rep, err := analyze.Analyze(r, analyze.Options{Observer: tr, NoTimeline: true})
 		if err != nil {
 			return err
