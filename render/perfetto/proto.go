@@ -61,19 +61,21 @@ type counterKey struct {
 	kind, field string
 }
 
-// Track uuids: a kind in the top byte, so no two tracks share one.
+// Track uuids: a kind in the low three bits, so no two tracks share one,
+// and counter tracks (named in every counter packet) keep short varints.
 const (
-	uuidProcess = 1 << 56
-	uuidThread  = 2 << 56
-	uuidGPU     = 3 << 56
-	uuidCounter = 4 << 56
-	uuidKernel  = 5<<56 + 1
-	uuidMarkers = 5<<56 + 2
+	uuidProcess = 1
+	uuidThread  = 2
+	uuidGPU     = 3
+	uuidCounter = 4
+	uuidKernel  = 1<<3 | 5
+	uuidMarkers = 2<<3 | 5
 )
 
-func processUUID(pid uint32) uint64     { return uuidProcess | uint64(pid) }
-func threadUUID(pid, tid uint32) uint64 { return uuidThread | uint64(pid)<<24 | uint64(tid) }
-func gpuUUID(gpu int) uint64            { return uuidGPU | uint64(uint32(gpu)) }
+func processUUID(pid uint32) uint64     { return uint64(pid)<<3 | uuidProcess }
+func threadUUID(pid, tid uint32) uint64 { return (uint64(pid)<<24|uint64(tid))<<3 | uuidThread }
+func gpuUUID(gpu int) uint64            { return uint64(uint32(gpu))<<3 | uuidGPU }
+func counterUUID(n int) uint64          { return uint64(n)<<3 | uuidCounter }
 
 // maxHeld bounds the nested calls a thread holds for their caller; past it
 // they are written as they are.

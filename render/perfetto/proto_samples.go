@@ -84,7 +84,7 @@ func (t *Trace) counterTrack(k counterKey, name string) (uint64, error) {
 	if id, ok := t.counters[k]; ok {
 		return id, nil
 	}
-	id := uuidCounter | uint64(len(t.counters)+1)
+	id := counterUUID(len(t.counters) + 1)
 	t.counters[k] = id
 	d := appendVarintField(nil, fTrackUUIDDesc, id)
 	d = appendVarintField(d, fTrackParent, gpuUUID(k.gpu))
