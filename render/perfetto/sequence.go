@@ -133,6 +133,12 @@ func (pw *packetWriter) startPacket(s *sequence, t int64) []byte {
 
 // finishPacket adds the queued interned data and the track event body ev
 // (field num: fTrackEvent or fTrackDescriptor) to packet p and writes it.
+//
+// Only a packet that defines interned data says SEQ_NEEDS_INCREMENTAL_STATE:
+// the flag lets a reader skip packets after a loss in the trace buffer,
+// which a file written whole never has, and trace_processor applies a
+// sequence's defaults and interned names to every packet on it with or
+// without the flag; leaving it out saves two bytes per packet.
 func (pw *packetWriter) finishPacket(p []byte, num protowire.Number, ev []byte) error {
 	if len(pw.intern) > 0 {
 		p = appendBytesField(p, fInternedData, pw.intern)
