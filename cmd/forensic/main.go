@@ -348,7 +348,7 @@ type exporter interface {
 func cmdExport(args []string, stdout io.Writer) error {
 	fs := newFlags("export")
 	format := fs.String("format", "perfetto", "output format: perfetto (Perfetto's protobuf trace, for ui.perfetto.dev and trace_processor) "+
-		"or chrome-json (Chrome trace-event JSON, also read by chrome://tracing; about 7 times larger)")
+		"or chrome-json (Chrome trace-event JSON, also read by chrome://tracing; about six times larger)")
 	out := fs.String("o", "", "file to write (- for standard output; default trace.pftrace, or trace.json for chrome-json)")
 	pos, err := parse(fs, args)
 	if err != nil {
