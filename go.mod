@@ -9,11 +9,9 @@ require (
 	go.etcd.io/bbolt v1.5.0
 	golang.org/x/sys v0.50.0
 	golang.org/x/term v0.48.0
+	google.golang.org/protobuf v1.36.11
 )
 
-require (
-	golang.org/x/text v0.14.0 // indirect
-	google.golang.org/protobuf v1.36.11 // indirect
-)
+require golang.org/x/text v0.14.0 // indirect
 
 tool github.com/cilium/ebpf/cmd/bpf2go
