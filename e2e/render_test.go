@@ -108,7 +108,7 @@ func TestRenderReportAndPerfetto(t *testing.T) {
 	trace := filepath.Join(w.dir, "trace.json")
 	for _, args := range [][]string{
 		{"report", res.db, "-o", page},
-		{"export", "--format", "perfetto", res.db, "-o", trace},
+		{"export", "--format", "chrome-json", res.db, "-o", trace},
 	} {
 		out, err := exec.Command(binPath, args...).CombinedOutput()
 		if err != nil {

@@ -269,7 +269,7 @@ func checkOutputs(t *testing.T, w *world, db string) {
 	outputs := map[string][]byte{}
 	for name, args := range map[string][]string{
 		"text": {"analyze", "--no-color", db}, "json": {"analyze", "--json", db},
-		"report": {"report", db, "-o", html}, "export": {"export", "--format", "perfetto", db, "-o", trace},
+		"report": {"report", db, "-o", html}, "export": {"export", "--format", "chrome-json", db, "-o", trace},
 	} {
 		out, err := exec.Command(binPath, args...).CombinedOutput()
 		if err != nil {

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"context"
 	"fmt"
 	"io"
 	"os"
@@ -9,6 +10,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/retrivium/forensic/analyze"
+	"github.com/retrivium/forensic/parquetexport"
 	"github.com/retrivium/forensic/recorder"
 	"github.com/retrivium/forensic/render/html"
 	"github.com/retrivium/forensic/render/perfetto"
@@ -109,18 +111,40 @@ written mode 0600 (under sudo, owned by the user who ran sudo).`,
 
 func (c *cli) exportCommand() *cobra.Command {
 	var out, format string
+	var force bool
 	cmd := &cobra.Command{
-		Use:   "export [flags] RUN.DB -o FILE",
-		Short: "calls, samples and failures as a trace for ui.perfetto.dev",
-		Long: `Writes the run as Chrome trace-event JSON, for ui.perfetto.dev and
-chrome://tracing. It names processes and their arguments: it is written
-mode 0600 (under sudo, owned by the user who ran sudo).`,
+		Use:   "export [flags] RUN.DB... [-o FILE|DIR]",
+		Short: "calls, samples and failures as a trace, or as Parquet for a fleet",
+		Long: `Writes a run as a trace for ui.perfetto.dev: Perfetto's protobuf trace
+(--format perfetto, the default: trace.pftrace), or Chrome trace-event JSON
+(--format chrome-json: trace.json, also read by chrome://tracing, about six
+times larger). Framebuffer and BAR1 are separate counters, never added.
+
+--format parquet -o DIR writes one or more runs as Hive-partitioned Parquet
+(DIR/<table>/host=<host>/run=<run_id>/part-0.parquet) for DuckDB, Spark,
+Trino or ClickHouse (docs/parquet.md); a run exported before is refused
+unless --force.
+
+Exports name processes and their arguments: files are written mode 0600
+(under sudo, owned by the user who ran sudo).`,
 		Annotations: map[string]string{"exit": readExit},
-		Example:     `  forensic export --format perfetto run.db -o trace.json`,
-		Args:        oneRun,
+		Example: `  forensic export run.db                       # trace.pftrace
+  forensic export --format chrome-json run.db -o trace.json
+  forensic export --format parquet -o fleet/ runs/*.db`,
+		Args: someRuns,
 		RunE: work(func(cmd *cobra.Command, args []string) error {
-			if format != "perfetto" {
-				return usageErr("unknown format %q (known: perfetto)", format)
+			if format == "parquet" {
+				return c.exportParquet(cmd.Context(), args, out, force)
+			}
+			file, newExporter, ok := traceFormat(format)
+			if !ok {
+				return usageErr("unknown format %q (known: perfetto, chrome-json, parquet)", format)
+			}
+			if err := oneRun(cmd, args); err != nil {
+				return err
+			}
+			if out == "" {
+				out = file
 			}
 			r, err := c.openForOutput(args[0], out)
 			if err != nil {
@@ -128,7 +152,7 @@ mode 0600 (under sudo, owned by the user who ran sudo).`,
 			}
 			defer r.Close()
 			return c.writeOutput(out, func(w io.Writer) error {
-				tr := perfetto.NewChromeJSON(w)
+				tr := newExporter(w)
 				rep, err := analyze.Analyze(r, analyze.Options{Observer: tr, NoTimeline: true})
 				if err != nil {
 					return err
@@ -137,9 +161,44 @@ mode 0600 (under sudo, owned by the user who ran sudo).`,
 			})
 		}),
 	}
-	cmd.Flags().StringVar(&format, "format", "perfetto", "output format: perfetto (Chrome trace-event JSON)")
-	cmd.Flags().StringVarP(&out, "output", "o", "", "`FILE` to write (- for standard output)")
+	cmd.Flags().StringVar(&format, "format", "perfetto", "perfetto (protobuf trace), chrome-json, or parquet")
+	cmd.Flags().StringVarP(&out, "output", "o", "", "`FILE` to write (- for standard output), or the DIR for parquet")
+	cmd.Flags().BoolVarP(&force, "force", "f", false, "parquet: replace the partitions of a run exported before")
 	return cmd
+}
+
+// traceFormat names a trace export: its default file and its writer.
+func traceFormat(name string) (file string, newExporter func(io.Writer) exporter, ok bool) {
+	switch name {
+	case "perfetto":
+		return "trace.pftrace", func(w io.Writer) exporter { return perfetto.NewTrace(w) }, true
+	case "chrome-json":
+		return "trace.json", func(w io.Writer) exporter { return perfetto.NewChromeJSON(w) }, true
+	}
+	return "", nil, false
+}
+
+// exporter is a per-call export: it observes the analysis pass, then
+// finishes with the report.
+type exporter interface {
+	report.Observer
+	Finish(*report.Report) error
+}
+
+// exportParquet writes runs as Hive-partitioned Parquet into dir.
+func (c *cli) exportParquet(ctx context.Context, args []string, dir string, force bool) error {
+	if dir == "" {
+		return usageErr("give the directory to write with -o DIR")
+	}
+	paths, err := store.Expand(args)
+	if err != nil {
+		return err
+	}
+	if err := parquetexport.Write(ctx, dir, paths, parquetexport.Options{Overwrite: force, Version: recorder.Version}); err != nil {
+		return err
+	}
+	fmt.Fprintf(c.stdout, "wrote %s (%s)\n", dir, report.Plural(len(paths), "run"))
+	return nil
 }
 
 // oneRun accepts exactly one run.db argument.
