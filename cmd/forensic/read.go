@@ -114,7 +114,7 @@ func (c *cli) exportCommand() *cobra.Command {
 	var force bool
 	cmd := &cobra.Command{
 		Use:   "export [flags] RUN.DB... [-o FILE|DIR]",
-		Short: "calls, samples and failures as a trace, or as Parquet for a fleet",
+		Short: "calls and samples as a Perfetto trace, or Parquet for a fleet",
 		Long: `Writes a run as a trace for ui.perfetto.dev: Perfetto's protobuf trace
 (--format perfetto, the default: trace.pftrace), or Chrome trace-event JSON
 (--format chrome-json: trace.json, also read by chrome://tracing, about six
