@@ -73,10 +73,11 @@ fuzz-smoke:
 	$(GO) test -run '^$$' -fuzz '^FuzzDecodeChunk$$' -fuzztime 10s -fuzzminimizetime 0x ./store
 	$(GO) test -run '^$$' -fuzz '^FuzzOpen$$' -fuzztime 10s -fuzzminimizetime 0x ./store
 	$(GO) test -run '^$$' -fuzz '^FuzzDecodeRecord$$' -fuzztime 10s -fuzzminimizetime 0x ./bpf
+	$(GO) test -run '^$$' -fuzz '^FuzzCFI$$' -fuzztime 10s -fuzzminimizetime 0x ./unwind
 
 # Unit tests only (no root needed).
 test-unit:
-	$(GO) test ./cuda ./store ./analyze ./recorder/...
+	$(GO) test ./cuda ./store ./analyze ./report ./render/... ./fleet ./flight ./metrics ./parquetexport ./unwind ./recorder/...
 
 demo:
 	scripts/deps.sh build
