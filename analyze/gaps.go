@@ -58,7 +58,7 @@ func (s *state) generalGaps() []report.Missing {
 			add("attaching to "+l.Path+" failed in part: "+l.Error, "check the library path and the kernel's uprobe support")
 		}
 		if len(l.Unknown) > 0 {
-			add(fmt.Sprintf("%s exports %s of hooked families that forensic has no row for (%s): calls through them are not recorded",
+			add(fmt.Sprintf("%s exports %s of the call families forensic traces, with no row in its table (%s): calls through them are not recorded",
 				l.Path, report.Plural(len(l.Unknown), "symbol"), strings.Join(l.Unknown, ", ")), "update forensic's symbol table for this driver")
 		}
 	}
@@ -233,7 +233,7 @@ func (s *state) untraced(t int64) []report.Missing {
 	}
 	if t == 0 && s.run.Mode != "all" && len(s.replay.procCalls) == 0 && len(s.procList) > 0 {
 		out = append(out, report.Missing{Decisive: true,
-			What: "no hooked call was recorded from the workload or its descendants: it may use a libcuda forensic did not attach to, or it failed before calling the driver",
+			What: "no traced call was recorded from the workload or its descendants: it may use a libcuda forensic did not attach to, or it failed before calling the driver",
 			Fix:  "check the attached libraries under COVERAGE against the libcuda the workload loads (LD_DEBUG=libs); record again without --libcuda"})
 	}
 	return out

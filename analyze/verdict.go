@@ -201,7 +201,7 @@ func (s *state) verdictNoFailure() {
 	for _, c := range s.replay.counts {
 		n += c.Calls
 	}
-	calls := fmt.Sprintf("%s from %s", report.Plural(int(n), "hooked call"), report.Plural(len(s.procList), "process"))
+	calls := fmt.Sprintf("%s from %s", report.Plural(int(n), "traced call"), report.Plural(len(s.procList), "process"))
 	switch {
 	case len(hidden) > 0:
 		rep.Attribution = report.AttrMissingEvidence

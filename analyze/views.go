@@ -259,7 +259,7 @@ func (s *state) tracedRows() {
 		switch vk.view {
 		case cuda.ViewFramebuffer:
 			row.Field, row.View = "traced device allocations", "framebuffer"
-			row.Meaning = "bytes of device memory the recorded processes allocated through hooked calls and had not freed"
+			row.Meaning = "bytes of device memory the recorded processes allocated through traced calls and had not freed"
 			row.Examines = "device allocations"
 		case cuda.ViewBAR1:
 			row.Field, row.View = "traced aperture mappings", "bar1"

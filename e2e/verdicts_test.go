@@ -99,7 +99,7 @@ var frameworkScenarios = []scenario{
 			if !hasMissing(rep.Missing, "NVML shows process", "3.00 GiB") {
 				t.Errorf("NVML's view of the untraced memory is not missing evidence: %+v", rep.Missing)
 			}
-			if !hasMissing(rep.Missing, "no hooked call was recorded") {
+			if !hasMissing(rep.Missing, "no traced call was recorded") {
 				t.Errorf("a workload with no traced call is not flagged: %+v", rep.Missing)
 			}
 		},

@@ -74,7 +74,7 @@ func (s *Session) attachExplicit() error {
 		fmt.Fprintln(s.cfg.Log, describe(&lib))
 	}
 	if s.att.symbols() == 0 {
-		return fmt.Errorf("no hooked symbol could be attached in %s", libs[0].HostPath)
+		return fmt.Errorf("no symbol of the table could be attached in %s", libs[0].HostPath)
 	}
 	return nil
 }
