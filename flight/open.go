@@ -1,18 +1,32 @@
 package flight
 
 import (
-	"os"
+	"errors"
 	"path/filepath"
 
 	"github.com/retrivium/forensic/store"
 )
 
+// OpenOptions adjust OpenWith.
+type OpenOptions struct {
+	// Live is a consistent copy of the live segment, read in its place
+	// (the recorder wrote it when asked: forensic analyze on a recording
+	// in progress).
+	Live *store.LiveCopy
+}
+
 // Open reads a flight recording's directory as one recording: the
 // segments its index names, in sequence order, with its dropped ranges as
-// the set's gaps. The live segment, locked by the recorder, is reported
-// by the set's Skipped; so is a segment deleted between reading the index
-// and opening it.
-func Open(dir string) (*store.Set, error) {
+// the set's gaps (OpenWith without options).
+func Open(dir string) (*store.Set, error) { return OpenWith(dir, OpenOptions{}) }
+
+// OpenWith reads a flight recording's directory as one recording. The live
+// segment, locked by its recorder, is read from opts.Live when given, else
+// from its newest snapshot in DIR/snapshots when there is one (a crashed
+// recorder's live segment is read as it is), else reported by the set's
+// Skipped; so is a segment deleted between reading the index and opening
+// it.
+func OpenWith(dir string, opts OpenOptions) (*store.Set, error) {
 	x, err := ReadIndex(dir)
 	if err != nil {
 		return nil, err
@@ -21,12 +35,39 @@ func Open(dir string) (*store.Set, error) {
 	for i, s := range x.Segments {
 		paths[i] = filepath.Join(dir, s.File)
 	}
-	return store.OpenSet(paths, store.SetOptions{Path: dir, Gaps: x.Gaps()})
+	so := store.SetOptions{Path: dir, Gaps: x.Gaps()}
+	if n := len(x.Segments); n > 0 && x.Segments[n-1].Live {
+		so.Live = liveCopy(dir, paths[n-1], x.Segments[n-1].Seq, opts.Live)
+		if so.Live != nil {
+			paths[n-1] = so.Live.Copy
+		}
+	}
+	return store.OpenSet(paths, so)
+}
+
+// liveCopy chooses what to read for the live segment: the copy given, or
+// the newest snapshot while the recorder holds the segment; nil: the
+// segment itself.
+func liveCopy(dir, path string, seq uint64, given *store.LiveCopy) *store.LiveCopy {
+	if given != nil {
+		c := *given
+		c.Segment = path
+		return &c
+	}
+	r, err := store.Open(path)
+	if err == nil {
+		r.Close()
+		return nil // the recorder is gone: its last commit is readable
+	}
+	if !errors.Is(err, store.ErrLocked) {
+		return nil
+	}
+	if s, ok := latestSnapshot(dir, seq); ok {
+		return &store.LiveCopy{Segment: path, Copy: s.Path, From: store.LiveFromSnapshot, Taken: s.Taken}
+	}
+	return nil
 }
 
 // IsRecording reports whether path is a flight recording's directory (it
 // holds an index).
-func IsRecording(path string) bool {
-	st, err := os.Stat(filepath.Join(path, IndexFile))
-	return err == nil && st.Mode().IsRegular()
-}
+func IsRecording(path string) bool { return store.IsFlightDir(path) }
