@@ -118,6 +118,19 @@ func (a *attacher) symbols() int {
 	return n
 }
 
+// attachedCount reports how many files the probes are on.
+func (a *attacher) attachedCount() int {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	n := 0
+	for _, l := range a.byFile {
+		if l.Error == "" {
+			n++
+		}
+	}
+	return n
+}
+
 // files lists the paths of the files attached.
 func (a *attacher) files() []string {
 	a.mu.Lock()

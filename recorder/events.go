@@ -4,6 +4,7 @@ import (
 	"encoding/hex"
 	"errors"
 	"os"
+	"sync/atomic"
 	"time"
 
 	"github.com/cilium/ebpf/ringbuf"
@@ -51,6 +52,15 @@ type handler struct {
 	rootPID    uint32
 	rootExited chan struct{} // closed when the root process exits
 	rootDone   bool
+	// evict: forget a process once its exit is published (flight mode,
+	// where processes come and go for days). epoch is the queue's segment
+	// number the processes were last published for. tracked counts the
+	// processes known, for the metrics.
+	evict   bool
+	epoch   uint64
+	tracked atomic.Int64
+	// failedCall, when set, is told of each failed application call.
+	failedCall func(e *store.Event, sym *cuda.Symbol, gpu int)
 
 	raw  cuda.Raw // scratch: decoding one call
 	call bpf.Call
@@ -132,7 +142,12 @@ func (h *handler) onCall(c *bpf.Call) {
 		p.mapsAt = e.End
 	}
 	frames, files := h.stack(&e, p)
-	h.q.addCall(&e, frames, files)
+	if !h.q.addCall(&e, frames, files, false) {
+		// A new segment of a flight recording: its stacks are stored again.
+		clear(h.stacksSeen)
+		frames, files = h.stack(&e, p)
+		h.q.addCall(&e, frames, files, true)
+	}
 	if e.Result != 0 && e.Depth == 0 {
 		h.failed(&e, sym, p)
 	}
@@ -207,8 +222,12 @@ func (h *handler) failed(e *store.Event, sym *cuda.Symbol, p *procState) {
 	if t.Frozen {
 		h.freeze.froze(e.PID, e.End)
 	}
+	gpu := gpuOf(p, e.Dev)
+	if h.failedCall != nil {
+		h.failedCall(e, sym, gpu)
+	}
 	select {
-	case h.trigger <- triggerReq{t, gpuOf(p, e.Dev)}:
+	case h.trigger <- triggerReq{t, gpu}:
 	default:
 		// The sampler is far behind; this failure is served by the
 		// next round like the ones queued before it.
@@ -322,16 +341,20 @@ func (h *handler) executed(e *bpf.Proc, ts int64) {
 
 // publish queues the records of processes that changed.
 func (h *handler) publish() {
+	h.segmentBegun()
 	var out []store.Process
-	for _, p := range h.procs {
+	for pid, p := range h.procs {
 		if p.dirty {
 			rec := p.rec
 			rec.Devices = append([]store.DeviceMap(nil), p.rec.Devices...)
 			rec.Contexts = append([]store.Context(nil), p.rec.Contexts...)
 			out = append(out, rec)
 			p.dirty = false
+		} else if h.evict && p.rec.Exit != nil {
+			h.forget(pid) // its exit was published by an earlier call
 		}
 	}
+	h.tracked.Store(int64(len(h.procs)))
 	if len(out) > 0 {
 		h.q.addProcesses(out)
 	}

@@ -32,8 +32,10 @@ func (s *Session) Start() error {
 		go readKmsg(s.kmsg, s.kmsgOffset, s.q.addKmsg)
 	}
 	if s.ctl != nil {
-		go control{start: s.run.ClockStart, allow: s.cfg.Invoker.MayControl, mark: s.mark}.serve(s.ctl)
+		go control{start: s.run.ClockStart, allow: s.cfg.Invoker.MayControl, mark: s.mark,
+			snapshot: s.snapshot, live: s.sendLive}.serve(s.ctl)
 	}
+	s.serveMetrics()
 	if s.cfg.Ready != nil {
 		s.cfg.Ready()
 	}
@@ -124,6 +126,8 @@ func (s *Session) Wait(ctx context.Context) {
 			s.reason = "cancelled"
 		case s.sig = <-s.cfg.Signals:
 			s.reason = "signal"
+		case <-s.cfg.Snapshots:
+			s.snapshotOnSignal()
 		case <-failed:
 			// The writer said so; stop costing the workload anything.
 			s.att.detach()
@@ -149,7 +153,7 @@ func (s *Session) Stop() (*Result, error) {
 	}
 	stats, delays, holds := s.shutdown()
 	info := s.stopInfo(stats, delays, holds)
-	if err := s.w.Stop(info); err != nil {
+	if err := s.wr.stop(info); err != nil {
 		if s.wr.err != nil {
 			fmt.Fprintf(s.cfg.Log, "forensic: %s: the stop record could not be written either; the run reads as ended abruptly\n", s.cfg.Output)
 		} else {

@@ -100,6 +100,15 @@ type Config struct {
 	// the libraries already mapped, the map hook in), before the workload
 	// starts.
 	Ready func()
+	// Flight, when set, records in flight mode into the directory Output
+	// (see FlightConfig).
+	Flight *FlightConfig
+	// MetricsAddr, when set, is the address the recorder serves its
+	// metrics on (/metrics and /healthz; package metrics).
+	MetricsAddr string
+	// Snapshots, when set, are requests for a snapshot of the live
+	// segment into the flight recording's snapshots directory (SIGUSR1).
+	Snapshots <-chan os.Signal
 }
 
 // Result is how a recording ended.
@@ -131,6 +140,7 @@ func (c *Config) defaults() error {
 	if c.Output == "" {
 		return errors.New("no output file: give -o run.db")
 	}
+
 	if c.Interval == 0 {
 		c.Interval = 100 * time.Millisecond
 	}

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/spf13/cobra"
+	"github.com/spf13/pflag"
 
 	"github.com/retrivium/forensic/bpf"
 	"github.com/retrivium/forensic/recorder"
@@ -46,6 +47,8 @@ type recordFlags struct {
 	ring        uint64
 	reserve     uint64
 	keepSamples int
+	flight      flightFlags
+	fs          *pflag.FlagSet
 }
 
 func (c *cli) recordCommand() *cobra.Command {
@@ -85,6 +88,8 @@ func (c *cli) recordCommand() *cobra.Command {
 	fs.BoolVar(&cfg.NoKmsg, "no-kmsg", false, "do not record NVRM/Xid kernel log lines")
 	fs.Var(sizeFlag{v: &f.reserve, check: diskReserve}, "disk-reserve", "stop writing when the output's filesystem has less free space, keeping room for the stop record (0: write until it is full)")
 	fs.IntVar(&f.keepSamples, "keep-samples", f.keepSamples, "periodic sample `ROUNDS` kept before long runs thin them (first, last and those around failures are always kept)")
+	f.flight.add(fs)
+	f.fs = fs
 	return cmd
 }
 
@@ -113,6 +118,9 @@ func (c *cli) config(f *recordFlags, command []string) (recorder.Config, error) 
 		cfg.DiskReserve = 1 // 0 means the default in recorder.Config
 	}
 	cfg.SampleBudget = f.keepSamples
+	if err := f.flight.config(&cfg, f.fs); err != nil {
+		return cfg, err
+	}
 	inv, err := recorder.SudoInvoker(c.getenv, os.Geteuid())
 	if err != nil {
 		return cfg, err
@@ -127,6 +135,9 @@ func (c *cli) record(f *recordFlags, command []string) error {
 		return err
 	}
 	cfg.Signals = c.stopSignals(cfg.Output)
+	if cfg.Flight != nil {
+		cfg.Snapshots = snapshotSignals()
+	}
 	cfg.Log = c.stderr
 	cfg.Stdout, cfg.Stderr = c.stdout, c.stderr
 	cfg.Ready = func() {
