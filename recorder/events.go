@@ -256,7 +256,7 @@ func (h *handler) process(pid uint32, t int64) *procState {
 	}
 	pi := readProc(h.proc, pid)
 	st := store.Process{PID: pid, PPID: pi.PPID, Start: t, Exe: pi.Exe, Args: pi.Args, Cgroup: pi.Cgroup, Env: pi.Env,
-		AttachedLate: h.late[pid]}
+		Pod: pi.Pod, AttachedLate: h.late[pid]}
 	p := newProcState(st)
 	h.procs[pid] = p
 	return p
@@ -299,6 +299,7 @@ func (h *handler) forked(e *bpf.Proc, ts int64) {
 	if parent := h.procs[e.Ppid]; parent != nil {
 		st.Env = parent.rec.Env
 		st.Exe, st.Args = parent.rec.Exe, parent.rec.Args
+		st.Cgroup, st.Pod = parent.rec.Cgroup, parent.rec.Pod
 	}
 	h.procs[e.Pid] = newProcState(st)
 }
@@ -319,7 +320,7 @@ func (h *handler) executed(e *bpf.Proc, ts int64) {
 		if pi.Exe != "" {
 			p.rec.Exe = pi.Exe
 		}
-		p.rec.Cgroup = pi.Cgroup
+		p.rec.Cgroup, p.rec.Pod = pi.Cgroup, pi.Pod
 		if pi.EnvRead {
 			// exec may change the environment; a process already exiting
 			// keeps the one it inherited.
