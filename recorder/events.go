@@ -59,6 +59,8 @@ type handler struct {
 	evict   bool
 	epoch   uint64
 	tracked atomic.Int64
+	// exited, when set, is told that a process was forgotten (sweep.go).
+	exited *atomic.Bool
 	// failedCall, when set, is told of each failed application call.
 	failedCall func(e *store.Event, sym *cuda.Symbol, gpu int)
 

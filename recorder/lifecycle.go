@@ -28,6 +28,7 @@ func (s *Session) Start() error {
 	go func() { defer close(s.smpDone); s.smp.run(s.samplerCh) }()
 	s.holdsDone = make(chan struct{})
 	go func() { defer close(s.holdsDone); s.hl.run(s.holdRing) }()
+	s.startSweeper()
 	if s.kmsg != nil {
 		go readKmsg(s.kmsg, s.kmsgOffset, s.q.addKmsg)
 	}
@@ -170,6 +171,7 @@ func (s *Session) Stop() (*Result, error) {
 
 // shutdown stops every goroutine in order and returns the final counters.
 func (s *Session) shutdown() (store.Stats, store.DelayStats, store.DelayStats) {
+	s.stopSweeper()
 	if s.hook != nil {
 		s.hook.Close()
 	}

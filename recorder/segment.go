@@ -150,4 +150,7 @@ func (h *handler) forget(pid uint32) {
 	delete(h.procs, pid)
 	delete(h.late, pid)
 	h.freeze.forget(pid)
+	if h.exited != nil {
+		h.exited.Store(true)
+	}
 }

@@ -47,6 +47,8 @@ type Session struct {
 	triggers chan triggerReq
 
 	snapMu                sync.Mutex // one snapshot at a time
+	sw                    *sweeper   // flight mode with the map hook
+	sweepCh, sweepDone    chan struct{}
 	metrics               *metrics.Metrics
 	metricsLn             net.Listener
 	kmsg                  *os.File
