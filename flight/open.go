@@ -1,7 +1,6 @@
 package flight
 
 import (
-	"errors"
 	"path/filepath"
 
 	"github.com/retrivium/forensic/store"
@@ -45,27 +44,38 @@ func OpenWith(dir string, opts OpenOptions) (*store.Set, error) {
 	return store.OpenSet(paths, so)
 }
 
-// liveCopy chooses what to read for the live segment: the copy given, or
-// the newest snapshot while the recorder holds the segment; nil: the
-// segment itself.
+// liveCopy chooses what to read for the live segment: the copy given;
+// else the segment itself when it reads whole (its recorder is gone: what
+// it committed last is there); else its newest snapshot (the recorder
+// holds it, or the directory was copied while it wrote and the copy of
+// the segment is torn or missing); nil: the segment, reported as skipped
+// when it cannot be read.
 func liveCopy(dir, path string, seq uint64, given *store.LiveCopy) *store.LiveCopy {
 	if given != nil {
 		c := *given
 		c.Segment = path
 		return &c
 	}
-	r, err := store.Open(path)
-	if err == nil {
-		r.Close()
-		return nil // the recorder is gone: its last commit is readable
-	}
-	if !errors.Is(err, store.ErrLocked) {
+	if readsWhole(path) {
 		return nil
 	}
 	if s, ok := latestSnapshot(dir, seq); ok {
 		return &store.LiveCopy{Segment: path, Copy: s.Path, From: store.LiveFromSnapshot, Taken: s.Taken}
 	}
 	return nil
+}
+
+// readsWhole reports whether a segment opens and its events decode.
+func readsWhole(path string) bool {
+	r, err := store.Open(path)
+	if err != nil {
+		return false
+	}
+	defer r.Close()
+	if _, err := r.Processes(); err != nil {
+		return false
+	}
+	return r.Events(func(*store.Event) error { return nil }) == nil
 }
 
 // IsRecording reports whether path is a flight recording's directory (it

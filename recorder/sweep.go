@@ -10,7 +10,6 @@ import (
 	"github.com/retrivium/forensic/bpf"
 )
 
-
 // sweeper takes the probes off libcuda files that no process maps any
 // more (flight mode). Over days, containers bring their own libcuda files
 // and go, and an upgrade replaces libcuda under running processes: probes
