@@ -287,7 +287,14 @@ func (s *state) segmentGaps(t int64) []report.Missing {
 		if g.Reason == store.GapWindowCut {
 			what += ", cutting into the window kept around a failure"
 		}
-		out = append(out, report.Missing{Decisive: true, What: what,
+		// The recorder counted the failed calls of what it deleted: a
+		// stretch with none cannot hide a failure, only the calls that
+		// led up to one.
+		decisive := g.Failures > 0
+		if !decisive {
+			what += "; none of its calls failed, but what they allocated and released is not in the record"
+		}
+		out = append(out, report.Missing{Decisive: decisive, What: what,
 			Fix: "give flight mode a larger --max-size, or take a snapshot (forensic snapshot) when an alert fires"})
 	}
 	for _, sk := range seg.Skipped() {

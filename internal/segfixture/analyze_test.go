@@ -151,14 +151,16 @@ func TestSetEventsReconcileWithGaps(t *testing.T) {
 	first.Events(func(*store.Event) error { deleted++; return nil })
 	first.Close()
 	for _, tt := range []struct {
-		name     string
-		gapCalls uint64
-		missing  bool
+		name        string
+		gapCalls    uint64
+		gapFailures uint64
+		missing     bool
 	}{
-		{"the stretch holds the events not read", deleted, false},
-		{"the index undercounts the stretch", deleted - 5, true},
+		{"the stretch holds the events not read", deleted, 0, false},
+		{"the index undercounts the stretch", deleted - 5, 0, true},
+		{"a stretch with a failure", deleted, 1, false},
 	} {
-		gap := store.Gap{From: tc, To: tc + 200e6, Calls: tt.gapCalls, Reason: store.GapRetention}
+		gap := store.Gap{From: tc, To: tc + 200e6, Calls: tt.gapCalls, Failures: tt.gapFailures, Reason: store.GapRetention}
 		set, err := store.OpenSet(paths[1:], store.SetOptions{Gaps: []store.Gap{gap}})
 		if err != nil {
 			t.Fatal(err)
@@ -172,11 +174,22 @@ func TestSetEventsReconcileWithGaps(t *testing.T) {
 		if f == nil || f.EventsRead+deleted != f.EventsRecorded || f.DroppedCalls != tt.gapCalls || f.DroppedRanges != 1 {
 			t.Fatalf("%s: flight read %+v; %d events were deleted", tt.name, f, deleted)
 		}
-		found := false
+		found, gapSaid := false, false
 		for _, m := range rep.Missing {
 			if strings.Contains(m.What, "are in no file read") {
 				found = m.Decisive
 			}
+			if strings.Contains(m.What, "flight mode deleted") {
+				gapSaid = true
+				// A stretch whose calls did not fail cannot hide the
+				// first failure; one with a failure can.
+				if m.Decisive != (tt.gapFailures > 0) {
+					t.Errorf("%s: %+v: decisive %v, the stretch had %d failures", tt.name, m, m.Decisive, tt.gapFailures)
+				}
+			}
+		}
+		if !gapSaid {
+			t.Errorf("%s: the deleted stretch is not named among %+v", tt.name, rep.Missing)
 		}
 		if found != tt.missing {
 			t.Errorf("%s: missing %+v; want an unaccounted count: %v", tt.name, rep.Missing, tt.missing)
