@@ -384,11 +384,20 @@ type ProcessInfo struct {
 	StartNS      int64             `json:"start_ns"`
 	Exit         *Exit             `json:"exit"`
 	Cgroup       string            `json:"cgroup,omitempty"`
+	Pod          *Pod              `json:"pod,omitempty"`
 	AttachedLate bool              `json:"attached_late"`
 	Env          map[string]string `json:"env,omitempty"`
 	Devices      []DeviceMap       `json:"devices"`
 	Calls        uint64            `json:"calls"`
 	Failed       uint64            `json:"failed_calls"`
+}
+
+// Pod is the Kubernetes pod a process ran in (its UID from the cgroup
+// path, its namespace and name when the recorder could read them).
+type Pod struct {
+	UID       string `json:"uid"`
+	Namespace string `json:"namespace,omitempty"`
+	Name      string `json:"name,omitempty"`
 }
 
 // DeviceMap is how a CUDA ordinal was matched to a GPU.
