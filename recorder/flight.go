@@ -1,8 +1,10 @@
 package recorder
 
 import (
+	"errors"
 	"fmt"
 	"io"
+	"path/filepath"
 	"time"
 
 	"github.com/retrivium/forensic/flight"
@@ -199,6 +201,9 @@ func sizeText(n int64) string {
 func (s *Session) createFlight(names []string) error {
 	fc := s.cfg.Flight
 	d, err := flight.Create(s.cfg.Output, s.run.ID, fc.Policy, flight.CreateOptions{KeepPrevious: fc.KeepPrevious})
+	if errors.Is(err, flight.ErrExists) {
+		return fmt.Errorf("%w; --keep-previous keeps it as %s", err, filepath.Join(s.cfg.Output, flight.PreviousDir))
+	}
 	if err != nil {
 		return err
 	}
