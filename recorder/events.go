@@ -19,6 +19,23 @@ import (
 // long they wait (the flush interval adds the rest).
 const pollInterval = 25 * time.Millisecond
 
+// idlePollInterval is how often the reader drains the ring once it has
+// found nothing for idleAfter polls in a row: a recorder left running
+// while nothing calls CUDA wakes rarely. A call burst still wakes it (the
+// probes force a wake-up every so many calls) and a failure at once.
+const (
+	idlePollInterval = 250 * time.Millisecond
+	idleAfter        = 40
+)
+
+// pollAfter is the next poll's wait after quiet empty polls in a row.
+func pollAfter(quiet int) time.Duration {
+	if quiet >= idleAfter {
+		return idlePollInterval
+	}
+	return pollInterval
+}
+
 // recordSource is where ring records come from: a *ringbuf.Reader while
 // recording, a list of synthetic records in tests.
 type recordSource interface {
@@ -86,14 +103,17 @@ func (h *handler) run(src recordSource) {
 	// failure storm keeps the ring busy (a deadline pushed forward on
 	// every record would never expire then).
 	src.SetDeadline(time.Now().Add(pollInterval))
+	quiet := 0 // polls in a row that found nothing
 	for {
 		err := src.ReadInto(&rec)
 		switch {
 		case err == nil:
 			h.handle(rec.RawSample)
+			quiet = -1
 		case errors.Is(err, os.ErrDeadlineExceeded):
 			h.publish()
-			src.SetDeadline(time.Now().Add(pollInterval))
+			quiet++
+			src.SetDeadline(time.Now().Add(pollAfter(quiet)))
 		default:
 			// ringbuf.ErrFlushed: everything submitted before the flush
 			// has been read and the probes are detached, so nothing more

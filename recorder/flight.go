@@ -214,7 +214,7 @@ func (s *Session) createFlight(names []string) error {
 		d.Release()
 		return err
 	}
-	s.wr.w, s.wr.seg = w, g
+	s.wr.w, s.wr.seg, s.wr.quietCommits = w, g, true
 	s.onRelease(s.wr.close)
 	return nil
 }

@@ -212,7 +212,7 @@ func (s *Session) shutdown() (store.Stats, store.DelayStats, store.DelayStats) {
 		close(s.writerCh)
 		<-s.writerDone
 	} else {
-		s.wr.flush()
+		s.wr.flush(true)
 	}
 	return stats, delays, holds
 }

@@ -43,6 +43,11 @@ type writer struct {
 	failed     chan struct{} // closed at the first write error
 	err        error         // set before failed is closed
 	countersAt int64
+	// quietCommits: while no call is queued, commit at most once a
+	// countersEvery (flight mode: a recorder left running while nothing
+	// calls CUDA would otherwise commit every NVML round).
+	quietCommits bool
+	committedAt  int64
 }
 
 // run commits until stop is closed, then once more.
@@ -52,17 +57,25 @@ func (w *writer) run(stop <-chan struct{}) {
 	for {
 		select {
 		case <-t.C:
-			w.flush()
+			w.flush(false)
 		case <-stop:
-			w.flush()
+			w.flush(true)
 			return
 		}
 	}
 }
 
-func (w *writer) flush() {
+// flush commits what is queued; final is the last flush, which commits
+// whatever is queued.
+func (w *writer) flush(final bool) {
 	t := now()
-	last := w.err == nil && w.seg != nil && w.seg.due(t, w.q)
+	if w.quietCommits && !final && t-w.committedAt < int64(countersEvery) {
+		if events, _ := w.q.pendingLen(); events == 0 {
+			return // samples and process records wait for the next second
+		}
+	}
+	w.committedAt = t
+	last := !final && w.err == nil && w.seg != nil && w.seg.due(t, w.q)
 	var counters *bpf.Stats
 	if last || t-w.countersAt >= int64(countersEvery) {
 		w.countersAt = t
