@@ -467,6 +467,16 @@ func (fr *flightRun) checkEnd(f1, f2 []int64, keep time.Duration) {
 	}
 	t.Logf("%d segments on disk, %d dropped ranges, %d events read of %d recorded, %d processes",
 		len(x.Segments), len(x.Dropped), fl.EventsRead, fl.EventsRecorded, len(rep.Processes))
+	// The other readers take the directory as one recording too.
+	for _, args := range [][]string{{"report", fr.dir, "-o", "flight.html"}, {"export", fr.dir, "-o", "flight.pftrace"}} {
+		cmd := exec.Command(binPath, args...)
+		cmd.Dir = fr.work
+		out, err := cmd.CombinedOutput()
+		st, serr := os.Stat(filepath.Join(fr.work, args[len(args)-1]))
+		if err != nil || serr != nil || st.Size() == 0 {
+			t.Errorf("forensic %s: %v: %s", strings.Join(args, " "), err, out)
+		}
+	}
 }
 
 // checkContainer: the private libcuda in the container's mount namespace
