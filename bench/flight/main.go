@@ -139,7 +139,7 @@ func write(runs []*run, d time.Duration) {
 	fmt.Printf("|---|---:|---:|---:|---:|---:|---:|---:|\n")
 	for _, r := range runs {
 		perEvent := "-"
-		if r.events > 0 {
+		if r.rate > 0 && r.events > 0 {
 			perEvent = fmt.Sprintf("%.1f B", float64(r.bytes)/float64(r.events))
 		}
 		achieved := "0"
@@ -151,12 +151,13 @@ func write(runs []*run, d time.Duration) {
 	}
 	fmt.Println()
 	idle := runs[0]
-	fmt.Printf("Idle, the recorder takes %.2f%% of a CPU: NVML's 10 sample rounds a second and the writer's 10 flushes,\n", 100*idle.cpuShare())
-	fmt.Printf("each a commit only when something was queued (the loss counters once a second). Under load the cost is\n")
-	fmt.Printf("the reader's decoding and the writer's commits, per call. `--max-size` bounds the disk whatever the rate:\n")
-	fmt.Printf("at the highest rate here an hour is %s, so the default 1 GiB keeps about %.0f minutes of routine history\n",
+	fmt.Printf("Idle, the recorder takes %.2f%% of a CPU (its start-up included): NVML's 10 sample rounds a second, a\n", 100*idle.cpuShare())
+	fmt.Printf("commit of them once a second (while no call is queued), the reader's poll every 250 ms. Idle disk is those\n")
+	fmt.Printf("samples; thinning halves their rate after each %s rounds kept (an hour at 100 ms), so it falls over days.\n", benchutil.Thousands(36000))
+	fmt.Printf("Under load the cost is the reader's decoding and the writer's commits, per call. `--max-size` bounds the\n")
+	fmt.Printf("disk whatever the rate: at the highest rate here an hour is %s, so the default 1 GiB keeps about %.0f\n",
 		benchutil.MiB(uint64(runs[len(runs)-1].perHour())), 60*float64(1<<30)/runs[len(runs)-1].perHour())
-	fmt.Printf("(less the windows kept around failures).\n\n")
+	fmt.Printf("minutes of routine history (less the windows kept around failures).\n\n")
 	benchutil.Summary("6", fmt.Sprintf("idle flight recorder ≤ %.0f%% of a CPU", 100*idleCPUTarget),
 		fmt.Sprintf("%.2f%% over %v", 100*idle.cpuShare(), idle.usage.Wall.Round(time.Second)), idle.cpuShare() <= idleCPUTarget)
 }
