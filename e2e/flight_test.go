@@ -396,6 +396,12 @@ func (fr *flightRun) checkMetrics() {
 // read from the snapshot.
 func (fr *flightRun) checkSnapshotCopy(f1 []int64) {
 	t := fr.t
+	// SIGUSR1 takes one too (systemctl reload).
+	fr.cmd.Process.Signal(syscall.SIGUSR1)
+	fr.pollUntil(10*time.Second, "the snapshot SIGUSR1 asked for", func() bool {
+		snaps, _ := flight.Snapshots(fr.dir)
+		return len(snaps) == 1 && strings.Contains(fr.log.String(), "snapshot of the live segment: "+snaps[0].Path)
+	})
 	out, err := exec.Command(binPath, "snapshot", fr.dir).CombinedOutput()
 	path, ok := strings.CutPrefix(strings.TrimSpace(string(out)), "wrote ")
 	if err != nil || !ok || !exists(path) {
@@ -533,4 +539,50 @@ func (fr *flightRun) checkBounded(maxSize int64) {
 		t.Errorf("the recorder's memory grew from %d KiB to %d KiB (readings %v)", early, late, fr.rss)
 	}
 	t.Logf("disk at most %d bytes of %d over %d polls; memory %d KiB early, %d KiB late", fr.diskMax, maxSize, fr.polls, early, late)
+}
+
+// A restarted recorder refuses a directory that holds a recording, saying
+// how to keep it; with --keep-previous the recording found is moved to
+// DIR/previous, whole, and a new one starts.
+func TestFlightRestart(t *testing.T) {
+	w := newWorld(t)
+	dir := filepath.Join(w.dir, "flight")
+	record := func(flags ...string) (int, string) {
+		args := append([]string{"record", "--flight", "-o", dir, "--libcuda", simCUDA, "--libnvidia-ml", simNVML}, flags...)
+		cmd := exec.Command(binPath, append(args, "--", simwork, "init; use 0; alloc 1M; free")...)
+		cmd.Env = w.environ()
+		out, err := cmd.CombinedOutput()
+		var ee *exec.ExitError
+		if errors.As(err, &ee) {
+			return ee.ExitCode(), string(out)
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+		return 0, string(out)
+	}
+	if code, out := record(); code != 0 {
+		t.Fatalf("first recording: exit %d: %s", code, out)
+	}
+	first, err := flight.ReadIndex(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if code, out := record(); code != 1 || !strings.Contains(out, "holds a flight recording already") || !strings.Contains(out, "--keep-previous") {
+		t.Errorf("second recording without --keep-previous: exit %d: %s", code, out)
+	}
+	if code, out := record("--keep-previous"); code != 0 {
+		t.Fatalf("with --keep-previous: exit %d: %s", code, out)
+	}
+	prev, err := flight.ReadIndex(filepath.Join(dir, flight.PreviousDir))
+	now, err2 := flight.ReadIndex(dir)
+	if err != nil || err2 != nil || prev.ID != first.ID || now.ID == first.ID {
+		t.Fatalf("previous %v (%v), now %v (%v): want the first recording kept whole and a new one", prev, err, now, err2)
+	}
+	for _, d := range []string{filepath.Join(dir, flight.PreviousDir), dir} {
+		rep, _ := analyzeDir(t, d)
+		if rep.Run.Ended != "clean" || rep.Run.Events != 6 {
+			t.Errorf("%s: ended %q with %d events, want a clean recording of the six calls (init, use, alloc, free)", d, rep.Run.Ended, rep.Run.Events)
+		}
+	}
 }
