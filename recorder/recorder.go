@@ -15,6 +15,14 @@
 // the sampler NVML, the writer the bbolt file. They meet in one queue (the
 // pending batch and the counters) that the writer commits every
 // FlushInterval.
+//
+// In flight mode (Config.Flight) the writer keeps the recording as
+// segments in a directory (package flight), closing one and starting the
+// next by size and age, each standing alone (segment.go, flight.go); the
+// event reader forgets exited processes, a sweeper takes the probes off
+// libcuda files no process maps any more (sweep.go), and the control
+// socket also serves snapshots and copies of the live segment
+// (snapshot.go). Config.MetricsAddr serves package metrics (metrics.go).
 package recorder
 
 import (
