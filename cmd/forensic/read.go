@@ -194,6 +194,11 @@ func (c *cli) exportParquet(ctx context.Context, args []string, dir string, forc
 	if err != nil {
 		return err
 	}
+	for _, p := range paths {
+		if store.IsFlightDir(p) {
+			return fmt.Errorf("%s: a flight recording is not exported to Parquet (its segments share one run id); export a snapshot or a run.db", p)
+		}
+	}
 	if err := parquetexport.Write(ctx, dir, paths, parquetexport.Options{Overwrite: force, Version: recorder.Version}); err != nil {
 		return err
 	}
