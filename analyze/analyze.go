@@ -38,6 +38,9 @@ type Options struct {
 	Observer report.Observer
 	// NoTimeline skips building the timeline (the HTML report's pictures).
 	NoTimeline bool
+	// Open, when set, opens each recording AnalyzeMany reads (a run.db,
+	// or a flight recording's directory); default store.Open.
+	Open func(path string) (Source, func() error, error)
 }
 
 // failed is one failed call the analysis keeps, with its own copy of the

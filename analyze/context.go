@@ -163,6 +163,9 @@ func (s *state) processes() {
 		if pi.Args == nil {
 			pi.Args = []string{}
 		}
+		if p.Pod != nil {
+			pi.Pod = &report.Pod{UID: p.Pod.UID, Namespace: p.Pod.Namespace, Name: p.Pod.Name}
+		}
 		for _, d := range p.Devices {
 			dm := report.DeviceMap{Ordinal: d.Ordinal, UUID: d.UUID, Method: d.Method, Why: d.Why}
 			if d.GPU >= 0 {

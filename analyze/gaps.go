@@ -26,7 +26,10 @@ func (s *state) generalGaps() []report.Missing {
 		}
 		add(what, "load the NVIDIA kernel driver, or point --libnvidia-ml at the driver's libnvidia-ml.so.1")
 	}
+	out = append(out, s.flightGoesOn()...)
 	switch {
+	case s.stop == nil && s.rep.Run.Ended == "recording":
+		// A flight recording read while it is written: said above.
 	case s.stop == nil:
 		add(fmt.Sprintf("the recorder did not stop cleanly (killed, crashed or out of disk before its stop record); the record ends at %s", s.rel(s.rep.Run.EndNS)),
 			"stop the recorder with SIGINT or SIGTERM, on a filesystem with room")
@@ -102,10 +105,11 @@ func (s *state) hiding(t int64) []report.Missing {
 	out = append(out, s.untraced(t)...)
 	out = append(out, s.segmentGaps(t)...)
 	if t == 0 {
-		if s.stop == nil {
+		if s.stop == nil && s.rep.Run.Ended != "recording" {
 			add("the recording ended abruptly", "stop the recorder with SIGINT or SIGTERM")
 		}
 	}
+	out = append(out, s.flightUnaccounted()...)
 	return out
 }
 
@@ -283,7 +287,14 @@ func (s *state) segmentGaps(t int64) []report.Missing {
 		if g.Reason == store.GapWindowCut {
 			what += ", cutting into the window kept around a failure"
 		}
-		out = append(out, report.Missing{Decisive: true, What: what,
+		// The recorder counted the failed calls of what it deleted: a
+		// stretch with none cannot hide a failure, only the calls that
+		// led up to one.
+		decisive := g.Failures > 0
+		if !decisive {
+			what += "; none of its calls failed, but what they allocated and released is not in the record"
+		}
+		out = append(out, report.Missing{Decisive: decisive, What: what,
 			Fix: "give flight mode a larger --max-size, or take a snapshot (forensic snapshot) when an alert fires"})
 	}
 	for _, sk := range seg.Skipped() {

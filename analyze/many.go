@@ -39,11 +39,21 @@ func AnalyzeMany(paths []string, opts Options) (*report.Report, error) {
 
 // analyzeFile analyzes one run; errors name the file (store.Open's do).
 func analyzeFile(path string, opts Options) (*report.Report, error) {
-	r, err := store.Open(path)
+	open := opts.Open
+	if open == nil {
+		open = func(path string) (Source, func() error, error) {
+			r, err := store.Open(path)
+			if err != nil {
+				return nil, nil, err
+			}
+			return r, r.Close, nil
+		}
+	}
+	r, closeRun, err := open(path)
 	if err != nil {
 		return nil, err
 	}
-	defer r.Close()
+	defer closeRun()
 	rep, err := Analyze(r, opts)
 	if err != nil {
 		return nil, fmt.Errorf("%s: %w", path, err)

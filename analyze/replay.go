@@ -152,11 +152,15 @@ func (s *state) fillCounts() {
 		}
 	}
 	sort.Slice(s.rep.Calls, func(i, j int) bool { return s.rep.Calls[i].Symbol < s.rep.Calls[j].Symbol })
-	if s.stop == nil {
+	if _, segs := s.r.(segmented); s.stop == nil || segs {
+		// A flight recording's stop record counts the events of deleted
+		// segments too: its events are those read (flightRead compares).
+		s.rep.Run.Events = 0
 		for _, c := range p.counts {
 			s.rep.Run.Events += c.Calls
 		}
 	}
+	s.flightRead()
 }
 
 // firstEnd is the first failure's return time, or -1.

@@ -281,6 +281,16 @@ func (o *Objects) MarkAttached(dev uint32, ino uint64) error {
 	return o.objs.AttachedFiles.Put(forensicFxFile{Dev: uint64(dev), Ino: ino}, uint32(1))
 }
 
+// UnmarkAttached undoes MarkAttached: the map hook holds the next process
+// that maps the file again (its probes were taken off).
+func (o *Objects) UnmarkAttached(dev uint32, ino uint64) error {
+	err := o.objs.AttachedFiles.Delete(forensicFxFile{Dev: uint64(dev), Ino: ino})
+	if errors.Is(err, ebpf.ErrKeyNotExist) {
+		return nil
+	}
+	return err
+}
+
 // Attach puts the return and entry probes on symbols ids of the ELF file
 // at path, at the given file offsets (one per id). Return probes go first:
 // a call entered between the two attachments is then counted as an

@@ -64,7 +64,7 @@ func TestSystemdUnit(t *testing.T) {
 		!slices.Contains(exec, "--flight") {
 		t.Fatalf("ExecStart %v: want forensic record --all --flight", exec)
 	}
-	checkFlags(t, unitFile, exec[2:], recordHelp(t))
+	checkFlags(t, unitFile, exec[2:])
 	if out := flagValue(exec, "-o"); !strings.HasPrefix(out, stateDir+"/") {
 		t.Errorf("-o %q outside the state directory", out)
 	}

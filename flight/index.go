@@ -13,8 +13,9 @@ import (
 
 // Names in a flight recording's directory.
 const (
-	// IndexFile is the index's name in the directory.
-	IndexFile = "index.json"
+	// IndexFile is the index's name in the directory (store.Expand takes
+	// a directory holding it for one recording).
+	IndexFile = store.FlightIndex
 	// SegmentDir holds the segments, NNNNNNNN.db by sequence number.
 	SegmentDir = "segments"
 	// IndexFormat is the index's "format" value.

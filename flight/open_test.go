@@ -5,6 +5,7 @@ import (
 	"os"
 	"path/filepath"
 	"testing"
+	"time"
 
 	bolt "go.etcd.io/bbolt"
 
@@ -84,6 +85,7 @@ func TestOpenLiveRecording(t *testing.T) {
 		t.Errorf("Stop = %+v %v, want none while the last segment is live", st, err)
 	}
 	set.Close()
+	checkLiveCopies(t, dir, paths)
 
 	db.Close()
 	if err := d.Close(progress); err != nil {
@@ -100,6 +102,57 @@ func TestOpenLiveRecording(t *testing.T) {
 	}
 	if set.Path() != dir || !IsRecording(dir) || IsRecording(filepath.Join(dir, SegmentDir)) {
 		t.Errorf("Path %q, IsRecording wrong", set.Path())
+	}
+}
+
+// checkLiveCopies reads the recording while its live segment is held:
+// from a copy given (the recorder's), else from its newest snapshot, also
+// when the segment is missing (a copy of the directory that lacks it).
+func checkLiveCopies(t *testing.T, dir string, paths []string) {
+	t.Helper()
+	live := paths[3]
+	copyOf := func(name string) string {
+		data, err := os.ReadFile(live)
+		if err != nil {
+			t.Fatal(err)
+		}
+		p := filepath.Join(dir, name)
+		os.MkdirAll(filepath.Dir(p), 0o700)
+		if err := os.WriteFile(p, data, 0o600); err != nil {
+			t.Fatal(err)
+		}
+		return p
+	}
+	given := copyOf("given.db")
+	want := countEvents(t, paths[1:3]...) + countEvents(t, given)
+	set, err := OpenWith(dir, OpenOptions{Live: &store.LiveCopy{Copy: given, From: store.LiveFromRecorder}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if lc := set.Live(); lc == nil || lc.Copy != given || lc.Segment != live || len(set.Skipped()) != 0 {
+		t.Errorf("live %+v, skipped %v: want the copy given read in the segment's place", lc, set.Skipped())
+	}
+	checkEvents(t, set, want)
+	set.Close()
+
+	old := copyOf(SnapshotName(4, time.Unix(100, 0)))
+	newest := copyOf(SnapshotName(4, time.Unix(200, 0)))
+	copyOf(SnapshotName(3, time.Unix(300, 0))) // of another segment
+	os.WriteFile(old, []byte("an older, torn snapshot"), 0o600)
+	set, err = Open(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if lc := set.Live(); lc == nil || lc.Copy != newest || lc.From != store.LiveFromSnapshot || !lc.Taken.Equal(time.Unix(200, 0)) {
+		t.Errorf("live %+v: want the newest snapshot of segment 4", lc)
+	}
+	checkEvents(t, set, want)
+	set.Close()
+	if err := PruneSnapshots(dir, 1); err != nil {
+		t.Fatal(err)
+	}
+	if snaps, _ := Snapshots(dir); len(snaps) != 1 || snaps[0].Seq != 3 {
+		t.Errorf("after pruning to one: %+v, want the newest", snaps)
 	}
 }
 

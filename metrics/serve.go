@@ -24,7 +24,7 @@ type ServeOptions struct {
 // its context ends.
 const shutdownWait = 2 * time.Second
 
-// ListenAndServe listens on addr (--metrics-addr, e.g. ":9400") and serves
+// ListenAndServe listens on addr (--metrics-addr, e.g. ":9401") and serves
 // until ctx ends (see Serve).
 func (m *Metrics) ListenAndServe(ctx context.Context, addr string, opts ServeOptions) error {
 	ln, err := net.Listen("tcp", addr)

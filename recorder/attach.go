@@ -2,6 +2,7 @@ package recorder
 
 import (
 	"fmt"
+	"slices"
 	"sort"
 	"sync"
 	"time"
@@ -17,23 +18,33 @@ import (
 type probeTarget interface {
 	Attach(path string, ids []int, offsets []uint64) ([]link.Link, error)
 	MarkAttached(dev uint32, ino uint64) error
+	UnmarkAttached(dev uint32, ino uint64) error
 }
 
 // attacher puts the probes on libcuda files, once per file, and takes them
-// all off at the stop. The session attaches at start-up, the holder while
+// all off at the stop (in flight mode, also those of files no process maps
+// any more: sweep.go). The session attaches at start-up, the holder while
 // recording, and the stop detaches: mu guards the links and the table.
 type attacher struct {
 	objs probeTarget
 	// hooked: the map hook is in, so files must be marked attached in it.
 	hooked bool
 	mu     sync.Mutex
-	links  []link.Link
-	byFile map[[2]uint64]*store.Library // by the recorder's (dev, inode)
-	done   bool                         // detached: attach nothing more
+	byFile map[[2]uint64]*attachedFile // by the recorder's (dev, inode)
+	done   bool                        // detached: attach nothing more
+}
+
+// attachedFile is one libcuda file the attacher dealt with: its record,
+// its probes' links, and the file as the kernel's mappings name it (zero
+// for a --libcuda file).
+type attachedFile struct {
+	lib   store.Library
+	links []link.Link
+	keys  []fileKey // every name the map hook was given for it
 }
 
 func newAttacher(objs probeTarget) *attacher {
-	return &attacher{objs: objs, byFile: map[[2]uint64]*store.Library{}}
+	return &attacher{objs: objs, byFile: map[[2]uint64]*attachedFile{}}
 }
 
 // attach puts the probes on every hooked symbol a file exports, unless
@@ -50,21 +61,27 @@ func (a *attacher) attach(lf LibFile) (store.Library, bool) {
 		a.objs.MarkAttached(lf.Key.Dev, lf.Key.Ino)
 	}
 	k := [2]uint64{lf.Dev, lf.Ino}
-	if lib, ok := a.byFile[k]; ok {
-		return *lib, false
+	if af, ok := a.byFile[k]; ok {
+		if lf.Key != (fileKey{}) && !slices.Contains(af.keys, lf.Key) {
+			af.keys = append(af.keys, lf.Key)
+		}
+		return af.lib, false
 	}
 	lib := store.Library{Path: lf.Path, HostPath: lf.HostPath, BuildID: lf.BuildID, Device: lf.Dev, Inode: lf.Ino, Time: now()}
 	if a.done {
 		lib.Error = "recording stopped while attaching"
 		return lib, false
 	}
-	a.byFile[k] = &lib
+	af := &attachedFile{}
+	if lf.Key != (fileKey{}) {
+		af.keys = []fileKey{lf.Key}
+	}
+	a.byFile[k] = af
 	links, err := a.probe(&lib, lf.HostPath)
 	if err != nil {
 		lib.Error = err.Error()
-		return lib, true
 	}
-	a.links = append(a.links, links...)
+	af.lib, af.links = lib, links
 	return lib, true
 }
 
@@ -112,8 +129,21 @@ func (a *attacher) symbols() int {
 	a.mu.Lock()
 	defer a.mu.Unlock()
 	n := 0
-	for _, l := range a.byFile {
-		n += len(l.Attached)
+	for _, af := range a.byFile {
+		n += len(af.lib.Attached)
+	}
+	return n
+}
+
+// attachedCount reports how many files the probes are on.
+func (a *attacher) attachedCount() int {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	n := 0
+	for _, af := range a.byFile {
+		if af.lib.Error == "" {
+			n++
+		}
 	}
 	return n
 }
@@ -123,9 +153,9 @@ func (a *attacher) files() []string {
 	a.mu.Lock()
 	defer a.mu.Unlock()
 	var out []string
-	for _, l := range a.byFile {
-		if l.Error == "" {
-			out = append(out, l.Path)
+	for _, af := range a.byFile {
+		if af.lib.Error == "" {
+			out = append(out, af.lib.Path)
 		}
 	}
 	sort.Strings(out)
@@ -135,8 +165,12 @@ func (a *attacher) files() []string {
 // detach removes every probe; nothing is attached afterwards.
 func (a *attacher) detach() {
 	a.mu.Lock()
-	links := a.links
-	a.links, a.done = nil, true
+	var links []link.Link
+	for _, af := range a.byFile {
+		links = append(links, af.links...)
+		af.links = nil
+	}
+	a.done = true
 	a.mu.Unlock()
 	bpf.CloseLinks(links)
 }

@@ -142,13 +142,21 @@ func parseMarkReply(reply string) (Marked, error) {
 // maxRequest bounds a request line (a marker label is short).
 const maxRequest = 4096
 
-// control is what the control socket serves: markers for the recording
-// that started at start (run clock), for the peers allow accepts.
+// control is what the control socket serves, for the peers allow
+// accepts: markers for the recording that started at start (run clock),
+// snapshots of a flight recording's live segment into its directory, and
+// consistent copies of the file being written sent over the connection.
 type control struct {
-	start int64
-	allow func(uid uint32) bool
-	mark  func(label string) (int64, error)
+	start    int64
+	allow    func(uid uint32) bool
+	mark     func(label string) (int64, error)
+	snapshot func() (string, error)
+	live     func(w io.Writer) error
 }
+
+// liveTimeout bounds the sending of a copy of the live segment (at most
+// flight.MaxSegmentBytes).
+const liveTimeout = time.Minute
 
 // serve answers mark requests until the listener is closed.
 func (c control) serve(l net.Listener) {
@@ -178,22 +186,50 @@ func (c control) answer(conn net.Conn) {
 		fmt.Fprintf(conn, "error: %v\n", err)
 		return
 	}
+	req := strings.TrimRight(line, "\n")
 	if !c.allow(uid) {
-		fmt.Fprintf(conn, "error: uid %d may not mark this recording (only root and the user who started it)\n", uid)
+		verb, _, _ := strings.Cut(req, " ")
+		fmt.Fprintf(conn, "error: uid %d may not %s this recording (only root and the user who started it)\n", uid, requestVerb(verb))
 		return
 	}
-	label, ok := strings.CutPrefix(strings.TrimRight(line, "\n"), "mark ")
-	if !ok || label == "" {
+	switch label, isMark := strings.CutPrefix(req, "mark "); {
+	case isMark && label != "":
+		t, err := c.mark(label)
+		if err != nil {
+			fmt.Fprintf(conn, "error: %v\n", err)
+			return
+		}
+		fmt.Fprintf(conn, "ok %d %d\n", t, t-c.start)
+	case req == "snapshot" && c.snapshot != nil:
+		path, err := c.snapshot()
+		if err != nil {
+			fmt.Fprintf(conn, "error: %v\n", oneLineErr(err))
+			return
+		}
+		fmt.Fprintf(conn, "ok %s\n", path)
+	case req == "live" && c.live != nil:
+		conn.SetDeadline(time.Now().Add(liveTimeout))
+		if err := c.live(conn); err != nil {
+			fmt.Fprintf(conn, "error: %v\n", oneLineErr(err))
+		}
+	default:
 		fmt.Fprintln(conn, "error: unknown request")
-		return
 	}
-	t, err := c.mark(label)
-	if err != nil {
-		fmt.Fprintf(conn, "error: %v\n", err)
-		return
-	}
-	fmt.Fprintf(conn, "ok %d %d\n", t, t-c.start)
 }
+
+// requestVerb names what a request would do, for a refusal.
+func requestVerb(req string) string {
+	switch req {
+	case "snapshot":
+		return "snapshot"
+	case "live":
+		return "copy"
+	}
+	return "mark"
+}
+
+// oneLineErr keeps an error's text on one line.
+func oneLineErr(err error) string { return strings.Join(strings.Fields(err.Error()), " ") }
 
 // peerUID is the uid of the process at the other end of a unix socket.
 func peerUID(conn net.Conn) (uint32, error) {

@@ -4,6 +4,7 @@ import (
 	"encoding/hex"
 	"errors"
 	"os"
+	"sync/atomic"
 	"time"
 
 	"github.com/cilium/ebpf/ringbuf"
@@ -17,6 +18,23 @@ import (
 // it: successful calls are submitted without a wake-up, so this bounds how
 // long they wait (the flush interval adds the rest).
 const pollInterval = 25 * time.Millisecond
+
+// idlePollInterval is how often the reader drains the ring once it has
+// found nothing for idleAfter polls in a row: a recorder left running
+// while nothing calls CUDA wakes rarely. A call burst still wakes it (the
+// probes force a wake-up every so many calls) and a failure at once.
+const (
+	idlePollInterval = 250 * time.Millisecond
+	idleAfter        = 40
+)
+
+// pollAfter is the next poll's wait after quiet empty polls in a row.
+func pollAfter(quiet int) time.Duration {
+	if quiet >= idleAfter {
+		return idlePollInterval
+	}
+	return pollInterval
+}
 
 // recordSource is where ring records come from: a *ringbuf.Reader while
 // recording, a list of synthetic records in tests.
@@ -51,6 +69,17 @@ type handler struct {
 	rootPID    uint32
 	rootExited chan struct{} // closed when the root process exits
 	rootDone   bool
+	// evict: forget a process once its exit is published (flight mode,
+	// where processes come and go for days). epoch is the queue's segment
+	// number the processes were last published for. tracked counts the
+	// processes known, for the metrics.
+	evict   bool
+	epoch   uint64
+	tracked atomic.Int64
+	// exited, when set, is told that a process was forgotten (sweep.go).
+	exited *atomic.Bool
+	// failedCall, when set, is told of each failed application call.
+	failedCall func(e *store.Event, sym *cuda.Symbol, gpu int)
 
 	raw  cuda.Raw // scratch: decoding one call
 	call bpf.Call
@@ -74,14 +103,17 @@ func (h *handler) run(src recordSource) {
 	// failure storm keeps the ring busy (a deadline pushed forward on
 	// every record would never expire then).
 	src.SetDeadline(time.Now().Add(pollInterval))
+	quiet := 0 // polls in a row that found nothing
 	for {
 		err := src.ReadInto(&rec)
 		switch {
 		case err == nil:
 			h.handle(rec.RawSample)
+			quiet = -1
 		case errors.Is(err, os.ErrDeadlineExceeded):
 			h.publish()
-			src.SetDeadline(time.Now().Add(pollInterval))
+			quiet++
+			src.SetDeadline(time.Now().Add(pollAfter(quiet)))
 		default:
 			// ringbuf.ErrFlushed: everything submitted before the flush
 			// has been read and the probes are detached, so nothing more
@@ -132,7 +164,12 @@ func (h *handler) onCall(c *bpf.Call) {
 		p.mapsAt = e.End
 	}
 	frames, files := h.stack(&e, p)
-	h.q.addCall(&e, frames, files)
+	if !h.q.addCall(&e, frames, files, false) {
+		// A new segment of a flight recording: its stacks are stored again.
+		clear(h.stacksSeen)
+		frames, files = h.stack(&e, p)
+		h.q.addCall(&e, frames, files, true)
+	}
 	if e.Result != 0 && e.Depth == 0 {
 		h.failed(&e, sym, p)
 	}
@@ -207,8 +244,12 @@ func (h *handler) failed(e *store.Event, sym *cuda.Symbol, p *procState) {
 	if t.Frozen {
 		h.freeze.froze(e.PID, e.End)
 	}
+	gpu := gpuOf(p, e.Dev)
+	if h.failedCall != nil {
+		h.failedCall(e, sym, gpu)
+	}
 	select {
-	case h.trigger <- triggerReq{t, gpuOf(p, e.Dev)}:
+	case h.trigger <- triggerReq{t, gpu}:
 	default:
 		// The sampler is far behind; this failure is served by the
 		// next round like the ones queued before it.
@@ -237,7 +278,7 @@ func (h *handler) process(pid uint32, t int64) *procState {
 	}
 	pi := readProc(h.proc, pid)
 	st := store.Process{PID: pid, PPID: pi.PPID, Start: t, Exe: pi.Exe, Args: pi.Args, Cgroup: pi.Cgroup, Env: pi.Env,
-		AttachedLate: h.late[pid]}
+		Pod: pi.Pod, AttachedLate: h.late[pid]}
 	p := newProcState(st)
 	h.procs[pid] = p
 	return p
@@ -280,6 +321,7 @@ func (h *handler) forked(e *bpf.Proc, ts int64) {
 	if parent := h.procs[e.Ppid]; parent != nil {
 		st.Env = parent.rec.Env
 		st.Exe, st.Args = parent.rec.Exe, parent.rec.Args
+		st.Cgroup, st.Pod = parent.rec.Cgroup, parent.rec.Pod
 	}
 	h.procs[e.Pid] = newProcState(st)
 }
@@ -300,7 +342,7 @@ func (h *handler) executed(e *bpf.Proc, ts int64) {
 		if pi.Exe != "" {
 			p.rec.Exe = pi.Exe
 		}
-		p.rec.Cgroup = pi.Cgroup
+		p.rec.Cgroup, p.rec.Pod = pi.Cgroup, pi.Pod
 		if pi.EnvRead {
 			// exec may change the environment; a process already exiting
 			// keeps the one it inherited.
@@ -322,16 +364,20 @@ func (h *handler) executed(e *bpf.Proc, ts int64) {
 
 // publish queues the records of processes that changed.
 func (h *handler) publish() {
+	h.segmentBegun()
 	var out []store.Process
-	for _, p := range h.procs {
+	for pid, p := range h.procs {
 		if p.dirty {
 			rec := p.rec
 			rec.Devices = append([]store.DeviceMap(nil), p.rec.Devices...)
 			rec.Contexts = append([]store.Context(nil), p.rec.Contexts...)
 			out = append(out, rec)
 			p.dirty = false
+		} else if h.evict && p.rec.Exit != nil {
+			h.forget(pid) // its exit was published by an earlier call
 		}
 	}
+	h.tracked.Store(int64(len(h.procs)))
 	if len(out) > 0 {
 		h.q.addProcesses(out)
 	}

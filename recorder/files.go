@@ -52,6 +52,9 @@ func (x *fileIndex) learn(f store.File) {
 		return
 	}
 	if _, ok := x.known[f.BuildID]; !ok {
+		if len(x.known) >= maxCached {
+			clear(x.known) // see maxCached
+		}
 		x.known[f.BuildID] = f
 	}
 }

@@ -78,3 +78,11 @@ func (f *freezer) resumeAll() {
 		f.resume(pid)
 	}
 }
+
+// forget drops a process that exited (there is nothing to continue); a
+// later process with its pid starts afresh.
+func (f *freezer) forget(pid uint32) {
+	f.mu.Lock()
+	delete(f.frozen, pid)
+	f.mu.Unlock()
+}

@@ -110,6 +110,7 @@ func (h *holder) attachHeld(hd *bpf.Hold) (store.Library, bool, error) {
 	// The hook's own name for the file, which is what it looks up.
 	lf.Key = fileKey{hd.Dev, hd.Ino}
 	lib, isNew := h.att.attach(lf)
+	h.att.addKey(lf.Dev, lf.Ino, line.Key) // as /proc names it, for the sweep
 	h.files.add(store.File{BuildID: lib.BuildID, Path: lib.Path, Open: openPath(lib), Source: "seen"})
 	return lib, isNew, nil
 }

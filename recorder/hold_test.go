@@ -20,6 +20,7 @@ import (
 type probes struct {
 	attached []string
 	marked   []fileKey
+	unmarked []fileKey
 }
 
 func (p *probes) Attach(path string, ids []int, offsets []uint64) ([]link.Link, error) {
@@ -29,6 +30,11 @@ func (p *probes) Attach(path string, ids []int, offsets []uint64) ([]link.Link, 
 
 func (p *probes) MarkAttached(dev uint32, ino uint64) error {
 	p.marked = append(p.marked, fileKey{dev, ino})
+	return nil
+}
+
+func (p *probes) UnmarkAttached(dev uint32, ino uint64) error {
+	p.unmarked = append(p.unmarked, fileKey{dev, ino})
 	return nil
 }
 

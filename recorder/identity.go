@@ -401,6 +401,27 @@ func podUIDFromCgroup(cgroup string) string {
 	return strings.ReplaceAll(m[1], "_", "-")
 }
 
+// podOf names the pod of a process whose cgroup path carries a pod UID
+// (nil otherwise): its namespace from the environment (POD_NAMESPACE, the
+// downward API's usual name) or the pod's service account, its name from
+// the environment (POD_NAME) or the container's /etc/hostname, which the
+// kubelet writes with the pod's name (unless the pod sets another host
+// name). root is the process's root directory (/proc/PID/root).
+func podOf(root, cgroup string, env map[string]string) *store.Pod {
+	uid := podUIDFromCgroup(cgroup)
+	if uid == "" {
+		return nil
+	}
+	p := &store.Pod{UID: uid, Namespace: env["POD_NAMESPACE"], Name: env["POD_NAME"]}
+	if p.Namespace == "" {
+		p.Namespace = readTrimmed(podNamespaceFile(root))
+	}
+	if p.Name == "" {
+		p.Name = readTrimmed(filepath.Join(root, "etc/hostname"))
+	}
+	return p
+}
+
 // jobOfProcesses is the --all run's job: the values every recorded
 // process that names a job agrees on, and the distinct ranks seen (one
 // recorder per node often records several ranks).

@@ -356,3 +356,33 @@ func TestAllowlistKeepsJobVariables(t *testing.T) {
 		t.Errorf("filtered %v", env)
 	}
 }
+
+// A process in a pod's cgroup names the pod: its namespace and name from
+// its environment, else from the pod's own files as the kubelet writes
+// them; a process in no pod names none.
+func TestPodOf(t *testing.T) {
+	root := t.TempDir()
+	os.MkdirAll(filepath.Join(root, "var/run/secrets/kubernetes.io/serviceaccount"), 0o755)
+	os.MkdirAll(filepath.Join(root, "etc"), 0o755)
+	os.WriteFile(filepath.Join(root, "var/run/secrets/kubernetes.io/serviceaccount/namespace"), []byte("training\n"), 0o644)
+	os.WriteFile(filepath.Join(root, "etc/hostname"), []byte("llama-7b-worker-0\n"), 0o644)
+	const cg = "/kubepods.slice/kubepods-burstable.slice/kubepods-burstable-pod0f1e2d3c_4b5a_6978_8a9b_0c1d2e3f4a5b.slice/cri-containerd-abc.scope"
+	const uid = "0f1e2d3c-4b5a-6978-8a9b-0c1d2e3f4a5b"
+	tests := []struct {
+		name   string
+		root   string
+		cgroup string
+		env    map[string]string
+		want   *store.Pod
+	}{
+		{"files", root, cg, nil, &store.Pod{UID: uid, Namespace: "training", Name: "llama-7b-worker-0"}},
+		{"environment first", root, cg, map[string]string{"POD_NAME": "p", "POD_NAMESPACE": "ns"}, &store.Pod{UID: uid, Namespace: "ns", Name: "p"}},
+		{"files unreadable", filepath.Join(root, "gone"), cg, nil, &store.Pod{UID: uid}},
+		{"not in a pod", root, "/user.slice/user-0.slice/session-1.scope", nil, nil},
+	}
+	for _, tt := range tests {
+		if got := podOf(tt.root, tt.cgroup, tt.env); !reflect.DeepEqual(got, tt.want) {
+			t.Errorf("%s: podOf = %+v, want %+v", tt.name, got, tt.want)
+		}
+	}
+}

@@ -28,12 +28,15 @@ func (s *Session) Start() error {
 	go func() { defer close(s.smpDone); s.smp.run(s.samplerCh) }()
 	s.holdsDone = make(chan struct{})
 	go func() { defer close(s.holdsDone); s.hl.run(s.holdRing) }()
+	s.startSweeper()
 	if s.kmsg != nil {
 		go readKmsg(s.kmsg, s.kmsgOffset, s.q.addKmsg)
 	}
 	if s.ctl != nil {
-		go control{start: s.run.ClockStart, allow: s.cfg.Invoker.MayControl, mark: s.mark}.serve(s.ctl)
+		go control{start: s.run.ClockStart, allow: s.cfg.Invoker.MayControl, mark: s.mark,
+			snapshot: s.snapshot, live: s.sendLive}.serve(s.ctl)
 	}
+	s.serveMetrics()
 	if s.cfg.Ready != nil {
 		s.cfg.Ready()
 	}
@@ -124,6 +127,8 @@ func (s *Session) Wait(ctx context.Context) {
 			s.reason = "cancelled"
 		case s.sig = <-s.cfg.Signals:
 			s.reason = "signal"
+		case <-s.cfg.Snapshots:
+			s.snapshotOnSignal()
 		case <-failed:
 			// The writer said so; stop costing the workload anything.
 			s.att.detach()
@@ -149,7 +154,7 @@ func (s *Session) Stop() (*Result, error) {
 	}
 	stats, delays, holds := s.shutdown()
 	info := s.stopInfo(stats, delays, holds)
-	if err := s.w.Stop(info); err != nil {
+	if err := s.wr.stop(info); err != nil {
 		if s.wr.err != nil {
 			fmt.Fprintf(s.cfg.Log, "forensic: %s: the stop record could not be written either; the run reads as ended abruptly\n", s.cfg.Output)
 		} else {
@@ -166,6 +171,7 @@ func (s *Session) Stop() (*Result, error) {
 
 // shutdown stops every goroutine in order and returns the final counters.
 func (s *Session) shutdown() (store.Stats, store.DelayStats, store.DelayStats) {
+	s.stopSweeper()
 	if s.hook != nil {
 		s.hook.Close()
 	}
@@ -206,7 +212,7 @@ func (s *Session) shutdown() (store.Stats, store.DelayStats, store.DelayStats) {
 		close(s.writerCh)
 		<-s.writerDone
 	} else {
-		s.wr.flush()
+		s.wr.flush(true)
 	}
 	return stats, delays, holds
 }

@@ -60,6 +60,7 @@ type procInfo struct {
 	Args     []string
 	Cgroup   string
 	Env      map[string]string
+	Pod      *store.Pod // the Kubernetes pod its cgroup names, if any
 	Readable bool
 	// EnvRead says environ had content: a process that is exiting (its
 	// memory gone) reads as empty, which is not an empty environment.
@@ -93,6 +94,7 @@ func readProc(procRoot string, pid uint32) procInfo {
 		pi.Env = FilterEnv(strings.Split(string(b), "\x00"))
 		pi.EnvRead = true
 	}
+	pi.Pod = podOf(filepath.Join(dir, "root"), pi.Cgroup, pi.Env)
 	return pi
 }
 
@@ -122,11 +124,19 @@ func (c *buildIDCache) get(path string) string {
 	if !seen {
 		id = elfnote.BuildID(path)
 		c.mu.Lock()
+		if len(c.ids) >= maxCached {
+			clear(c.ids) // files of containers long gone; read again when seen
+		}
 		c.ids[k] = id
 		c.mu.Unlock()
 	}
 	return id
 }
+
+// maxCached bounds the recorder's caches of files (build ids, files seen
+// mapped): a recorder that runs for days sees containers come and go, each
+// with files of its own (new inodes).
+const maxCached = 16384
 
 // readMappings lists the executable file mappings of a process, for
 // symbolizing its stacks later (paths through /proc/PID/root, build ids).

@@ -24,16 +24,19 @@ type queue struct {
 	pending store.Batch
 	spare   store.Batch
 	stats   store.Stats
-	delays  []int64 // failure-to-sample delays
-	holds   []int64 // how long each process was held at a libcuda mapping
-	closed  bool    // the writer gave up: nobody waits for room any more
+	delays  delaySample // failure-to-sample delays
+	holds   delaySample // how long each process was held at a libcuda mapping
+	closed  bool        // the writer gave up: nobody waits for room any more
+	// seg is what a segment of a flight recording must hold again (see
+	// segment.go); in an ordinary recording there is one segment.
+	seg segmentState
 	// untracked counts processes the recorder itself could not put in the
 	// probes' table (a failed Track); the probes count their own.
 	untracked uint64
 }
 
 func newQueue() *queue {
-	q := &queue{}
+	q := &queue{seg: newSegmentState()}
 	q.room = sync.NewCond(&q.mu)
 	q.pending.Stacks = map[int32][]store.Frame{}
 	return q
@@ -41,19 +44,28 @@ func newQueue() *queue {
 
 // addCall queues a call event with the frames of its stack (when first
 // seen) and the files those frames resolve to. It waits while maxPending
-// events are queued, unless the writer gave up.
-func (q *queue) addCall(e *store.Event, frames []store.Frame, files []store.File) {
+// events are queued, unless the writer gave up. It refuses (false) an
+// event without frames whose stack was stored in an earlier segment of a
+// flight recording but not in the one being written: the caller reads the
+// stack again and calls once more with force (nil frames then: the stack
+// could not be read again).
+func (q *queue) addCall(e *store.Event, frames []store.Frame, files []store.File, force bool) bool {
 	q.mu.Lock()
 	defer q.mu.Unlock()
+	if frames == nil && !force && e.Stack >= 0 && q.seg.needsStack(e.Stack) {
+		return false
+	}
 	for len(q.pending.Events) >= maxPending && !q.closed {
 		q.room.Wait()
 	}
 	q.pending.Events = append(q.pending.Events, *e)
 	q.stats.Events++
+	q.pending.Files = append(q.pending.Files, q.seg.files(files, frames)...)
 	if frames != nil {
 		q.pending.Stacks[e.Stack] = frames
+		q.seg.storedStack(e.Stack)
 	}
-	q.pending.Files = append(q.pending.Files, files...)
+	return true
 }
 
 // decodeError counts a ring record that could not be decoded.
@@ -81,7 +93,9 @@ func (q *queue) thinned(n int) {
 // addDelays records failure-to-sample delays.
 func (q *queue) addDelays(d ...int64) {
 	q.mu.Lock()
-	q.delays = append(q.delays, d...)
+	for _, v := range d {
+		q.delays.add(v)
+	}
 	q.mu.Unlock()
 }
 
@@ -100,17 +114,19 @@ func (q *queue) addMarker(m store.Marker) {
 	q.mu.Unlock()
 }
 
-// addLibrary queues a library record.
+// addLibrary queues a library record; every segment begins with the
+// records of the libraries attached.
 func (q *queue) addLibrary(l store.Library) {
 	q.mu.Lock()
 	q.pending.Libraries = append(q.pending.Libraries, l)
+	q.seg.libraries = append(q.seg.libraries, l)
 	q.mu.Unlock()
 }
 
 // addHold records how long a process was held at a libcuda mapping.
 func (q *queue) addHold(d int64) {
 	q.mu.Lock()
-	q.holds = append(q.holds, d)
+	q.holds.add(d)
 	q.mu.Unlock()
 }
 
@@ -121,10 +137,12 @@ func (q *queue) addProcesses(ps []store.Process) {
 	q.mu.Unlock()
 }
 
-// setInventory queues the platform inventory.
+// setInventory queues the platform inventory; every segment begins with
+// it.
 func (q *queue) setInventory(inv *store.Inventory) {
 	q.mu.Lock()
 	q.pending.Inventory = inv
+	q.seg.inventory = inv
 	q.mu.Unlock()
 }
 
@@ -135,6 +153,11 @@ func (q *queue) setInventory(inv *store.Inventory) {
 func (q *queue) take(counters *bpf.Stats, t int64) store.Batch {
 	q.mu.Lock()
 	defer q.mu.Unlock()
+	return q.takeLocked(counters, t)
+}
+
+// takeLocked is take with mu held.
+func (q *queue) takeLocked(counters *bpf.Stats, t int64) store.Batch {
 	if counters != nil {
 		q.foldCounters(counters)
 		q.pending.Drops = append(q.pending.Drops, store.Drops{Time: t, Stats: q.stats})
@@ -189,13 +212,48 @@ func (q *queue) final(counters *bpf.Stats, t int64) (store.Stats, store.DelaySta
 		q.foldCounters(counters)
 		q.pending.Drops = append(q.pending.Drops, store.Drops{Time: t, Stats: q.stats})
 	}
-	return q.stats, delayStats(append([]int64(nil), q.delays...)), delayStats(append([]int64(nil), q.holds...))
+	return q.stats, q.delays.stats(), q.holds.stats()
 }
 
-func delayStats(d []int64) store.DelayStats {
-	if len(d) == 0 {
+// maxDelaySample bounds the delays kept for the median: a recorder that
+// runs for days sees failures and holds without end.
+const maxDelaySample = 4096
+
+// delaySample summarizes delays in bounded memory: the count and the
+// maximum exactly, the median from a uniform sample of at most
+// maxDelaySample of them (exact below that).
+type delaySample struct {
+	n    int
+	max  int64
+	keep []int64
+	rng  uint64 // xorshift state, for choosing which delays stay
+}
+
+func (d *delaySample) add(v int64) {
+	d.n++
+	d.max = max(d.max, v)
+	if len(d.keep) < maxDelaySample {
+		d.keep = append(d.keep, v)
+		return
+	}
+	// Reservoir sampling: the n-th delay replaces a kept one with
+	// probability maxDelaySample/n.
+	if d.rng == 0 {
+		d.rng = 0x9e3779b97f4a7c15
+	}
+	d.rng ^= d.rng << 13
+	d.rng ^= d.rng >> 7
+	d.rng ^= d.rng << 17
+	if i := d.rng % uint64(d.n); i < maxDelaySample {
+		d.keep[i] = v
+	}
+}
+
+func (d *delaySample) stats() store.DelayStats {
+	if d.n == 0 {
 		return store.DelayStats{}
 	}
-	sort.Slice(d, func(i, j int) bool { return d[i] < d[j] })
-	return store.DelayStats{Count: len(d), Median: d[len(d)/2], Max: d[len(d)-1]}
+	s := append([]int64(nil), d.keep...)
+	sort.Slice(s, func(i, j int) bool { return s[i] < s[j] })
+	return store.DelayStats{Count: d.n, Median: s[len(s)/2], Max: d.max}
 }

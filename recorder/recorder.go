@@ -15,6 +15,14 @@
 // the sampler NVML, the writer the bbolt file. They meet in one queue (the
 // pending batch and the counters) that the writer commits every
 // FlushInterval.
+//
+// In flight mode (Config.Flight) the writer keeps the recording as
+// segments in a directory (package flight), closing one and starting the
+// next by size and age, each standing alone (segment.go, flight.go); the
+// event reader forgets exited processes, a sweeper takes the probes off
+// libcuda files no process maps any more (sweep.go), and the control
+// socket also serves snapshots and copies of the live segment
+// (snapshot.go). Config.MetricsAddr serves package metrics (metrics.go).
 package recorder
 
 import (
@@ -100,6 +108,15 @@ type Config struct {
 	// the libraries already mapped, the map hook in), before the workload
 	// starts.
 	Ready func()
+	// Flight, when set, records in flight mode into the directory Output
+	// (see FlightConfig).
+	Flight *FlightConfig
+	// MetricsAddr, when set, is the address the recorder serves its
+	// metrics on (/metrics and /healthz; package metrics).
+	MetricsAddr string
+	// Snapshots, when set, are requests for a snapshot of the live
+	// segment into the flight recording's snapshots directory (SIGUSR1).
+	Snapshots <-chan os.Signal
 }
 
 // Result is how a recording ended.
@@ -131,6 +148,7 @@ func (c *Config) defaults() error {
 	if c.Output == "" {
 		return errors.New("no output file: give -o run.db")
 	}
+
 	if c.Interval == 0 {
 		c.Interval = 100 * time.Millisecond
 	}

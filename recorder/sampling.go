@@ -28,6 +28,7 @@ type sampling struct {
 	th       thinner
 	round    uint64
 	held     []store.Sample // the latest periodic round not kept
+	epoch    uint64         // the queue's segment of the last round kept
 }
 
 // first takes the run's first round, before the workload starts, so every
@@ -81,7 +82,13 @@ func (s *sampling) run(stop <-chan struct{}) {
 
 func (s *sampling) periodic() {
 	round := s.take(-1, nil, "")
-	if ok, why := s.th.keep(false); ok {
+	ok, why := s.th.keep(false)
+	if ep := s.q.segment(); ep != s.epoch {
+		// A new segment of a flight recording starts with a round of its
+		// own, whatever the thinning, so that it stands alone.
+		s.epoch, ok, why = ep, true, "first"
+	}
+	if ok {
 		for i := range round {
 			round[i].Kept = why
 		}

@@ -7,6 +7,7 @@ import (
 	"net"
 	"os"
 	"os/exec"
+	"sync"
 	"syscall"
 	"time"
 
@@ -16,6 +17,7 @@ import (
 
 	"github.com/retrivium/forensic/bpf"
 	"github.com/retrivium/forensic/cuda"
+	"github.com/retrivium/forensic/metrics"
 	"github.com/retrivium/forensic/recorder/sampler"
 	"github.com/retrivium/forensic/store"
 )
@@ -26,7 +28,6 @@ import (
 type Session struct {
 	cfg  Config
 	run  store.RunInfo
-	w    *store.Writer
 	objs *bpf.Objects
 	// events is the ring of calls and lifecycle records, holdRing the map
 	// hook's; lifeLinks and hook are the tracepoint programs' links.
@@ -45,6 +46,11 @@ type Session struct {
 	wr       *writer   // the writer's, once started
 	triggers chan triggerReq
 
+	snapMu                sync.Mutex // one snapshot at a time
+	sw                    *sweeper   // flight mode with the map hook
+	sweepCh, sweepDone    chan struct{}
+	metrics               *metrics.Metrics
+	metricsLn             net.Listener
 	kmsg                  *os.File
 	kmsgOffset, kmsgError int64
 	ctl                   net.Listener
@@ -87,7 +93,7 @@ func New(cfg Config) (*Session, error) {
 	s := &Session{cfg: cfg, q: newQueue(), fz: newFreezer(cfg.FreezeLimit), ids: newBuildIDCache(),
 		triggers: make(chan triggerReq, 4096), ctx: context.Background()}
 	s.files = newFileIndex(s.ids)
-	for _, step := range []func() error{s.createRun, s.loadProbes, s.openNVML, s.openKmsg, s.listen, s.attachStart} {
+	for _, step := range []func() error{s.createRun, s.loadProbes, s.openNVML, s.openKmsg, s.listen, s.listenMetrics, s.attachStart} {
 		if err := step(); err != nil {
 			s.release()
 			return nil, err
@@ -157,14 +163,18 @@ func (s *Session) createRun() error {
 	for i, sym := range cuda.Symbols {
 		names[i] = sym.Name
 	}
+	s.wr = &writer{q: s.q, every: cfg.FlushInterval, log: cfg.Log, path: cfg.Output, failed: make(chan struct{}),
+		rotated: s.rotatedStop}
+	if cfg.Flight != nil {
+		return s.createFlight(names)
+	}
 	w, err := store.Create(cfg.Output, store.CreateOptions{Force: cfg.Force, Owner: cfg.Invoker.Owner()}, s.run, names)
 	if err != nil {
 		return err
 	}
 	w.Reserve = cfg.DiskReserve
-	s.w = w
-	s.onRelease(func() { w.Close() })
-	s.wr = &writer{w: w, q: s.q, every: cfg.FlushInterval, log: cfg.Log, path: cfg.Output, failed: make(chan struct{})}
+	s.wr.w = w
+	s.onRelease(s.wr.close)
 	return nil
 }
 
@@ -214,6 +224,7 @@ func (s *Session) openNVML() error {
 		th: thinner{budget: s.cfg.SampleBudget}}
 	s.smp.first()
 	s.h = newHandler(s.q, s.objs, gpus, s.triggers, s.fz, s.files, s.ids)
+	s.h.evict = s.cfg.Flight != nil
 	s.hl = &holder{att: s.att, q: s.q, files: s.files, ids: s.ids, proc: "/proc", log: s.cfg.Log, cont: sigcont}
 	return nil
 }

@@ -86,7 +86,7 @@ func (s *Session) trackExisting(pid uint32) []uint32 {
 	pids := append([]uint32{pid}, descendants("/proc", pid)...)
 	for i, p := range pids {
 		pi := readProc("/proc", p)
-		st := store.Process{PID: p, PPID: pi.PPID, Start: now(), Exe: pi.Exe, Args: pi.Args, Cgroup: pi.Cgroup, Env: pi.Env}
+		st := store.Process{PID: p, PPID: pi.PPID, Start: now(), Exe: pi.Exe, Args: pi.Args, Cgroup: pi.Cgroup, Env: pi.Env, Pod: pi.Pod}
 		if i == 0 {
 			s.h.addRoot(st)
 		} else {

@@ -111,7 +111,7 @@ type RunInfo struct {
 	EndNS        int64    `json:"end_ns"`
 	WallStart    string   `json:"wall_start"`
 	DurationNS   int64    `json:"duration_ns"`
-	Ended        string   `json:"ended"` // clean or abrupt; the reason is StopReason
+	Ended        string   `json:"ended"` // clean, abrupt, or recording (a flight recording still being written); the reason is StopReason
 	StopReason   string   `json:"stop_reason,omitempty"`
 	StopError    string   `json:"stop_error,omitempty"`
 	WorkloadExit *Exit    `json:"workload_exit,omitempty"`
@@ -137,6 +137,33 @@ type RunInfo struct {
 	// was unsynchronized or the file does not say.
 	WallStartNS  int64  `json:"wall_start_ns"`
 	ClockErrorNS *int64 `json:"clock_error_ns"`
+	// Flight says how a flight recording's segments were read; absent for
+	// a single run.db.
+	Flight *FlightRead `json:"flight,omitempty"`
+}
+
+// FlightRead says how a flight recording (a directory of segments) was
+// read.
+type FlightRead struct {
+	// SegmentsRead are the segments read; NotRead those that could not be
+	// (with why).
+	SegmentsRead int      `json:"segments_read"`
+	NotRead      []string `json:"segments_not_read"`
+	// Live says how the segment the recorder was writing was read: "none"
+	// (there was none: the recording is closed), "copy" (a copy its
+	// recorder made when asked, at LiveTaken), "snapshot" (its newest
+	// snapshot, taken at LiveTaken), "not-read".
+	Live      string `json:"live"`
+	LiveTaken string `json:"live_taken,omitempty"`
+	// DroppedRanges and DroppedCalls are the stretches retention deleted
+	// and the call events they held.
+	DroppedRanges int    `json:"dropped_ranges"`
+	DroppedCalls  uint64 `json:"dropped_calls"`
+	// EventsRead are the call events in the segments read; EventsRecorded
+	// the recorder's own count at the end of what was read (its stop
+	// record, or its last counter reading), deleted stretches included.
+	EventsRead     uint64 `json:"events_read"`
+	EventsRecorded uint64 `json:"events_recorded"`
 }
 
 // Exit is how a process ended.
@@ -357,11 +384,20 @@ type ProcessInfo struct {
 	StartNS      int64             `json:"start_ns"`
 	Exit         *Exit             `json:"exit"`
 	Cgroup       string            `json:"cgroup,omitempty"`
+	Pod          *Pod              `json:"pod,omitempty"`
 	AttachedLate bool              `json:"attached_late"`
 	Env          map[string]string `json:"env,omitempty"`
 	Devices      []DeviceMap       `json:"devices"`
 	Calls        uint64            `json:"calls"`
 	Failed       uint64            `json:"failed_calls"`
+}
+
+// Pod is the Kubernetes pod a process ran in (its UID from the cgroup
+// path, its namespace and name when the recorder could read them).
+type Pod struct {
+	UID       string `json:"uid"`
+	Namespace string `json:"namespace,omitempty"`
+	Name      string `json:"name,omitempty"`
 }
 
 // DeviceMap is how a CUDA ordinal was matched to a GPU.
@@ -400,15 +436,15 @@ type Marker struct {
 
 // Loss summarizes lost evidence.
 type Loss struct {
-	Calls         uint64 `json:"calls_seen"`
-	Events        uint64 `json:"events_stored"`
-	LostCalls     uint64 `json:"lost_calls"`
-	LostFirstNS   int64  `json:"lost_first_ns,omitempty"`
-	LostInflight  uint64 `json:"lost_inflight"`
-	TooDeep       uint64 `json:"too_deep"`
-	Unmatched     uint64 `json:"unmatched_returns"`
-	LostProc      uint64 `json:"lost_process_records"`
-	DecodeErrors  uint64 `json:"decode_errors"`
+	Calls        uint64 `json:"calls_seen"`
+	Events       uint64 `json:"events_stored"`
+	LostCalls    uint64 `json:"lost_calls"`
+	LostFirstNS  int64  `json:"lost_first_ns,omitempty"`
+	LostInflight uint64 `json:"lost_inflight"`
+	TooDeep      uint64 `json:"too_deep"`
+	Unmatched    uint64 `json:"unmatched_returns"`
+	LostProc     uint64 `json:"lost_process_records"`
+	DecodeErrors uint64 `json:"decode_errors"`
 	// Untracked counts processes the recorder could not follow (its table
 	// of tracked processes was full); LostHolds libcuda mappings at which a
 	// process could not be held until the probes were in.

@@ -34,7 +34,7 @@ echo "== building the harness and the forensic binary it measures"
 # rebuilds bin/forensic during the run changes what is measured.
 $GO build -trimpath -o "$bin/forensic" ./cmd/forensic
 export BENCH_FORENSIC=$bin/forensic
-for p in overhead probecost storm genrun analyzer faildelay; do
+for p in overhead probecost storm genrun analyzer faildelay flight; do
 	$GO build -o "$bin/$p" "./bench/$p"
 done
 commit=$(git rev-parse --short HEAD 2>/dev/null || echo unknown)
@@ -173,6 +173,9 @@ rm -f "$work/big.db" "$work/huge.db" "$work"/{big,huge}-trace.{json,pftrace} "$w
 
 echo "== 5. failure-to-sample delay (bench/faildelay)"
 section 5 "Failure-to-sample delay" "$work/5-faildelay.md" "$bin/faildelay"
+
+echo "== 6. flight mode: recorder CPU idle and under load, disk per hour, memory (bench/flight)"
+section 6 "Flight mode" "$work/6-flight.md" "$bin/flight"
 
 load_end=$(load)
 busy_end=$(busy)

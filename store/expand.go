@@ -9,10 +9,21 @@ import (
 	"strings"
 )
 
-// Expand turns what a user names on the command line into run.db paths:
-// a file is itself, a directory is every *.db file directly in it (sorted),
-// and a pattern the shell did not expand (quoted, or from a script) is
-// globbed. Each path is returned once, in the order named.
+// FlightIndex is the name of a flight recording's index in its directory
+// (package flight writes it): a directory holding one is one recording.
+const FlightIndex = "index.json"
+
+// IsFlightDir reports whether path is a flight recording's directory.
+func IsFlightDir(path string) bool {
+	st, err := os.Stat(filepath.Join(path, FlightIndex))
+	return err == nil && st.Mode().IsRegular()
+}
+
+// Expand turns what a user names on the command line into recordings: a
+// file is itself, a flight recording's directory (it holds FlightIndex) is
+// itself, one recording, another directory is every *.db file directly in
+// it (sorted), and a pattern the shell did not expand (quoted, or from a
+// script) is globbed. Each path is returned once, in the order named.
 func Expand(args []string) ([]string, error) {
 	var out []string
 	seen := map[string]bool{}
@@ -37,6 +48,8 @@ func Expand(args []string) ([]string, error) {
 func expandOne(arg string) ([]string, error) {
 	st, err := os.Stat(arg)
 	switch {
+	case err == nil && st.IsDir() && IsFlightDir(arg):
+		return []string{arg}, nil
 	case err == nil && st.IsDir():
 		paths, err := filepath.Glob(filepath.Join(arg, "*.db"))
 		if err != nil {

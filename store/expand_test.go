@@ -13,6 +13,12 @@ func TestExpand(t *testing.T) {
 		os.WriteFile(filepath.Join(dir, n), nil, 0o600)
 	}
 	r0, r1 := filepath.Join(dir, "rank0.db"), filepath.Join(dir, "rank1.db")
+	// A flight recording: its segments are in a subdirectory, and the
+	// directory names the one recording.
+	fl := filepath.Join(dir, "flight")
+	os.MkdirAll(filepath.Join(fl, "segments"), 0o700)
+	os.WriteFile(filepath.Join(fl, FlightIndex), []byte("{}"), 0o600)
+	os.WriteFile(filepath.Join(fl, "segments", "00000001.db"), nil, 0o600)
 	tests := []struct {
 		name string
 		args []string
@@ -26,6 +32,8 @@ func TestExpand(t *testing.T) {
 		{"a missing file is left to Open", []string{filepath.Join(dir, "x.db")}, []string{filepath.Join(dir, "x.db")}, false},
 		{"a glob matching nothing", []string{filepath.Join(dir, "*.parquet")}, nil, true},
 		{"a directory with no run", []string{t.TempDir()}, nil, true},
+		{"a flight recording is one", []string{fl}, []string{fl}, false},
+		{"a flight recording among runs", []string{r0, fl}, []string{r0, fl}, false},
 	}
 	for _, tt := range tests {
 		got, err := Expand(tt.args)

@@ -1,6 +1,7 @@
 package store
 
 import (
+	"io"
 	"time"
 
 	bolt "go.etcd.io/bbolt"
@@ -53,4 +54,22 @@ func (r *Reader) Flight() (f *FlightInfo, err error) {
 		return getJSON(m, keyFlight, f)
 	})
 	return f, err
+}
+
+// Snapshot writes a consistent copy of the file as it is now, while commits
+// go on (bbolt's Tx.WriteTo in a read transaction): begin is told the
+// copy's size and returns where to write it. Snapshot may be called from
+// another goroutine than the one that commits, but not after Close. A
+// commit that has to grow the file waits until the copy is written.
+func (w *Writer) Snapshot(begin func(size int64) (io.Writer, error)) (int64, error) {
+	var n int64
+	err := w.db.View(func(tx *bolt.Tx) error {
+		out, err := begin(tx.Size())
+		if err != nil {
+			return err
+		}
+		n, err = tx.WriteTo(out)
+		return err
+	})
+	return n, err
 }

@@ -530,6 +530,9 @@ type Process struct {
 	Args     []string `json:"args,omitempty"`
 	Cgroup   string   `json:"cgroup,omitempty"`
 	CgroupID uint64   `json:"cgroup_id,omitempty"`
+	// Pod is the Kubernetes pod the process ran in, when its cgroup path
+	// names one (absent otherwise, and in files written before it existed).
+	Pod *Pod `json:"pod,omitempty"`
 	// Root: the spawned command or --pid target (not a descendant).
 	Root bool `json:"root,omitempty"`
 	// AttachedLate: the process had libcuda mapped before the recorder
@@ -540,6 +543,15 @@ type Process struct {
 	Devices      []DeviceMap       `json:"devices,omitempty"`
 	Contexts     []Context         `json:"contexts,omitempty"`
 	Maps         []Mapping         `json:"maps,omitempty"`
+}
+
+// Pod names a Kubernetes pod: its UID from the cgroup path the kubelet
+// made, its namespace and name from the pod's own files or environment
+// (empty when they could not be read).
+type Pod struct {
+	UID       string `json:"uid"`
+	Namespace string `json:"namespace,omitempty"`
+	Name      string `json:"name,omitempty"`
 }
 
 // KernelLog is one NVRM or Xid line of the kernel log.

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"path/filepath"
 	"slices"
+	"time"
 )
 
 // Set reads the segments of one flight-mode recording as one recording:
@@ -30,7 +31,28 @@ type Set struct {
 	// live one, while the recorder writes it).
 	lastSkipped bool
 	symbols     []string
+	live        *LiveCopy
 }
+
+// LiveCopy says that the live segment of a recording still being written
+// was read from a consistent copy of it (SetOptions.Live).
+type LiveCopy struct {
+	// Segment is the live segment's path; Copy the copy read in its place.
+	Segment string
+	Copy    string
+	// From says where the copy came from: LiveFromRecorder (the recorder
+	// wrote it when asked, just now) or LiveFromSnapshot (the newest
+	// snapshot of the segment in the recording's directory).
+	From string
+	// Taken is when the copy was made.
+	Taken time.Time
+}
+
+// Where a live segment's copy came from.
+const (
+	LiveFromRecorder = "recorder"
+	LiveFromSnapshot = "snapshot"
+)
 
 // segment is one readable segment and how its ids map to the set's.
 type segment struct {
@@ -83,6 +105,9 @@ type SetOptions struct {
 	Path string
 	// Gaps are the stretches deleted from the recording (from its index).
 	Gaps []Gap
+	// Live, when set, says that the last path is a copy of the live
+	// segment read in its place (reported by Set.Live).
+	Live *LiveCopy
 }
 
 // OpenSet opens the segments at paths, given in the recording's order, as
@@ -95,7 +120,7 @@ func OpenSet(paths []string, opts SetOptions) (*Set, error) {
 	if len(paths) == 0 {
 		return nil, fmt.Errorf("%s: %w", opts.Path, ErrNoSegments)
 	}
-	s := &Set{path: opts.Path, gaps: slices.Clone(opts.Gaps)}
+	s := &Set{path: opts.Path, gaps: slices.Clone(opts.Gaps), live: opts.Live}
 	if s.path == "" {
 		s.path = filepath.Dir(paths[0])
 	}
@@ -198,6 +223,16 @@ func (s *Set) Segments() []string {
 
 // Skipped returns the segments that could not be read, and why.
 func (s *Set) Skipped() []Skipped { return slices.Clone(s.skipped) }
+
+// Live returns how the live segment was read: nil when the recording had
+// no live segment or it could not be read (Skipped says so).
+func (s *Set) Live() *LiveCopy {
+	if s.live == nil || s.lastSkipped {
+		return nil
+	}
+	c := *s.live
+	return &c
+}
 
 // Gaps returns the stretches deleted from the recording, oldest first.
 func (s *Set) Gaps() []Gap { return slices.Clone(s.gaps) }

@@ -59,7 +59,7 @@ wraps to the terminal (COLUMNS overrides; 100 when not a terminal).`,
   forensic analyze runs/            # every rank's run.db of one job`,
 		Args: someRuns,
 		RunE: work(func(cmd *cobra.Command, args []string) error {
-			rep, err := analyzeRuns(args, analyze.Options{})
+			rep, err := c.analyzeRuns(args, analyze.Options{})
 			if err != nil {
 				return err
 			}
@@ -98,7 +98,7 @@ written mode 0600 (under sudo, owned by the user who ran sudo).`,
 			if err := checkOutput(args, out); err != nil {
 				return err
 			}
-			rep, err := analyzeRuns(args, analyze.Options{})
+			rep, err := c.analyzeRuns(args, analyze.Options{})
 			if err != nil {
 				return err
 			}
@@ -146,11 +146,11 @@ Exports name processes and their arguments: files are written mode 0600
 			if out == "" {
 				out = file
 			}
-			r, err := c.openForOutput(args[0], out)
+			r, done, err := c.openForOutput(args[0], out)
 			if err != nil {
 				return err
 			}
-			defer r.Close()
+			defer done()
 			return c.writeOutput(out, func(w io.Writer) error {
 				tr := newExporter(w)
 				rep, err := analyze.Analyze(r, analyze.Options{Observer: tr, NoTimeline: true})
@@ -194,6 +194,11 @@ func (c *cli) exportParquet(ctx context.Context, args []string, dir string, forc
 	if err != nil {
 		return err
 	}
+	for _, p := range paths {
+		if store.IsFlightDir(p) {
+			return fmt.Errorf("%s: a flight recording is not exported to Parquet (its segments share one run id); export a snapshot or a run.db", p)
+		}
+	}
 	if err := parquetexport.Write(ctx, dir, paths, parquetexport.Options{Overwrite: force, Version: recorder.Version}); err != nil {
 		return err
 	}
@@ -221,19 +226,21 @@ func someRuns(_ *cobra.Command, args []string) error {
 }
 
 // analyzeRuns analyzes the runs args name: one alone, several together.
-func analyzeRuns(args []string, opts analyze.Options) (*report.Report, error) {
+// A flight recording's directory is one run.
+func (c *cli) analyzeRuns(args []string, opts analyze.Options) (*report.Report, error) {
 	paths, err := store.Expand(args)
 	if err != nil {
 		return nil, err
 	}
 	if len(paths) > 1 {
+		opts.Open = c.openRun
 		return analyze.AnalyzeMany(paths, opts)
 	}
-	r, err := store.Open(paths[0])
+	r, done, err := c.openRun(paths[0])
 	if err != nil {
 		return nil, err
 	}
-	defer r.Close()
+	defer done()
 	return analyze.Analyze(r, opts)
 }
 
@@ -251,12 +258,12 @@ func checkOutput(ins []string, out string) error {
 }
 
 // openForOutput checks the -o of a command that writes a file from a run,
-// then opens the run.
-func (c *cli) openForOutput(in, out string) (*store.Reader, error) {
+// then opens the run (see openRun).
+func (c *cli) openForOutput(in, out string) (analyze.Source, func() error, error) {
 	if err := checkOutput([]string{in}, out); err != nil {
-		return nil, err
+		return nil, nil, err
 	}
-	return store.Open(in)
+	return c.openRun(in)
 }
 
 func (c *cli) inventoryCommand() *cobra.Command {

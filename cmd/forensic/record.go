@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/spf13/cobra"
+	"github.com/spf13/pflag"
 
 	"github.com/retrivium/forensic/bpf"
 	"github.com/retrivium/forensic/recorder"
@@ -30,7 +31,12 @@ sudo --preserve-env=PATH,... for conda and virtualenv environments, or
 start the job normally and attach to it with --pid.
 
 The first SIGINT or SIGTERM stops recording cleanly (SIGTERM is passed on
-to COMMAND); a second one exits at once. What was committed is kept.`
+to COMMAND); a second one exits at once. What was committed is kept.
+
+--flight records until stopped into a directory of segments, within
+--max-size, keeping --keep-before and --keep-after around every failure
+(docs/flight.md). SIGUSR1 or "forensic snapshot DIR" copies the live
+segment; "forensic analyze DIR" reads the recording, even while it runs.`
 
 const recordExit = `  126  COMMAND was found but cannot be run
   127  COMMAND was not found
@@ -46,6 +52,8 @@ type recordFlags struct {
 	ring        uint64
 	reserve     uint64
 	keepSamples int
+	flight      flightFlags
+	fs          *pflag.FlagSet
 }
 
 func (c *cli) recordCommand() *cobra.Command {
@@ -61,14 +69,15 @@ func (c *cli) recordCommand() *cobra.Command {
 		},
 		Example: `  sudo forensic record -o run.db -- python train.py --batch 64
   sudo -E forensic record -o run.db --ring-size 64MiB -- ./serve.sh
-  sudo forensic record -o run.db --pid 4242 --duration 10m`,
+  sudo forensic record -o run.db --pid 4242 --duration 10m
+  sudo forensic record --all --flight -o /var/lib/forensic/flight`,
 		RunE: work(func(cmd *cobra.Command, args []string) error { return c.record(f, args) }),
 	}
 	fs := cmd.Flags()
 	// Everything after the command's name is the command's.
 	fs.SetInterspersed(false)
 	cfg := &f.cfg
-	fs.StringVarP(&cfg.Output, "output", "o", "", "the run.db `FILE` to create (mode 0600)")
+	fs.StringVarP(&cfg.Output, "output", "o", "", "the run.db `FILE` to create (mode 0600); with --flight, the directory (0700)")
 	fs.BoolVarP(&cfg.Force, "force", "f", false, "replace an existing run.db (never a live recording, a directory or a file that is not a run)")
 	fs.IntVarP(&cfg.PID, "pid", "p", 0, "record this running process (`PID`) and the children it starts")
 	fs.BoolVarP(&cfg.All, "all", "a", false, "record every process on the host that maps a libcuda")
@@ -85,6 +94,8 @@ func (c *cli) recordCommand() *cobra.Command {
 	fs.BoolVar(&cfg.NoKmsg, "no-kmsg", false, "do not record NVRM/Xid kernel log lines")
 	fs.Var(sizeFlag{v: &f.reserve, check: diskReserve}, "disk-reserve", "stop writing when the output's filesystem has less free space, keeping room for the stop record (0: write until it is full)")
 	fs.IntVar(&f.keepSamples, "keep-samples", f.keepSamples, "periodic sample `ROUNDS` kept before long runs thin them (first, last and those around failures are always kept)")
+	f.flight.add(fs)
+	f.fs = fs
 	return cmd
 }
 
@@ -113,6 +124,9 @@ func (c *cli) config(f *recordFlags, command []string) (recorder.Config, error) 
 		cfg.DiskReserve = 1 // 0 means the default in recorder.Config
 	}
 	cfg.SampleBudget = f.keepSamples
+	if err := f.flight.config(&cfg, f.fs); err != nil {
+		return cfg, err
+	}
 	inv, err := recorder.SudoInvoker(c.getenv, os.Geteuid())
 	if err != nil {
 		return cfg, err
@@ -127,6 +141,9 @@ func (c *cli) record(f *recordFlags, command []string) error {
 		return err
 	}
 	cfg.Signals = c.stopSignals(cfg.Output)
+	if cfg.Flight != nil {
+		cfg.Snapshots = snapshotSignals()
+	}
 	cfg.Log = c.stderr
 	cfg.Stdout, cfg.Stderr = c.stdout, c.stderr
 	cfg.Ready = func() {

@@ -61,7 +61,7 @@ func (c *cli) rootCommand() *cobra.Command {
 	root.SetHelpFunc(func(cmd *cobra.Command, _ []string) { writeHelp(cmd.OutOrStdout(), cmd) })
 	root.SetHelpCommand(helpCommand(root))
 	root.AddCommand(c.recordCommand(), c.analyzeCommand(), c.reportCommand(), c.exportCommand(),
-		c.inventoryCommand(), c.markCommand(), c.versionCommand(), completionCommand(root))
+		c.inventoryCommand(), c.markCommand(), c.snapshotCommand(), c.versionCommand(), completionCommand(root))
 	return root
 }
 

@@ -2,8 +2,10 @@ package segfixture_test
 
 import (
 	"bytes"
+	"encoding/json"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 
 	"github.com/retrivium/forensic/analyze"
@@ -38,7 +40,7 @@ func TestSetAnalyzesAsTheWholeRun(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer r.Close()
-	want := reportJSON(t, r)
+	want := reencode(t, reportJSON(t, r), nil)
 
 	tc := runfixture.TClock
 	cuts := [][]int64{
@@ -52,7 +54,7 @@ func TestSetAnalyzesAsTheWholeRun(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		got := reportJSON(t, set)
+		got := withoutFlight(t, reportJSON(t, set), len(paths))
 		set.Close()
 		if !bytes.Equal(got, want) {
 			dir := t.TempDir()
@@ -62,6 +64,42 @@ func TestSetAnalyzesAsTheWholeRun(t *testing.T) {
 				len(paths), dir, dir)
 		}
 	}
+}
+
+// withoutFlight checks what the report of a whole set says of how its
+// segments were read (all of them, every event the recorder counted) and
+// returns the report without it: the rest is the whole run's.
+func withoutFlight(t *testing.T, js []byte, segments int) []byte {
+	t.Helper()
+	var rep report.Report
+	if err := json.Unmarshal(js, &rep); err != nil {
+		t.Fatal(err)
+	}
+	f := rep.Run.Flight
+	if f == nil || f.SegmentsRead != segments || len(f.NotRead) != 0 || f.Live != "none" || f.DroppedRanges != 0 ||
+		f.EventsRead != rep.Run.Events || f.EventsRecorded != f.EventsRead {
+		t.Fatalf("flight read %+v, want %d segments read, the live none, %d events read and recorded", f, segments, rep.Run.Events)
+	}
+	return reencode(t, js, func(raw map[string]any) { delete(raw["run"].(map[string]any), "flight") })
+}
+
+// reencode decodes a report's JSON and encodes it again (keys sorted),
+// after edit when given.
+func reencode(t *testing.T, js []byte, edit func(map[string]any)) []byte {
+	t.Helper()
+	var raw map[string]any
+	if err := json.Unmarshal(js, &raw); err != nil {
+		t.Fatal(err)
+	}
+	if edit != nil {
+		edit(raw)
+	}
+	var b bytes.Buffer
+	enc := json.NewEncoder(&b)
+	enc.SetIndent("", "  ")
+	enc.SetEscapeHTML(false)
+	enc.Encode(raw)
+	return b.Bytes()
 }
 
 // The segments after a failure alone: the analysis reads what is there,
@@ -91,7 +129,70 @@ func TestSetWithoutItsFirstAndLastSegments(t *testing.T) {
 	if rep.FirstFailure == nil || rep.FirstFailure.Symbol != "cuMemAlloc_v2" || rep.FirstFailure.TimeNS != runfixture.TFail {
 		t.Errorf("first failure %+v, want the allocation at TFail", rep.FirstFailure)
 	}
-	if rep.Run.Ended != "abrupt" {
-		t.Errorf("run stopped %+v, want an open recording (no stop record)", rep.Run)
+	if rep.Run.Ended != "recording" || rep.Run.Flight == nil || rep.Run.Flight.Live != "not-read" {
+		t.Errorf("run ended %q, flight %+v; want a recording still being written, its live segment not read", rep.Run.Ended, rep.Run.Flight)
+	}
+}
+
+// A recording whose first segment was deleted: the events of the deleted
+// stretch and those read add up to the recorder's count, and nothing is
+// said to be missing beyond the stretch itself. When the index's count
+// of the stretch falls short (a segment removed by hand, say), the
+// analysis says that events are in no file read.
+func TestSetEventsReconcileWithGaps(t *testing.T) {
+	whole := runfixture.BuildRun(t, 300)
+	tc := runfixture.TClock
+	paths := segfixture.Split(t, whole, t.TempDir(), []int64{tc + 200e6, tc + 900e6})
+	first, err := store.Open(paths[0])
+	if err != nil {
+		t.Fatal(err)
+	}
+	var deleted uint64
+	first.Events(func(*store.Event) error { deleted++; return nil })
+	first.Close()
+	for _, tt := range []struct {
+		name        string
+		gapCalls    uint64
+		gapFailures uint64
+		missing     bool
+	}{
+		{"the stretch holds the events not read", deleted, 0, false},
+		{"the index undercounts the stretch", deleted - 5, 0, true},
+		{"a stretch with a failure", deleted, 1, false},
+	} {
+		gap := store.Gap{From: tc, To: tc + 200e6, Calls: tt.gapCalls, Failures: tt.gapFailures, Reason: store.GapRetention}
+		set, err := store.OpenSet(paths[1:], store.SetOptions{Gaps: []store.Gap{gap}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		rep, err := analyze.Analyze(set, analyze.Options{})
+		set.Close()
+		if err != nil {
+			t.Fatal(err)
+		}
+		f := rep.Run.Flight
+		if f == nil || f.EventsRead+deleted != f.EventsRecorded || f.DroppedCalls != tt.gapCalls || f.DroppedRanges != 1 {
+			t.Fatalf("%s: flight read %+v; %d events were deleted", tt.name, f, deleted)
+		}
+		found, gapSaid := false, false
+		for _, m := range rep.Missing {
+			if strings.Contains(m.What, "are in no file read") {
+				found = m.Decisive
+			}
+			if strings.Contains(m.What, "flight mode deleted") {
+				gapSaid = true
+				// A stretch whose calls did not fail cannot hide the
+				// first failure; one with a failure can.
+				if m.Decisive != (tt.gapFailures > 0) {
+					t.Errorf("%s: %+v: decisive %v, the stretch had %d failures", tt.name, m, m.Decisive, tt.gapFailures)
+				}
+			}
+		}
+		if !gapSaid {
+			t.Errorf("%s: the deleted stretch is not named among %+v", tt.name, rep.Missing)
+		}
+		if found != tt.missing {
+			t.Errorf("%s: missing %+v; want an unaccounted count: %v", tt.name, rep.Missing, tt.missing)
+		}
 	}
 }

@@ -171,6 +171,29 @@ func (t *writer) header(rep *report.Report) {
 	t.printf("forensic analyze %s\n", clipMiddle(r.Path, t.o.Width-len("forensic analyze ")))
 	t.wrap("  ", fmt.Sprintf("run %s (%s), %s, %s, %s, host %s", r.ID, what, report.Duration(r.DurationNS), end,
 		report.Plural(int(r.Events), "event"), r.Host))
+	if f := r.Flight; f != nil {
+		t.wrap("  ", flightLine(f))
+	}
+}
+
+// flightLine says how a flight recording was read.
+func flightLine(f *report.FlightRead) string {
+	s := "flight recording: " + report.Plural(f.SegmentsRead, "segment") + " read"
+	switch f.Live {
+	case "copy":
+		s += ", the live one from a copy its recorder made at " + f.LiveTaken
+	case "snapshot":
+		s += ", the live one from its snapshot of " + f.LiveTaken
+	case "not-read":
+		s += ", the live one not read"
+	}
+	if n := len(f.NotRead); n > 0 {
+		s += fmt.Sprintf(", %d not read", n)
+	}
+	if f.DroppedRanges > 0 {
+		s += fmt.Sprintf("; %s deleted by retention (%s)", report.Plural(f.DroppedRanges, "stretch"), report.Plural(int(f.DroppedCalls), "call event"))
+	}
+	return s + fmt.Sprintf("; the recorder counted %s", report.Plural(int(f.EventsRecorded), "call event"))
 }
 
 // stopReasons says in words why the recorder stopped.

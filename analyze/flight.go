@@ -1,0 +1,101 @@
+package analyze
+
+import (
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/retrivium/forensic/report"
+	"github.com/retrivium/forensic/store"
+)
+
+// flightSource is a flight recording read as one (store.Set): its
+// segments, and how the live one was read.
+type flightSource interface {
+	segmented
+	Segments() []string
+	Live() *store.LiveCopy
+}
+
+// Values of report.FlightRead.Live.
+const (
+	liveNone     = "none"
+	liveCopy     = "copy"
+	liveSnapshot = "snapshot"
+	liveNotRead  = "not-read"
+)
+
+// flightRead fills what the report says of how a flight recording was
+// read, once the event pass has counted the events read: the segments,
+// the live one, the deleted stretches, and whether the events reconcile
+// with the recorder's own count. A recording still being written ends
+// "recording", not "abrupt".
+func (s *state) flightRead() {
+	fs, ok := s.r.(flightSource)
+	if !ok {
+		return
+	}
+	fr := &report.FlightRead{SegmentsRead: len(fs.Segments()), NotRead: []string{}, Live: liveNone, EventsRead: s.rep.Run.Events}
+	for _, sk := range fs.Skipped() {
+		fr.NotRead = append(fr.NotRead, sk.Path+": "+sk.Err.Error())
+		if errors.Is(sk.Err, store.ErrLocked) {
+			fr.Live = liveNotRead
+		}
+	}
+	if lc := fs.Live(); lc != nil {
+		fr.Live, fr.LiveTaken = liveSnapshot, lc.Taken.UTC().Format(time.RFC3339Nano)
+		if lc.From == store.LiveFromRecorder {
+			fr.Live = liveCopy
+		}
+	}
+	for _, g := range fs.Gaps() {
+		fr.DroppedRanges++
+		fr.DroppedCalls += g.Calls
+	}
+	fr.EventsRecorded = s.recordedEvents()
+	s.rep.Run.Flight = fr
+	if s.stop == nil && fr.Live != liveNone {
+		s.rep.Run.Ended = "recording"
+	}
+}
+
+// recordedEvents is the recorder's count of events at the end of what was
+// read: the stop record's, else the last counter reading's.
+func (s *state) recordedEvents() uint64 {
+	if s.stop != nil {
+		return s.stop.Stats.Events
+	}
+	if drops, err := s.r.Drops(); err == nil && len(drops) > 0 {
+		return drops[len(drops)-1].Stats.Events
+	}
+	return 0
+}
+
+// flightUnaccounted says when the recorder counted events that are in no
+// segment read and no deleted stretch: a segment lost or unreadable.
+func (s *state) flightUnaccounted() []report.Missing {
+	fr := s.rep.Run.Flight
+	if fr == nil {
+		return nil
+	}
+	acc := fr.EventsRead + fr.DroppedCalls
+	if fr.EventsRecorded <= acc {
+		return nil
+	}
+	return []report.Missing{{Decisive: true,
+		What: fmt.Sprintf("the recorder counted %s, but the segments read and the deleted stretches hold %d: %d are in no file read",
+			report.Plural(int(fr.EventsRecorded), "call event"), acc, fr.EventsRecorded-acc),
+		Fix: "look for segments that could not be read or were removed by hand"}}
+}
+
+// flightGoesOn says that a recording still being written goes on past
+// what was read.
+func (s *state) flightGoesOn() []report.Missing {
+	fr := s.rep.Run.Flight
+	if fr == nil || (fr.Live != liveCopy && fr.Live != liveSnapshot) {
+		return nil
+	}
+	return []report.Missing{{
+		What: fmt.Sprintf("the recording goes on: what was read ends with a copy of the live segment taken at %s", fr.LiveTaken),
+		Fix:  "analyze the directory again for what came since (forensic snapshot DIR keeps a copy)"}}
+}

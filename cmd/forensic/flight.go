@@ -1,0 +1,201 @@
+package main
+
+import (
+	"errors"
+	"fmt"
+	"os"
+	"os/signal"
+	"syscall"
+	"time"
+
+	"github.com/spf13/cobra"
+	"github.com/spf13/pflag"
+
+	"github.com/retrivium/forensic/analyze"
+	"github.com/retrivium/forensic/flight"
+	"github.com/retrivium/forensic/recorder"
+	"github.com/retrivium/forensic/store"
+)
+
+// Flight mode's defaults.
+const (
+	defaultMaxSize = 1 << 30
+	defaultKeep    = 5 * time.Minute
+)
+
+// flightFlags are record's flags for flight mode and the metrics.
+type flightFlags struct {
+	on           bool
+	maxSize      uint64
+	keepBefore   time.Duration
+	keepAfter    time.Duration
+	keepPrevious bool
+	segmentAge   time.Duration // hidden: for tests that rotate quickly
+	metricsAddr  string
+}
+
+// add declares the flags.
+func (f *flightFlags) add(fs *pflag.FlagSet) {
+	f.maxSize, f.keepBefore, f.keepAfter, f.segmentAge = defaultMaxSize, defaultKeep, defaultKeep, flight.DefaultSegmentAge
+	fs.BoolVar(&f.on, "flight", false, "flight mode: -o names a directory; run until stopped, keeping the recent past and a window around every failure within --max-size")
+	fs.Var(sizeFlag{v: &f.maxSize, check: maxSizeCheck}, "max-size", "flight mode: the disk all segments take together, at most")
+	fs.Var(durationFlag{v: &f.keepBefore, zeroOK: true}, "keep-before", "flight mode: how much before each failure is kept")
+	fs.Var(durationFlag{v: &f.keepAfter, zeroOK: true}, "keep-after", "flight mode: how much after each failure is kept")
+	fs.BoolVar(&f.keepPrevious, "keep-previous", false, "flight mode: keep a recording found in the directory as DIR/previous instead of refusing")
+	fs.StringVar(&f.metricsAddr, "metrics-addr", "", "serve Prometheus metrics and /healthz on this `ADDRESS` (for example :9401)")
+	fs.Var(durationFlag{v: &f.segmentAge, min: 100 * time.Millisecond}, "segment-age", "flight mode: close a segment this old")
+	fs.MarkHidden("segment-age")
+}
+
+// maxSizeCheck refuses a bound below two of the smallest segments.
+func maxSizeCheck(n uint64) error {
+	if n < flight.MinMaxBytes {
+		return fmt.Errorf("%s is below %s (two segments of %s)", sizeWords(n), formatSize(flight.MinMaxBytes),
+			formatSize(flight.MinSegmentBytes))
+	}
+	return nil
+}
+
+// config completes the recorder's configuration, refusing flight mode's
+// flags without --flight.
+func (f *flightFlags) config(cfg *recorder.Config, fs *pflag.FlagSet) error {
+	cfg.MetricsAddr = f.metricsAddr
+	if !f.on {
+		for _, name := range []string{"max-size", "keep-before", "keep-after", "keep-previous", "segment-age"} {
+			if fs.Changed(name) {
+				return usageErr("--%s is a flight mode flag: give --flight too", name)
+			}
+		}
+		return nil
+	}
+	if cfg.Force {
+		return usageErr("--force does not apply to --flight (--keep-previous keeps a recording found in the directory)")
+	}
+	pol, err := flight.NewPolicy(int64(f.maxSize), f.keepBefore, f.keepAfter)
+	if err != nil {
+		return usageErr("%v", err)
+	}
+	pol.SegmentAge = f.segmentAge
+	cfg.Flight = &recorder.FlightConfig{Policy: pol, KeepPrevious: f.keepPrevious}
+	return nil
+}
+
+// snapshotSignals turns SIGUSR1 into snapshot requests (flight mode).
+func snapshotSignals() <-chan os.Signal {
+	ch := make(chan os.Signal, 1)
+	signal.Notify(ch, syscall.SIGUSR1)
+	return ch
+}
+
+func (c *cli) snapshotCommand() *cobra.Command {
+	return &cobra.Command{
+		Use:   "snapshot DIR",
+		Short: "copy a flight recording's live segment, while it records",
+		Long: `Asks the recorder writing the flight recording DIR for a consistent copy
+of its live segment (the minutes before now), written to DIR/snapshots/
+while recording goes on. The closed segments are readable as they are;
+with the snapshot, "forensic analyze DIR" reads the recording up to now
+even where the recorder cannot be asked (a copy of DIR on another machine).
+The newest four snapshots are kept. SIGUSR1 to the recorder does the same.`,
+		Annotations: map[string]string{"exit": `  0    the snapshot was written; its path is printed
+  1    no recorder answered for DIR, it refused, or the copy failed
+  2    the command line is wrong
+`},
+		Example: `  forensic snapshot /var/lib/forensic/flight`,
+		Args: func(_ *cobra.Command, args []string) error {
+			if len(args) != 1 {
+				return usageErr("give the flight recording's directory")
+			}
+			return nil
+		},
+		RunE: work(func(cmd *cobra.Command, args []string) error {
+			if !flight.IsRecording(args[0]) {
+				return fmt.Errorf("%s: %w", args[0], flight.ErrIndex)
+			}
+			path, err := recorder.Snapshot(args[0])
+			if err != nil {
+				return err
+			}
+			fmt.Fprintf(c.stdout, "wrote %s\n", path)
+			return nil
+		}),
+	}
+}
+
+// openRun opens a recording: a run.db, or a flight recording's directory
+// as one recording. While the directory's recorder runs, its live segment
+// is read from a consistent copy the recorder sends now (its newest
+// snapshot when the recorder cannot be asked); one line on stderr says
+// what was read. done closes the recording and removes the copy.
+func (c *cli) openRun(path string) (src analyze.Source, done func() error, err error) {
+	if !store.IsFlightDir(path) {
+		r, err := store.Open(path)
+		if err != nil {
+			return nil, nil, err
+		}
+		return r, r.Close, nil
+	}
+	var opts flight.OpenOptions
+	copyPath := ""
+	if x, err := flight.ReadIndex(path); err == nil && len(x.Segments) > 0 && x.Segments[len(x.Segments)-1].Live {
+		copyPath, opts.Live = c.copyLive(path)
+	}
+	set, err := flight.OpenWith(path, opts)
+	if err != nil {
+		if copyPath != "" {
+			os.Remove(copyPath)
+		}
+		return nil, nil, err
+	}
+	c.sayRead(set)
+	return set, func() error {
+		err := set.Close()
+		if copyPath != "" {
+			os.Remove(copyPath)
+		}
+		return err
+	}, nil
+}
+
+// copyLive asks a flight recording's recorder for a copy of its live
+// segment, into a temporary file (mode 0600); nothing when no recorder
+// answers.
+func (c *cli) copyLive(dir string) (string, *store.LiveCopy) {
+	f, err := os.CreateTemp("", "forensic-live-*.db")
+	if err != nil {
+		return "", nil
+	}
+	lc, err := recorder.CopyLive(dir, f)
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	if err != nil {
+		os.Remove(f.Name())
+		if !errors.Is(err, recorder.ErrNoRecorder) {
+			fmt.Fprintf(c.stderr, "forensic: %s: the recorder could not copy its live segment: %s\n", dir, oneLine(err))
+		}
+		return "", nil
+	}
+	lc.Copy = f.Name()
+	return f.Name(), &lc
+}
+
+// sayRead says on stderr how a flight recording was read.
+func (c *cli) sayRead(set *store.Set) {
+	what := count(uint64(len(set.Segments())), "segment", "segments")
+	if lc := set.Live(); lc != nil {
+		switch lc.From {
+		case store.LiveFromRecorder:
+			what += ", the live one from a copy its recorder made now"
+		case store.LiveFromSnapshot:
+			what += ", the live one from its snapshot of " + lc.Taken.Local().Format(time.DateTime)
+		}
+	}
+	for _, sk := range set.Skipped() {
+		what += fmt.Sprintf("; not read: %s (%s)", sk.Path, oneLine(sk.Err))
+	}
+	if g := set.Gaps(); len(g) > 0 {
+		what += "; " + count(uint64(len(g)), "stretch", "stretches") + " deleted by retention"
+	}
+	fmt.Fprintf(c.stderr, "forensic: %s: read %s\n", set.Path(), what)
+}
