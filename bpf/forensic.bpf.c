@@ -318,7 +318,11 @@ int call_entry(struct pt_regs *ctx)
 	return 0;
 }
 
-static __always_inline __u32 read_out(void *dst, __u32 size, __u8 len, __s8 arg, struct frame *f)
+/* read_out reads an out parameter into buf (size bytes, zeroed by the
+ * caller) and returns 1 when the read failed. buf is on the BPF stack, not
+ * in the ring record: bpf_probe_read_user into the stack costs about 50 ns
+ * less here (bench/probecost), more than the copy into the record. */
+static __always_inline __u32 read_out(__u64 *buf, __u32 size, __u8 len, __s8 arg, struct frame *f)
 {
 	if (arg < 0 || arg >= 6 || !len)
 		return 0;
@@ -327,7 +331,7 @@ static __always_inline __u32 read_out(void *dst, __u32 size, __u8 len, __s8 arg,
 		return 1;
 	if (len > size)
 		len = size;
-	return bpf_probe_read_user(dst, len, (void *)p) ? 1 : 0;
+	return bpf_probe_read_user(buf, len, (void *)p) ? 1 : 0;
 }
 
 /* reserve_call takes room in the ring for one call record: an
@@ -422,10 +426,13 @@ int call_return(struct pt_regs *ctx)
 	if (cfg) {
 		/* Out parameters hold a value only on success. */
 		if (result == 0) {
-			if (read_out(e->outa, FX_OUTA_LEN, cfg->outa_len, cfg->outa_arg, f))
+			__u64 outa[FX_OUTA_LEN / 8] = {}, outb[FX_OUTB_LEN / 8] = {};
+			if (read_out(outa, FX_OUTA_LEN, cfg->outa_len, cfg->outa_arg, f))
 				flags |= FX_CALL_OUTA_FAULT;
-			if (read_out(e->outb, FX_OUTB_LEN, cfg->outb_len, cfg->outb_arg, f))
+			if (read_out(outb, FX_OUTB_LEN, cfg->outb_len, cfg->outb_arg, f))
 				flags |= FX_CALL_OUTB_FAULT;
+			__builtin_memcpy(e->outa, outa, sizeof(e->outa));
+			__builtin_memcpy(e->outb, outb, sizeof(e->outb));
 		}
 		if (result != 0 || cfg->stack) {
 			e->stack_id = bpf_get_stackid(ctx, &stacks, BPF_F_USER_STACK);
