@@ -54,7 +54,7 @@ func ret0() asm.Instructions { return asm.Instructions{asm.Mov.Imm(asm.R0, 0), a
 func main() {
 	n := flag.Int("n", 0, "mix iterations per variant (default 20000; 5000 quick)")
 	cmp := flag.String("compare", "", "OLD,NEW: compare two forensic binaries' own programs instead")
-	rounds := flag.Int("rounds", 5, "rounds of a -compare")
+	rounds := flag.Int("rounds", 10, "rounds of a -compare")
 	flag.Parse()
 	var err error
 	if *cmp != "" {
