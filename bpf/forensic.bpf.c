@@ -29,11 +29,6 @@
 #define PT_REGS_PARM6(x) ((x)->r9)
 #endif
 
-/* Uprobe session kfuncs (Linux 6.13+ for uprobes); weak, so that the
- * object loads where they are missing (call_session is then not loaded). */
-extern __u64 *bpf_session_cookie(void) __ksym __weak;
-extern bool bpf_session_is_return(void) __ksym __weak;
-
 #define SIGSTOP 19
 #define EEXIST 17
 
@@ -257,9 +252,8 @@ static __always_inline void read_array(struct frame *f, struct fx_symcfg *cfg)
 	f->arr_n = n;
 }
 
-/* thread_get returns the calling thread's state when its process is
- * recorded, creating it at the thread's first call. */
-static __always_inline struct thread *thread_get(void)
+SEC("uprobe")
+int call_entry(struct pt_regs *ctx)
 {
 	struct thread *th = bpf_task_storage_get(&threads, bpf_get_current_task_btf(), 0,
 						 BPF_LOCAL_STORAGE_GET_F_CREATE);
@@ -267,31 +261,31 @@ static __always_inline struct thread *thread_get(void)
 		count(FX_CTR_LOST_INFLIGHT);
 		return 0;
 	}
-	if (th->state == THREAD_TRACKED)
-		return th;
-	/* A thread's process is tracked before it can call (at fork, or by
-	 * the recorder before attaching), so its first call decides. With
-	 * --all every process is admitted at its first call. */
-	if (th->state == THREAD_IGNORED)
-		return 0;
-	__u64 id = bpf_get_current_pid_tgid();
-	th->pid = id >> 32;
-	th->tid = (__u32)id;
-	if (!admit(th->pid)) {
-		th->state = THREAD_IGNORED;
+	if (th->state != THREAD_TRACKED) {
+		/* A thread's process is tracked before it can call (at fork, or
+		 * by the recorder before attaching), so its first call decides.
+		 * With --all every process is admitted at its first call. */
+		if (th->state == THREAD_IGNORED)
+			return 0;
+		__u64 id = bpf_get_current_pid_tgid();
+		th->pid = id >> 32;
+		th->tid = (__u32)id;
+		if (!admit(th->pid)) {
+			th->state = THREAD_IGNORED;
+			return 0;
+		}
+		th->state = THREAD_TRACKED;
+		th->depth = 0;
+	}
+
+	__u32 d = th->depth;
+	if (d >= FX_MAX_DEPTH) {
+		th->depth = d + 1; /* keep returns balanced */
+		count(FX_CTR_TOO_DEEP);
 		return 0;
 	}
-	th->state = THREAD_TRACKED;
-	th->depth = 0;
-	return th;
-}
-
-/* stash fills a frame at a call's entry: the symbol, the argument
- * registers, what the symbol's row reads through a pointer or an array
- * argument, and last the entry time, so that it excludes the probe's own
- * work. */
-static __always_inline void stash(struct pt_regs *ctx, struct frame *f, __u16 sym)
-{
+	struct frame *f = &th->f[d & (FX_MAX_DEPTH - 1)];
+	__u16 sym = (__u16)bpf_get_attach_cookie(ctx);
 	f->symbol = sym;
 	f->flags = 0;
 	f->args[0] = PT_REGS_PARM1(ctx);
@@ -318,13 +312,16 @@ static __always_inline void stash(struct pt_regs *ctx, struct frame *f, __u16 sy
 		f->has_arr = 1;
 		read_array(f, cfg);
 	}
+	th->depth = d + 1;
+	/* Last, so the time excludes the probe's own work. */
 	f->ts = bpf_ktime_get_ns();
+	return 0;
 }
 
-/* read_out reads an out parameter into buf (zeroed first, size bytes) and
- * returns 1 when the read failed. It reads into the BPF stack, not into
- * the ring record: bpf_probe_read_user costs about 50 ns less per call
- * with a stack destination here (bench/probecost). */
+/* read_out reads an out parameter into buf (size bytes, zeroed by the
+ * caller) and returns 1 when the read failed. buf is on the BPF stack, not
+ * in the ring record: bpf_probe_read_user into the stack costs about 50 ns
+ * less here (bench/probecost), more than the copy into the record. */
 static __always_inline __u32 read_out(__u64 *buf, __u32 size, __u8 len, __s8 arg, struct frame *f)
 {
 	if (arg < 0 || arg >= 6 || !len)
@@ -358,13 +355,49 @@ static __always_inline struct fx_call *reserve_call(struct frame *f)
 	return &a->call;
 }
 
-/* emit sends the record of a returning call whose entry is in frame f:
- * what the frame holds, the result, the out parameters of a successful
- * call, the user stack of a failed one; a failure wakes the reader (and
- * under --freeze-on-failure stops the process). now is the return time. */
-static __always_inline void emit(struct pt_regs *ctx, struct thread *th, struct frame *f, __u32 depth,
-				 __u32 flags, __u64 now, struct fx_stats *s)
+SEC("uretprobe")
+int call_return(struct pt_regs *ctx)
 {
+	__u64 now = bpf_ktime_get_ns();
+	struct thread *th = bpf_task_storage_get(&threads, bpf_get_current_task_btf(), 0, 0);
+	if (!th || th->state != THREAD_TRACKED)
+		return 0; /* not a recorded thread */
+	struct fx_stats *s = stats_get();
+	if (!s)
+		return 0;
+	__u32 depth = th->depth;
+	if (depth == 0) {
+		s->c[FX_CTR_UNMATCHED_RETURNS]++;
+		return 0;
+	}
+	depth--;
+	th->depth = depth;
+	if (depth >= FX_MAX_DEPTH)
+		return 0; /* counted as too deep at entry */
+
+	__u16 sym = (__u16)bpf_get_attach_cookie(ctx);
+	__u32 flags = 0;
+	struct frame *f = &th->f[depth & (FX_MAX_DEPTH - 1)];
+	if (f->symbol != sym) {
+		/* An inner call left without returning (longjmp, exception):
+		 * find the frame this return belongs to. */
+		int found = 0;
+		for (int i = FX_MAX_DEPTH - 1; i >= 0; i--) {
+			if (i < (int)depth && th->f[i].symbol == sym) {
+				depth = i;
+				found = 1;
+				break;
+			}
+		}
+		if (!found) {
+			s->c[FX_CTR_UNMATCHED_RETURNS]++;
+			return 0;
+		}
+		th->depth = depth;
+		f = &th->f[depth & (FX_MAX_DEPTH - 1)];
+		flags |= FX_CALL_REORDERED;
+	}
+
 	s->c[FX_CTR_CALLS]++;
 	struct fx_call *e = reserve_call(f);
 	if (!e) {
@@ -372,10 +405,9 @@ static __always_inline void emit(struct pt_regs *ctx, struct thread *th, struct 
 			s->c[FX_CTR_LOST_FIRST_NS] = now;
 		s->c[FX_CTR_LOST_LAST_NS] = now;
 		s->c[FX_CTR_LOST_CALLS]++;
-		return;
+		return 0;
 	}
 
-	__u16 sym = f->symbol;
 	__s32 result = (__s32)PT_REGS_RC(ctx);
 	e->depth = depth;
 	e->symbol = sym;
@@ -428,109 +460,6 @@ static __always_inline void emit(struct pt_regs *ctx, struct thread *th, struct 
 	}
 	e->flags = flags;
 	bpf_ringbuf_submit(e, wake);
-}
-
-/* The session program (Linux 6.13+, one uprobe_multi link per library
- * with the uprobe session attach type) runs at a call's entry and, when
- * the entry returned 0, at its return; the kernel pairs the two and keeps
- * an 8-byte cookie per call between them, here the call's frame. Compared
- * with the entry/return pair below: a call of a thread that is not
- * recorded (or too deep) costs no return probe at all, and the return
- * finds its frame from the cookie, without the attach cookie or a search
- * for frames that never returned (the kernel drops those). */
-SEC("uprobe.session")
-int call_session(struct pt_regs *ctx)
-{
-	__u64 *cookie = bpf_session_cookie();
-	if (bpf_session_is_return()) {
-		__u64 now = bpf_ktime_get_ns();
-		struct thread *th = bpf_task_storage_get(&threads, bpf_get_current_task_btf(), 0, 0);
-		struct fx_stats *s = stats_get();
-		if (!th || !s)
-			return 0;
-		__u32 d = *cookie & (FX_MAX_DEPTH - 1), flags = 0;
-		if (th->depth != d + 1)
-			flags |= FX_CALL_REORDERED; /* an inner call left without returning */
-		th->depth = d;
-		emit(ctx, th, &th->f[d], d, flags, now, s);
-		return 0;
-	}
-	struct thread *th = thread_get();
-	if (!th)
-		return 1; /* no return probe for this call */
-	__u32 d = th->depth;
-	if (d >= FX_MAX_DEPTH) {
-		count(FX_CTR_TOO_DEEP);
-		return 1;
-	}
-	th->depth = d + 1;
-	*cookie = d;
-	stash(ctx, &th->f[d & (FX_MAX_DEPTH - 1)], (__u16)bpf_get_attach_cookie(ctx));
-	return 0;
-}
-
-/* The entry/return pair, for kernels without uprobe sessions: the entry
- * stashes the frame, the return finds it by depth and symbol. */
-SEC("uprobe")
-int call_entry(struct pt_regs *ctx)
-{
-	struct thread *th = thread_get();
-	if (!th)
-		return 0;
-	__u32 d = th->depth;
-	if (d >= FX_MAX_DEPTH) {
-		th->depth = d + 1; /* keep returns balanced */
-		count(FX_CTR_TOO_DEEP);
-		return 0;
-	}
-	th->depth = d + 1;
-	stash(ctx, &th->f[d & (FX_MAX_DEPTH - 1)], (__u16)bpf_get_attach_cookie(ctx));
-	return 0;
-}
-
-SEC("uretprobe")
-int call_return(struct pt_regs *ctx)
-{
-	__u64 now = bpf_ktime_get_ns();
-	struct thread *th = bpf_task_storage_get(&threads, bpf_get_current_task_btf(), 0, 0);
-	if (!th || th->state != THREAD_TRACKED)
-		return 0; /* not a recorded thread */
-	struct fx_stats *s = stats_get();
-	if (!s)
-		return 0;
-	__u32 depth = th->depth;
-	if (depth == 0) {
-		s->c[FX_CTR_UNMATCHED_RETURNS]++;
-		return 0;
-	}
-	depth--;
-	th->depth = depth;
-	if (depth >= FX_MAX_DEPTH)
-		return 0; /* counted as too deep at entry */
-
-	__u16 sym = (__u16)bpf_get_attach_cookie(ctx);
-	__u32 flags = 0;
-	struct frame *f = &th->f[depth & (FX_MAX_DEPTH - 1)];
-	if (f->symbol != sym) {
-		/* An inner call left without returning (longjmp, exception):
-		 * find the frame this return belongs to. */
-		int found = 0;
-		for (int i = FX_MAX_DEPTH - 1; i >= 0; i--) {
-			if (i < (int)depth && th->f[i].symbol == sym) {
-				depth = i;
-				found = 1;
-				break;
-			}
-		}
-		if (!found) {
-			s->c[FX_CTR_UNMATCHED_RETURNS]++;
-			return 0;
-		}
-		th->depth = depth;
-		f = &th->f[depth & (FX_MAX_DEPTH - 1)];
-		flags |= FX_CALL_REORDERED;
-	}
-	emit(ctx, th, f, depth, flags, now, s);
 	return 0;
 }
 

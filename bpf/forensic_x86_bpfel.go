@@ -209,7 +209,6 @@ const (
 	forensicMapTracked           = "tracked"
 	forensicProgCallEntry        = "call_entry"
 	forensicProgCallReturn       = "call_return"
-	forensicProgCallSession      = "call_session"
 	forensicProgMapFile          = "map_file"
 	forensicProgProcExec         = "proc_exec"
 	forensicProgProcExit         = "proc_exit"
@@ -272,13 +271,12 @@ type forensicSpecs struct {
 //
 // It can be passed ebpf.CollectionSpec.Assign.
 type forensicProgramSpecs struct {
-	CallEntry   *ebpf.ProgramSpec `ebpf:"call_entry"`
-	CallReturn  *ebpf.ProgramSpec `ebpf:"call_return"`
-	CallSession *ebpf.ProgramSpec `ebpf:"call_session"`
-	MapFile     *ebpf.ProgramSpec `ebpf:"map_file"`
-	ProcExec    *ebpf.ProgramSpec `ebpf:"proc_exec"`
-	ProcExit    *ebpf.ProgramSpec `ebpf:"proc_exit"`
-	ProcFork    *ebpf.ProgramSpec `ebpf:"proc_fork"`
+	CallEntry  *ebpf.ProgramSpec `ebpf:"call_entry"`
+	CallReturn *ebpf.ProgramSpec `ebpf:"call_return"`
+	MapFile    *ebpf.ProgramSpec `ebpf:"map_file"`
+	ProcExec   *ebpf.ProgramSpec `ebpf:"proc_exec"`
+	ProcExit   *ebpf.ProgramSpec `ebpf:"proc_exit"`
+	ProcFork   *ebpf.ProgramSpec `ebpf:"proc_fork"`
 }
 
 // forensicMapSpecs contains maps before they are loaded into the kernel.
@@ -382,20 +380,18 @@ type forensicVariables struct {
 //
 // It can be passed to loadForensicObjects or ebpf.CollectionSpec.LoadAndAssign.
 type forensicPrograms struct {
-	CallEntry   *ebpf.Program `ebpf:"call_entry"`
-	CallReturn  *ebpf.Program `ebpf:"call_return"`
-	CallSession *ebpf.Program `ebpf:"call_session"`
-	MapFile     *ebpf.Program `ebpf:"map_file"`
-	ProcExec    *ebpf.Program `ebpf:"proc_exec"`
-	ProcExit    *ebpf.Program `ebpf:"proc_exit"`
-	ProcFork    *ebpf.Program `ebpf:"proc_fork"`
+	CallEntry  *ebpf.Program `ebpf:"call_entry"`
+	CallReturn *ebpf.Program `ebpf:"call_return"`
+	MapFile    *ebpf.Program `ebpf:"map_file"`
+	ProcExec   *ebpf.Program `ebpf:"proc_exec"`
+	ProcExit   *ebpf.Program `ebpf:"proc_exit"`
+	ProcFork   *ebpf.Program `ebpf:"proc_fork"`
 }
 
 func (p *forensicPrograms) Close() error {
 	return _ForensicClose(
 		p.CallEntry,
 		p.CallReturn,
-		p.CallSession,
 		p.MapFile,
 		p.ProcExec,
 		p.ProcExit,

@@ -60,69 +60,10 @@ type Options struct {
 
 // Objects are the loaded program and its maps.
 type Objects struct {
-	objs objects
-	mode attachMode
-}
-
-// objects are the maps and the programs loaded: the lifecycle programs and
-// the call programs of one attach mode (call_session does not load on a
-// kernel without uprobe sessions).
-type objects struct {
-	forensicMaps
-	lifecyclePrograms
-	pairPrograms
-	sessionPrograms
-}
-
-type lifecyclePrograms struct {
-	MapFile  *ebpf.Program `ebpf:"map_file"`
-	ProcExec *ebpf.Program `ebpf:"proc_exec"`
-	ProcExit *ebpf.Program `ebpf:"proc_exit"`
-	ProcFork *ebpf.Program `ebpf:"proc_fork"`
-}
-
-type pairPrograms struct {
-	CallEntry  *ebpf.Program `ebpf:"call_entry"`
-	CallReturn *ebpf.Program `ebpf:"call_return"`
-}
-
-type sessionPrograms struct {
-	CallSession *ebpf.Program `ebpf:"call_session"`
-}
-
-func (o *objects) Close() error {
-	return _ForensicClose(&o.forensicMaps, o.MapFile, o.ProcExec, o.ProcExit, o.ProcFork,
-		o.CallEntry, o.CallReturn, o.CallSession)
-}
-
-// attachMode is how the call programs are attached to a library.
-type attachMode uint8
-
-const (
-	// attachSingle: a uprobe and a uretprobe link per symbol (before
-	// Linux 6.6).
-	attachSingle attachMode = iota
-	// attachMulti: one uprobe_multi and one uretprobe_multi link per
-	// library, running call_entry and call_return (Linux 6.6+).
-	attachMulti
-	// attachSession: one uprobe session link per library, running
-	// call_session at both ends of a call (Linux 6.13+).
-	attachSession
-)
-
-// chooseMode picks the cheapest attach mode the kernel has. Closing a
-// per-symbol uprobe link waits for the kernel (about 100 ms each here):
-// detaching ~150 of them took 15 s, where a multi or session link detaches
-// every symbol of a file at once; the cookies still name each symbol. A
-// session also runs no return probe for calls of threads not recorded.
-func chooseMode() attachMode {
-	if features.HaveBPFLinkUprobeMulti() != nil {
-		return attachSingle
-	}
-	if haveUprobeSession() != nil {
-		return attachMulti
-	}
-	return attachSession
+	objs forensicObjects
+	// multi: the call programs were loaded for uprobe_multi links (one
+	// link per program and library instead of one per symbol).
+	multi bool
 }
 
 // DefaultRingBytes is the default ring buffer size.
@@ -174,9 +115,22 @@ func Load(opts Options) (*Objects, error) {
 	if err := set(forensicVarWakeupEvery, max(uint64(64), uint64(opts.RingBytes/recordBytes/8))); err != nil {
 		return nil, err
 	}
-	o := &Objects{mode: chooseMode()}
-	if err := o.load(spec); err != nil {
-		return nil, err
+	o := &Objects{}
+	// Closing a per-symbol uprobe link waits for the kernel (about 100 ms
+	// each here): detaching ~150 of them took 15 s. A uprobe_multi link
+	// (Linux 6.6+) attaches every symbol of a file at once and detaches at
+	// once; the cookies still name each symbol.
+	if features.HaveBPFLinkUprobeMulti() == nil {
+		o.multi = true
+		spec.Programs[forensicProgCallEntry].AttachType = ebpf.AttachTraceUprobeMulti
+		spec.Programs[forensicProgCallReturn].AttachType = ebpf.AttachTraceUprobeMulti
+	}
+	if err := spec.LoadAndAssign(&o.objs, nil); err != nil {
+		var ve *ebpf.VerifierError
+		if errors.As(err, &ve) {
+			return nil, fmt.Errorf("load BPF program (verifier): %+v", ve)
+		}
+		return nil, fmt.Errorf("load BPF program: %w", err)
 	}
 	for id := range cuda.Symbols {
 		cfg, err := SymCfg(&cuda.Symbols[id], opts.StackAll)
@@ -189,38 +143,6 @@ func Load(opts Options) (*Objects, error) {
 		}
 	}
 	return o, nil
-}
-
-// load loads the maps, the lifecycle programs and the call programs of
-// the attach mode.
-func (o *Objects) load(spec *ebpf.CollectionSpec) error {
-	var target any
-	switch o.mode {
-	case attachSession:
-		target = &struct {
-			*forensicMaps
-			*lifecyclePrograms
-			*sessionPrograms
-		}{&o.objs.forensicMaps, &o.objs.lifecyclePrograms, &o.objs.sessionPrograms}
-	default:
-		if o.mode == attachMulti {
-			spec.Programs[forensicProgCallEntry].AttachType = ebpf.AttachTraceUprobeMulti
-			spec.Programs[forensicProgCallReturn].AttachType = ebpf.AttachTraceUprobeMulti
-		}
-		target = &struct {
-			*forensicMaps
-			*lifecyclePrograms
-			*pairPrograms
-		}{&o.objs.forensicMaps, &o.objs.lifecyclePrograms, &o.objs.pairPrograms}
-	}
-	if err := spec.LoadAndAssign(target, nil); err != nil {
-		var ve *ebpf.VerifierError
-		if errors.As(err, &ve) {
-			return fmt.Errorf("load BPF program (verifier): %+v", ve)
-		}
-		return fmt.Errorf("load BPF program: %w", err)
-	}
-	return nil
 }
 
 func boolByte(b bool) uint8 {
@@ -359,28 +281,20 @@ func (o *Objects) MarkAttached(dev uint32, ino uint64) error {
 	return o.objs.AttachedFiles.Put(forensicFxFile{Dev: uint64(dev), Ino: ino}, uint32(1))
 }
 
-// Attach puts the call probes on symbols ids of the ELF file at path, at
-// the given file offsets (one per id): one session link, or return and
-// entry probes. Return probes go first: a call entered between the two
-// attachments is then counted as an unmatched return instead of leaving a
-// stale entry behind.
+// Attach puts the return and entry probes on symbols ids of the ELF file
+// at path, at the given file offsets (one per id). Return probes go first:
+// a call entered between the two attachments is then counted as an
+// unmatched return instead of leaving a stale entry behind.
 func (o *Objects) Attach(path string, ids []int, offsets []uint64) ([]link.Link, error) {
-	cookies := make([]uint64, len(ids))
-	for i, id := range ids {
-		cookies[i] = uint64(id)
-	}
-	if o.mode == attachSession {
-		l, err := sessionLink(path, o.objs.CallSession, offsets, cookies)
-		if err != nil {
-			return nil, err
-		}
-		return []link.Link{l}, nil
-	}
 	ex, err := link.OpenExecutable(path)
 	if err != nil {
 		return nil, err
 	}
-	if o.mode == attachMulti {
+	if o.multi {
+		cookies := make([]uint64, len(ids))
+		for i, id := range ids {
+			cookies[i] = uint64(id)
+		}
 		opts := &link.UprobeMultiOptions{Addresses: offsets, Cookies: cookies}
 		ret, err := ex.UretprobeMulti(nil, o.objs.CallReturn, opts)
 		if err != nil {
@@ -432,7 +346,7 @@ func CloseLinks(links []link.Link) {
 
 // ProgramNames are the names the kernel knows the programs by; a test can
 // look for leftovers after a recorder is killed.
-var ProgramNames = []string{"call_session", "call_entry", "call_return", "proc_fork", "proc_exec", "proc_exit", "map_file"}
+var ProgramNames = []string{"call_entry", "call_return", "proc_fork", "proc_exec", "proc_exit", "map_file"}
 
 // ErrShortRecord: a ring buffer record shorter than its kind's layout.
 var ErrShortRecord = errors.New("short ring buffer record")
