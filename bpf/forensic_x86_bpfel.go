@@ -184,6 +184,7 @@ type forensicThread struct {
 	F     [4]struct {
 		_      structs.HostLayout
 		Ts     uint64
+		Sp     uint64
 		Args   [6]uint64
 		Symbol uint16
 		Flags  uint16
