@@ -245,11 +245,14 @@ static __always_inline void read_array(struct frame *f, struct fx_symcfg *cfg)
 		bytes = FX_ARRAY_LEN;
 	if (!bytes)
 		return;
+	/* Read into the stack, then copy: see read_out. */
+	__u64 buf[FX_ARRAY_LEN / 8] = {};
 	__u64 src = f->args[a];
-	if (!src || bpf_probe_read_user(f->arr, bytes, (void *)src)) {
+	if (!src || bpf_probe_read_user(buf, bytes, (void *)src)) {
 		f->flags |= FX_CALL_ARRAY_FAULT;
 		return;
 	}
+	__builtin_memcpy(f->arr, buf, sizeof(f->arr));
 	f->arr_n = n;
 }
 
@@ -301,14 +304,20 @@ int call_entry(struct pt_regs *ctx)
 	struct fx_symcfg *cfg = bpf_map_lookup_elem(&symcfg, &key);
 	f->has_arr = 0;
 	if (cfg && cfg->in_len) {
-		__u64 src = 0;
+		/* Read into the stack, then copy: see read_out. Only the
+		 * row's length, so that a struct at the end of a page reads. */
+		__u64 in[FX_IN_LEN / 8] = {}, src = 0;
+		__u32 len = cfg->in_len;
 		__s8 a = cfg->in_arg;
 		if (a == FX_IN_STACK)
 			src = PT_REGS_SP(ctx) + 8;
 		else if (a >= 0 && a < 6)
 			src = f->args[a];
-		if (!src || bpf_probe_read_user(&f->in, FX_IN_LEN, (void *)src))
+		if (len > FX_IN_LEN)
+			len = FX_IN_LEN;
+		if (!src || bpf_probe_read_user(in, len, (void *)src))
 			f->flags |= FX_CALL_IN_FAULT;
+		__builtin_memcpy(f->in, in, sizeof(f->in));
 	}
 	if (cfg && cfg->arr_len) {
 		f->has_arr = 1;
