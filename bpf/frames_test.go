@@ -151,7 +151,7 @@ func TestNestedAndAbandonedCalls(t *testing.T) {
 	}
 	for i, w := range wants {
 		c := calls[i]
-		out := binary.LittleEndian.Uint64(c.Outa[:])
+		out := binary.LittleEndian.Uint64(c.OutA[:])
 		if int(c.Symbol) != w.sym || c.Depth != w.depth || c.Result != w.result || c.Flags != w.flags || (w.result == 0 && out != w.out) ||
 			c.Pid != uint32(cmd.Process.Pid) || c.TsEntry == 0 || c.TsExit < c.TsEntry {
 			t.Errorf("call %d: %s depth %d result %d flags %#x out %#x, pid %d, %d..%d; want %s depth %d result %d flags %#x out %#x",
