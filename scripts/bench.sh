@@ -103,6 +103,8 @@ if [[ ! " ${failed[*]} " =~ " 1 " ]]; then
 	((status == 0)) || fail 1 "Per-call overhead (probecost)" "$work/1-probecost.md" "$work/1-probecost.log" "$status"
 	((status == 0)) || sections+=("$work/1-probecost.md")
 fi
+# The experiments on the probes: measured once, kept as written.
+sections+=(bench/experiments.md)
 
 echo "== 2, 3. call storms: sustained rate, recorder CPU and memory, bytes per event (bench/storm)"
 section 2 "Sustained call rate, recorder resources" "$work/2-storm.md" "$bin/storm"

@@ -51,8 +51,9 @@ func main() {
 	rounds := flag.Int("rounds", 0, "interleaved rounds (default 7; 3 under BENCH_QUICK=1)")
 	target := flag.Duration("target", 0, "how long a run under forensic should last (default 1.5s; 0.3s quick)")
 	fixedN := flag.Int("n", 0, "mix iterations (default: calibrated to -target)")
+	also := flag.String("also", "", "another forensic binary, measured as configuration (e) in the same rounds (a before/after comparison)")
 	flag.Parse()
-	if err := run(*rounds, *target, *fixedN); err != nil {
+	if err := run(*rounds, *target, *fixedN, *also); err != nil {
 		fmt.Fprintln(os.Stderr, "overhead:", err)
 		os.Exit(1)
 	}
@@ -68,13 +69,15 @@ type bench struct {
 	lastRecord              *benchutil.RecordResult
 	rounds, n               int
 	target                  time.Duration
+	also                    string // another forensic binary: configuration (e)
 }
 
-func run(rounds int, target time.Duration, n int) error {
+func run(rounds int, target time.Duration, n int, also string) error {
 	b, err := newBench(rounds, target, n)
 	if err != nil {
 		return err
 	}
+	b.also = also
 	defer b.floor.Close()
 	defer os.Remove(b.db)
 	configs := b.configs()
@@ -153,7 +156,7 @@ func script(n int) string { return fmt.Sprintf("init; use 0; clock; mix %d; cloc
 // configs are the four configurations, in the order each round runs them.
 func (b *bench) configs() []*config {
 	env := b.env
-	return []*config{
+	cs := []*config{
 		{key: "a", name: "no probes", run: func(n int) (time.Duration, error) {
 			out, err := env.RunSimwork(b.state, script(n))
 			if err != nil {
@@ -172,22 +175,34 @@ func (b *bench) configs() []*config {
 			}
 			return benchutil.Elapsed(out)
 		}},
-		{key: "c", name: "forensic record", run: func(n int) (time.Duration, error) {
-			res, err := env.Record(benchutil.RecordOpts{DB: b.db, Script: script(n), State: b.state})
-			if err != nil {
-				return 0, err
-			}
-			st := res.Stop.Stats
-			if st.LostCalls != 0 || st.Events != st.Calls || st.Events < uint64(callsPerIter*n) {
-				return 0, fmt.Errorf("forensic lost calls: %+v", st)
-			}
-			b.lastRecord = res
-			return benchutil.Elapsed(res.Stdout)
-		}},
+		{key: "c", name: "forensic record", run: func(n int) (time.Duration, error) { return b.record("", n) }},
 		{key: "d", name: "bpftrace", run: func(n int) (time.Duration, error) {
 			return runBpftrace(b.bt, b.btScript, env, b.state, script(n), n, nil)
 		}},
 	}
+	if b.also != "" {
+		cs = append(cs, &config{key: "e", name: "forensic record, " + b.also, run: func(n int) (time.Duration, error) {
+			return b.record(b.also, n)
+		}})
+	}
+	return cs
+}
+
+// record runs the workload under forensic record (bin, or the bench's
+// own build) and checks that nothing was lost.
+func (b *bench) record(bin string, n int) (time.Duration, error) {
+	res, err := b.env.Record(benchutil.RecordOpts{Bin: bin, DB: b.db, Script: script(n), State: b.state})
+	if err != nil {
+		return 0, err
+	}
+	st := res.Stop.Stats
+	if st.LostCalls != 0 || st.Events != st.Calls || st.Events < uint64(callsPerIter*n) {
+		return 0, fmt.Errorf("forensic lost calls: %+v", st)
+	}
+	if bin == "" {
+		b.lastRecord = res
+	}
+	return benchutil.Elapsed(res.Stdout)
 }
 
 // calibrate sets N so that a run under forensic, the configuration the
@@ -231,6 +246,10 @@ func (b *bench) printConfigs(w *os.File, configs []*config, med map[string]float
 			delta = fmt.Sprintf("+%s", ns(med[c.key]-med["a"]))
 		}
 		fmt.Fprintf(w, "| (%s) %s | %s | %s .. %s | %s |\n", c.key, c.name, ns(med[c.key]), ns(lo), ns(hi), delta)
+	}
+	if e, ok := med["e"]; ok {
+		fmt.Fprintf(w, "\n(e) against (c), same rounds: %.3f per call; (e) over the floor %s, (c) %s.\n",
+			e/med["c"], ns(e-med["b"]), ns(med["c"]-med["b"]))
 	}
 	rf := med["c"] / med["b"]
 	rb := med["c"] / med["d"]
