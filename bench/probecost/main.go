@@ -39,19 +39,22 @@ import (
 type variant struct {
 	name, what string
 	insns      func(m maps) asmProg
-	perRun     float64 // ns, statistics' own cost included
+	perRun     []float64 // ns per round, statistics' own cost included
 }
 
 func main() {
-	n := flag.Int("n", 0, "mix iterations per variant (default 20000; 5000 quick)")
+	n := flag.Int("n", 0, "mix iterations per variant and round (default 20000; 5000 quick)")
 	cmp := flag.String("compare", "", "OLD,NEW: compare two forensic binaries' own programs instead")
-	rounds := flag.Int("rounds", 10, "rounds of a -compare")
+	rounds := flag.Int("rounds", 0, "rounds, the variants interleaved (default 3, 1 quick; for -compare 10)")
 	flag.Parse()
 	var err error
 	if *cmp != "" {
+		if *rounds == 0 {
+			*rounds = 10
+		}
 		err = runCompare(*cmp, *rounds, *n)
 	} else {
-		err = run(*n)
+		err = run(*n, *rounds)
 	}
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "probecost:", err)
@@ -79,7 +82,7 @@ func runCompare(bins string, rounds, n int) error {
 	return compare(env, list, rounds, n)
 }
 
-func run(n int) error {
+func run(n, rounds int) error {
 	env, err := benchutil.Setup()
 	if err != nil {
 		return err
@@ -88,6 +91,12 @@ func run(n int) error {
 		n = 20000
 		if env.Quick {
 			n = 5000
+		}
+	}
+	if rounds == 0 {
+		rounds = 3
+		if env.Quick {
+			rounds = 1
 		}
 	}
 	if err := rlimit.RemoveMemlock(); err != nil {
@@ -109,10 +118,12 @@ func run(n int) error {
 	}
 	defer stop()
 	vs := variants()
-	if err := measure(env, m, vs, n); err != nil {
-		return err
+	for r := 0; r < rounds; r++ {
+		if err := measure(env, m, vs, n); err != nil {
+			return err
+		}
 	}
-	printTable(vs, n)
+	printTable(vs, n, rounds)
 	return nil
 }
 
@@ -143,8 +154,8 @@ func drain(ring *ebpf.Map) (func(), error) {
 	return func() { close(stopRead); rd.Close(); <-readDone }, nil
 }
 
-// measure runs the workload under each variant and keeps its run time per
-// invocation.
+// measure runs the workload under each variant in turn (one round) and
+// keeps its run time per invocation.
 func measure(env *benchutil.Env, m maps, vs []*variant, n int) error {
 	empty, err := prog(ret0())
 	if err != nil {
@@ -172,28 +183,34 @@ func measure(env *benchutil.Env, m maps, vs []*variant, n int) error {
 		if err := errors.Join(err, serr); err != nil {
 			return fmt.Errorf("%s: %w", v.name, err)
 		}
-		v.perRun = float64(st.Runtime) / float64(max(st.RunCount, 1))
-		benchutil.Logf("probecost: %-10s %d runs, %.0f ns per run", v.name, st.RunCount, v.perRun)
+		per := float64(st.Runtime) / float64(max(st.RunCount, 1))
+		v.perRun = append(v.perRun, per)
+		benchutil.Logf("probecost: %-12s %d runs, %.0f ns per run", v.name, st.RunCount, per)
 	}
 	return nil
 }
 
-// printTable prints each variant's cost over the empty program.
-func printTable(vs []*variant, n int) {
+// printTable prints each variant's cost over the empty program: the
+// median over the rounds of the difference within each round.
+func printTable(vs []*variant, n, rounds int) {
 	cost := map[string]float64{}
-	base := vs[0].perRun
 	for _, v := range vs {
-		cost[v.name] = v.perRun - base
+		var d []float64
+		for r := range v.perRun {
+			d = append(d, v.perRun[r]-vs[0].perRun[r])
+		}
+		cost[v.name] = benchutil.Median(d)
 	}
 	w := os.Stdout
 	fmt.Fprintf(w, "What the operations cost alone (`bench/probecost`): each row is a BPF program doing only that, attached "+
 		"as the entry program like forensic's (uprobe_multi with cookies on the same symbols), over `mix %d`; run time per "+
-		"invocation from the kernel's statistics, minus the empty program's (%.0f ns, the statistics' own clock reads).\n\n", n, base)
+		"invocation from the kernel's statistics, minus the empty program's (%.0f ns, the statistics' own clock reads) "+
+		"in the same round; medians over the rounds (%d), the programs interleaved in each.\n\n", n, benchutil.Median(vs[0].perRun), rounds)
 	fmt.Fprintf(w, "| operation | cost per invocation |\n|---|---:|\n")
 	for _, v := range vs[1:] {
-		c := fmt.Sprintf("%.0f ns", v.perRun-base)
-		if v.perRun-base < 10 {
-			c = "≈ 0 (inlined by the verifier)"
+		c := fmt.Sprintf("%.0f ns", cost[v.name])
+		if cost[v.name] < 10 {
+			c = "< 10 ns"
 		}
 		fmt.Fprintf(w, "| %s | %s |\n", v.what, c)
 	}

@@ -72,7 +72,7 @@ func variants() []*variant {
 		{name: "hash", what: "`bpf_get_current_pid_tgid` + hash map lookup by thread id, hit (per-thread state in a hash map)", insns: hashLookup},
 		{name: "task_btf", what: "`bpf_get_current_task_btf` alone", insns: call(asm.FnGetCurrentTaskBtf)},
 		{name: "task", what: "`bpf_get_current_task_btf` + `bpf_task_storage_get` (per-thread state in task-local storage)", insns: taskStorage},
-		{name: "percpu", what: "per-CPU array lookup", insns: percpuLookup},
+		{name: "percpu", what: "per-CPU array lookup (the verifier inlines it)", insns: percpuLookup},
 		{name: "read8", what: "`bpf_probe_read_user` of 8 bytes (an out-parameter) into the BPF stack", insns: readUser(8)},
 		{name: "read32", what: "`bpf_probe_read_user` of 32 bytes (an input struct) into the BPF stack", insns: readUser(32)},
 		{name: "read8_map", what: "`bpf_probe_read_user` of 8 bytes into a map value (per-CPU array)", insns: readUserMap},
