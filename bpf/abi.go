@@ -49,8 +49,8 @@ const (
 	outBLen    = int(forensicFxConstFX_OUTB_LEN)
 	// tailLen and callFixed: a call record is its fixed part and up to
 	// tailLen bytes of what its row captures.
-	tailLen   = int(forensicFxConstFX_TAIL_LEN)
-	callFixed = int(forensicFxConstFX_CALL_FIXED)
+	tailLen    = int(forensicFxConstFX_TAIL_LEN)
+	callFixed  = int(forensicFxConstFX_CALL_FIXED)
 	commLen    = int(forensicFxConstFX_COMM_LEN)
 	fileLen    = int(forensicFxConstFX_FILENAME_LEN)
 	argsLen    = int(forensicFxConstFX_ARGS_LEN)
