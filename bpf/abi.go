@@ -47,6 +47,10 @@ const (
 	inLen      = int(forensicFxConstFX_IN_LEN)
 	outALen    = int(forensicFxConstFX_OUTA_LEN)
 	outBLen    = int(forensicFxConstFX_OUTB_LEN)
+	// tailLen and callFixed: a call record is its fixed part and up to
+	// tailLen bytes of what its row captures.
+	tailLen    = int(forensicFxConstFX_TAIL_LEN)
+	callFixed  = int(forensicFxConstFX_CALL_FIXED)
 	commLen    = int(forensicFxConstFX_COMM_LEN)
 	fileLen    = int(forensicFxConstFX_FILENAME_LEN)
 	argsLen    = int(forensicFxConstFX_ARGS_LEN)
@@ -76,5 +80,6 @@ const (
 // (kernel/bpf/ringbuf.c).
 const ringHeader = 8
 
-// recordBytes is what one common call record takes in the ring.
+// recordBytes is what the largest call record without an array takes in
+// the ring (most take less: 96 bytes for a call with nothing to read).
 const recordBytes = (callSize + ringHeader + 7) &^ 7

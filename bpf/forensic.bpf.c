@@ -9,9 +9,13 @@
  * from that table) says which pointers and arrays to read. The entry probe
  * stashes the argument registers per thread; the return probe emits one
  * fx_call (an fx_call_array for symbols with an array argument) with the
- * CUresult. The hot path is one task-local storage lookup per probe (per
- * thread: whether it is recorded, its ids, its calls in progress) plus the
- * ring buffer; hash map lookups cost 130 ns each here and are kept off it.
+ * CUresult, as long as the symbol's row needs. The hot path is one
+ * task-local storage lookup per probe (per thread: whether it is recorded,
+ * its ids, its calls in progress), two clock reads, the attach cookie at
+ * entry, the ring buffer, and for an allocation one read of user memory;
+ * hash map lookups cost more than task storage here and are kept off it.
+ * bench/probecost measures each of these, and BENCHMARKS.md says what
+ * was tried to make the pair cheaper, kept or not.
  * Successful calls are submitted without waking the reader (a wake-up costs
  * more than the rest of the probe); failures wake it at once because the
  * failure-triggered NVML sample depends on it.
@@ -60,6 +64,7 @@ struct {
 
 struct frame {
 	__u64 ts;
+	__u64 sp;     /* stack pointer at entry: the return address's slot */
 	__u64 args[6];
 	__u16 symbol;
 	__u16 flags;  /* enum fx_call_flags set at entry (probe bits only) */
@@ -244,11 +249,14 @@ static __always_inline void read_array(struct frame *f, struct fx_symcfg *cfg)
 		bytes = FX_ARRAY_LEN;
 	if (!bytes)
 		return;
+	/* Read into the stack, then copy: see read_out. */
+	__u64 buf[FX_ARRAY_LEN / 8] = {};
 	__u64 src = f->args[a];
-	if (!src || bpf_probe_read_user(f->arr, bytes, (void *)src)) {
+	if (!src || bpf_probe_read_user(buf, bytes, (void *)src)) {
 		f->flags |= FX_CALL_ARRAY_FAULT;
 		return;
 	}
+	__builtin_memcpy(f->arr, buf, sizeof(f->arr));
 	f->arr_n = n;
 }
 
@@ -287,6 +295,7 @@ int call_entry(struct pt_regs *ctx)
 	struct frame *f = &th->f[d & (FX_MAX_DEPTH - 1)];
 	__u16 sym = (__u16)bpf_get_attach_cookie(ctx);
 	f->symbol = sym;
+	f->sp = PT_REGS_SP(ctx);
 	f->flags = 0;
 	f->args[0] = PT_REGS_PARM1(ctx);
 	f->args[1] = PT_REGS_PARM2(ctx);
@@ -299,14 +308,20 @@ int call_entry(struct pt_regs *ctx)
 	struct fx_symcfg *cfg = bpf_map_lookup_elem(&symcfg, &key);
 	f->has_arr = 0;
 	if (cfg && cfg->in_len) {
-		__u64 src = 0;
+		/* Read into the stack, then copy: see read_out. Only the
+		 * row's length, so that a struct at the end of a page reads. */
+		__u64 in[FX_IN_LEN / 8] = {}, src = 0;
+		__u32 len = cfg->in_len;
 		__s8 a = cfg->in_arg;
 		if (a == FX_IN_STACK)
 			src = PT_REGS_SP(ctx) + 8;
 		else if (a >= 0 && a < 6)
 			src = f->args[a];
-		if (!src || bpf_probe_read_user(&f->in, FX_IN_LEN, (void *)src))
+		if (len > FX_IN_LEN)
+			len = FX_IN_LEN;
+		if (!src || bpf_probe_read_user(in, len, (void *)src))
 			f->flags |= FX_CALL_IN_FAULT;
+		__builtin_memcpy(f->in, in, sizeof(f->in));
 	}
 	if (cfg && cfg->arr_len) {
 		f->has_arr = 1;
@@ -318,7 +333,12 @@ int call_entry(struct pt_regs *ctx)
 	return 0;
 }
 
-static __always_inline __u32 read_out(void *dst, __u32 size, __u8 len, __s8 arg, struct frame *f)
+/* read_out reads an out parameter into buf (size bytes, zeroed by the
+ * caller) and returns 1 when the read failed. The probes read user memory
+ * into the BPF stack, then copy: bpf_probe_read_user costs about 50 ns less
+ * here with a stack destination than with a map value or the ring as one
+ * (bench/probecost), more than the copy. */
+static __always_inline __u32 read_out(void *buf, __u32 size, __u8 len, __s8 arg, struct frame *f)
 {
 	if (arg < 0 || arg >= 6 || !len)
 		return 0;
@@ -327,40 +347,19 @@ static __always_inline __u32 read_out(void *dst, __u32 size, __u8 len, __s8 arg,
 		return 1;
 	if (len > size)
 		len = size;
-	return bpf_probe_read_user(dst, len, (void *)p) ? 1 : 0;
+	return bpf_probe_read_user(buf, len, (void *)p) ? 1 : 0;
 }
 
-/* reserve_call takes room in the ring for one call record: an
- * fx_call_array when the frame holds an array argument (only symbols with
- * one pay for the larger record), else an fx_call. */
-static __always_inline struct fx_call *reserve_call(struct frame *f)
+/* find_frame returns the frame of the call a return ends and its depth,
+ * popping the frames of inner calls that never returned (flagged
+ * reordered), or 0 for a return without an entry.
+ *
+ * The frame is the one whose entry had the stack pointer the return
+ * leaves (the return popped the return address), as the kernel matches its
+ * own return instances: no attach cookie needed (18 ns). */
+static __always_inline struct frame *find_frame(struct pt_regs *ctx, struct thread *th, struct fx_stats *s,
+						__u32 *depthp, __u32 *flags)
 {
-	if (!f->has_arr) {
-		struct fx_call *e = bpf_ringbuf_reserve(&events, sizeof(*e), 0);
-		if (e)
-			e->kind = FX_KIND_CALL;
-		return e;
-	}
-	struct fx_call_array *a = bpf_ringbuf_reserve(&events, sizeof(*a), 0);
-	if (!a)
-		return 0;
-	a->call.kind = FX_KIND_CALL_ARRAY;
-	a->n = f->arr_n;
-	__builtin_memset(a->pad, 0, sizeof(a->pad));
-	__builtin_memcpy(a->data, f->arr, sizeof(a->data));
-	return &a->call;
-}
-
-SEC("uretprobe")
-int call_return(struct pt_regs *ctx)
-{
-	__u64 now = bpf_ktime_get_ns();
-	struct thread *th = bpf_task_storage_get(&threads, bpf_get_current_task_btf(), 0, 0);
-	if (!th || th->state != THREAD_TRACKED)
-		return 0; /* not a recorded thread */
-	struct fx_stats *s = stats_get();
-	if (!s)
-		return 0;
 	__u32 depth = th->depth;
 	if (depth == 0) {
 		s->c[FX_CTR_UNMATCHED_RETURNS]++;
@@ -370,16 +369,14 @@ int call_return(struct pt_regs *ctx)
 	th->depth = depth;
 	if (depth >= FX_MAX_DEPTH)
 		return 0; /* counted as too deep at entry */
-
-	__u16 sym = (__u16)bpf_get_attach_cookie(ctx);
-	__u32 flags = 0;
+	__u64 sp = PT_REGS_SP(ctx) - 8;
 	struct frame *f = &th->f[depth & (FX_MAX_DEPTH - 1)];
-	if (f->symbol != sym) {
+	if (f->sp != sp) {
 		/* An inner call left without returning (longjmp, exception):
 		 * find the frame this return belongs to. */
 		int found = 0;
 		for (int i = FX_MAX_DEPTH - 1; i >= 0; i--) {
-			if (i < (int)depth && th->f[i].symbol == sym) {
+			if (i < (int)depth && th->f[i].sp == sp) {
 				depth = i;
 				found = 1;
 				break;
@@ -391,22 +388,19 @@ int call_return(struct pt_regs *ctx)
 		}
 		th->depth = depth;
 		f = &th->f[depth & (FX_MAX_DEPTH - 1)];
-		flags |= FX_CALL_REORDERED;
+		*flags |= FX_CALL_REORDERED;
 	}
+	*depthp = depth;
+	return f;
+}
 
-	s->c[FX_CTR_CALLS]++;
-	struct fx_call *e = reserve_call(f);
-	if (!e) {
-		if (!s->c[FX_CTR_LOST_FIRST_NS])
-			s->c[FX_CTR_LOST_FIRST_NS] = now;
-		s->c[FX_CTR_LOST_LAST_NS] = now;
-		s->c[FX_CTR_LOST_CALLS]++;
-		return 0;
-	}
-
-	__s32 result = (__s32)PT_REGS_RC(ctx);
+/* fill_call fills a call record's fixed part but its flags. */
+static __always_inline void fill_call(struct fx_call *e, __u8 kind, struct thread *th, struct frame *f, __u32 depth,
+				      __s32 result, __u64 now)
+{
+	e->kind = kind;
 	e->depth = depth;
-	e->symbol = sym;
+	e->symbol = f->symbol;
 	e->pid = th->pid;
 	e->tid = th->tid;
 	e->result = result;
@@ -414,45 +408,193 @@ int call_return(struct pt_regs *ctx)
 	e->ts_entry = f->ts;
 	e->ts_exit = now;
 	__builtin_memcpy(e->args, f->args, sizeof(e->args));
-	__builtin_memcpy(e->in, f->in, sizeof(e->in));
-	flags |= f->flags;
+}
 
-	__u32 key = sym;
-	struct fx_symcfg *cfg = bpf_map_lookup_elem(&symcfg, &key);
-	if (cfg) {
-		/* Out parameters hold a value only on success. */
-		if (result == 0) {
-			if (read_out(e->outa, FX_OUTA_LEN, cfg->outa_len, cfg->outa_arg, f))
-				flags |= FX_CALL_OUTA_FAULT;
-			if (read_out(e->outb, FX_OUTB_LEN, cfg->outb_len, cfg->outb_arg, f))
-				flags |= FX_CALL_OUTB_FAULT;
-		}
-		if (result != 0 || cfg->stack) {
-			e->stack_id = bpf_get_stackid(ctx, &stacks, BPF_F_USER_STACK);
-			if (e->stack_id < 0)
-				s->c[FX_CTR_STACK_ERRORS]++;
-		}
+/* take_stack takes the user stack of a failed call (and of every call of a
+ * row that asks for it under --stacks). */
+static __always_inline void take_stack(struct pt_regs *ctx, struct fx_call *e, struct fx_symcfg *cfg, struct fx_stats *s)
+{
+	if (e->result != 0 || cfg->stack) {
+		e->stack_id = bpf_get_stackid(ctx, &stacks, BPF_F_USER_STACK);
+		if (e->stack_id < 0)
+			s->c[FX_CTR_STACK_ERRORS]++;
 	}
+}
 
-	__u64 wake = BPF_RB_NO_WAKEUP;
+/* capture fills a whole tail with what the symbol's row captures: out
+ * parameters of a successful call, the input struct read at entry. */
+static __always_inline void capture(struct fx_call *e, struct frame *f, struct fx_symcfg *cfg, __u32 *flags)
+{
+	__u64 outa[FX_OUTA_LEN / 8] = {}, outb[FX_OUTB_LEN / 8] = {};
+	/* Out parameters hold a value only on success. */
+	if (e->result == 0) {
+		if (read_out(outa, FX_OUTA_LEN, cfg->outa_len, cfg->outa_arg, f))
+			*flags |= FX_CALL_OUTA_FAULT;
+		if (read_out(outb, FX_OUTB_LEN, cfg->outb_len, cfg->outb_arg, f))
+			*flags |= FX_CALL_OUTB_FAULT;
+	}
+	/* Offsets are multiples of 8 (SymCfg); the bounds keep every write
+	 * inside the tail. */
+	__u32 outb_at = cfg->tail_outb & ~7, in_at = cfg->tail_in & ~7;
+	if (outb_at > FX_OUTA_LEN)
+		outb_at = FX_OUTA_LEN;
+	if (in_at > FX_OUTA_LEN + FX_OUTB_LEN)
+		in_at = FX_OUTA_LEN + FX_OUTB_LEN;
+	__builtin_memset(e->tail, 0, sizeof(e->tail));
+	__builtin_memcpy(e->tail, outa, sizeof(outa));
+	__builtin_memcpy(e->tail + outb_at, outb, sizeof(outb));
+	if (cfg->in_len)
+		__builtin_memcpy(e->tail + in_at, f->in, sizeof(f->in));
+}
+
+/* wake_flags says whether submitting a record wakes the reader: a failure
+ * does at once (and under --freeze-on-failure stops the process first);
+ * successful calls only every wakeup_every on a CPU. */
+static __always_inline __u64 wake_flags(__s32 result, __u32 depth, struct fx_stats *s, __u32 *flags)
+{
 	if (result != 0) {
-		wake = BPF_RB_FORCE_WAKEUP;
 		if (freeze_on_failure && depth == 0) {
 			/* Hold the process still so the failure sample shows the
 			 * state at the failure; user space continues it. */
 			if (bpf_send_signal(SIGSTOP) == 0) {
-				flags |= FX_CALL_FROZEN;
+				*flags |= FX_CALL_FROZEN;
 				s->c[FX_CTR_FROZEN]++;
 			}
 		}
-	} else if (wakeup_every && ++s->unwoken >= wakeup_every) {
+		return BPF_RB_FORCE_WAKEUP;
+	}
+	if (wakeup_every && ++s->unwoken >= wakeup_every) {
 		/* The reader also polls; this bounds how much a burst leaves
 		 * in the ring between polls. */
 		s->unwoken = 0;
-		wake = BPF_RB_FORCE_WAKEUP;
+		return BPF_RB_FORCE_WAKEUP;
 	}
-	e->flags = flags;
-	bpf_ringbuf_submit(e, wake);
+	return BPF_RB_NO_WAKEUP;
+}
+
+static __always_inline void lost_call(struct fx_stats *s, __u64 now)
+{
+	if (!s->c[FX_CTR_LOST_FIRST_NS])
+		s->c[FX_CTR_LOST_FIRST_NS] = now;
+	s->c[FX_CTR_LOST_LAST_NS] = now;
+	s->c[FX_CTR_LOST_CALLS]++;
+}
+
+/* What a return needs to send its call's record. */
+struct ret {
+	struct pt_regs *ctx;
+	struct thread *th;
+	struct frame *f;
+	struct fx_symcfg *cfg;
+	struct fx_stats *s;
+	__u64 now;
+	__u32 depth;
+	__u32 flags;
+	__s32 result;
+};
+
+/* send submits a filled record (or counts it lost when the ring had no
+ * room: e is null). */
+static __always_inline void send(struct ret *r, struct fx_call *e, void *rec)
+{
+	take_stack(r->ctx, e, r->cfg, r->s);
+	__u64 wake = wake_flags(r->result, r->depth, r->s, &r->flags);
+	e->flags = r->flags;
+	bpf_ringbuf_submit(rec, wake);
+}
+
+/* The record sizes of calls without an array argument: the fixed part
+ * alone (nothing to read, most symbols), with one 8-byte out parameter
+ * (an allocation's returned pointer), and whole. Each is reserved with
+ * its constant size, so the record is written in place and the ring
+ * holds 96 or 104 bytes per call instead of 168. */
+
+static __always_inline void emit_fixed(struct ret *r)
+{
+	struct fx_call *e = bpf_ringbuf_reserve(&events, FX_CALL_FIXED, 0);
+	if (!e) {
+		lost_call(r->s, r->now);
+		return;
+	}
+	fill_call(e, FX_KIND_CALL, r->th, r->f, r->depth, r->result, r->now);
+	send(r, e, e);
+}
+
+static __always_inline void emit_out8(struct ret *r)
+{
+	/* Read before reserving: no ring space is held meanwhile. */
+	__u64 out = 0;
+	if (r->result == 0 && read_out(&out, 8, r->cfg->outa_len, r->cfg->outa_arg, r->f))
+		r->flags |= FX_CALL_OUTA_FAULT;
+	struct fx_call *e = bpf_ringbuf_reserve(&events, FX_CALL_FIXED + 8, 0);
+	if (!e) {
+		lost_call(r->s, r->now);
+		return;
+	}
+	fill_call(e, FX_KIND_CALL, r->th, r->f, r->depth, r->result, r->now);
+	*(__u64 *)e->tail = out;
+	send(r, e, e);
+}
+
+static __always_inline void emit_whole(struct ret *r)
+{
+	struct fx_call *e = bpf_ringbuf_reserve(&events, sizeof(*e), 0);
+	if (!e) {
+		lost_call(r->s, r->now);
+		return;
+	}
+	fill_call(e, FX_KIND_CALL, r->th, r->f, r->depth, r->result, r->now);
+	capture(e, r->f, r->cfg, &r->flags);
+	send(r, e, e);
+}
+
+/* emit_array sends the record of a call whose row captures an array
+ * argument: an fx_call_array (only those symbols pay for the larger
+ * record). */
+static __always_inline void emit_array(struct ret *r)
+{
+	struct fx_call_array *a = bpf_ringbuf_reserve(&events, sizeof(*a), 0);
+	if (!a) {
+		lost_call(r->s, r->now);
+		return;
+	}
+	fill_call(&a->call, FX_KIND_CALL_ARRAY, r->th, r->f, r->depth, r->result, r->now);
+	capture(&a->call, r->f, r->cfg, &r->flags);
+	a->n = r->f->arr_n;
+	__builtin_memset(a->pad, 0, sizeof(a->pad));
+	__builtin_memcpy(a->data, r->f->arr, sizeof(a->data));
+	send(r, &a->call, a);
+}
+
+/* The return probe sends one record per call, as long as its row needs. */
+SEC("uretprobe")
+int call_return(struct pt_regs *ctx)
+{
+	struct ret r = {.ctx = ctx, .now = bpf_ktime_get_ns()};
+	r.th = bpf_task_storage_get(&threads, bpf_get_current_task_btf(), 0, 0);
+	if (!r.th || r.th->state != THREAD_TRACKED)
+		return 0; /* not a recorded thread */
+	r.s = stats_get();
+	if (!r.s)
+		return 0;
+	r.f = find_frame(ctx, r.th, r.s, &r.depth, &r.flags);
+	if (!r.f)
+		return 0;
+	__u32 key = r.f->symbol;
+	r.cfg = bpf_map_lookup_elem(&symcfg, &key);
+	if (!r.cfg)
+		return 0; /* every symbol the probes are on has a row */
+	r.s->c[FX_CTR_CALLS]++;
+	r.flags |= r.f->flags;
+	r.result = (__s32)PT_REGS_RC(ctx);
+	if (r.f->has_arr)
+		emit_array(&r);
+	else if (r.cfg->tail_len == 0)
+		emit_fixed(&r);
+	else if (r.cfg->tail_len <= 8 && !r.cfg->outb_len && !r.cfg->in_len)
+		emit_out8(&r);
+	else
+		emit_whole(&r);
 	return 0;
 }
 

@@ -17,6 +17,10 @@ enum fx_const {
 	FX_IN_LEN = 32,
 	FX_OUTA_LEN = 32,
 	FX_OUTB_LEN = 8,
+	/* A call record's tail holds what its symbol's row captures. */
+	FX_TAIL_LEN = FX_OUTA_LEN + FX_OUTB_LEN + FX_IN_LEN,
+	/* Bytes of a call record before its tail. */
+	FX_CALL_FIXED = 88,
 	FX_COMM_LEN = 16,
 	FX_FILENAME_LEN = 128,
 	FX_ARGS_LEN = 256,
@@ -62,7 +66,13 @@ enum fx_call_flags {
 	FX_CALL_LATE_ATTACH = 1 << 8, /* user space: the process was running before the probes were attached */
 };
 
-/* One completed call of an attached symbol. */
+/* One completed call of an attached symbol. The ring record is the fixed
+ * part and as much of the tail as the symbol's row captures (fx_symcfg's
+ * tail_len: 0 for a call with nothing to read, 8 for an allocation's
+ * returned pointer), so a record is FX_CALL_FIXED to sizeof(struct fx_call)
+ * bytes long. The tail packs, each at a multiple of 8 bytes: the bytes read
+ * through the first out pointer (offset 0), through the second
+ * (tail_outb), the input struct read at entry (tail_in). */
 struct fx_call {
 	__u8 kind;     /* FX_KIND_CALL, or FX_KIND_CALL_ARRAY inside struct fx_call_array */
 	__u8 depth;    /* 0 = called by the application */
@@ -75,13 +85,13 @@ struct fx_call {
 	__u64 ts_entry; /* bpf_ktime_get_ns: CLOCK_MONOTONIC */
 	__u64 ts_exit;
 	__u64 args[6];  /* integer argument registers at entry */
-	__u8 in[FX_IN_LEN];     /* bytes read at entry from a pointer argument or the stack */
-	__u8 outa[FX_OUTA_LEN]; /* bytes read at return through an out-pointer argument */
-	__u8 outb[FX_OUTB_LEN]; /* ... and through a second one */
+	__u8 tail[FX_TAIL_LEN];
 };
+_Static_assert(__builtin_offsetof(struct fx_call, tail) == FX_CALL_FIXED, "FX_CALL_FIXED is the offset of the tail");
 
-/* A call of a symbol whose row captures an array argument. Only those
- * symbols pay for the larger record; every other call is a struct fx_call. */
+/* A call of a symbol whose row captures an array argument, always whole.
+ * Only those symbols pay for the larger record; every other call is a
+ * struct fx_call. */
 struct fx_call_array {
 	struct fx_call call;
 	__u8 n;       /* elements read at entry: min(count, the row's maximum) */
@@ -161,7 +171,12 @@ struct fx_symcfg {
 	__s8 arr_count_arg;
 	__u8 arr_count_width;
 	__u8 arr_max;
-	__u8 pad2[3];
+	/* Where the row's captures lie in a call record's tail (see struct
+	 * fx_call): the second out parameter, the input struct, and the
+	 * tail's length. */
+	__u8 tail_outb;
+	__u8 tail_in;
+	__u8 tail_len;
 };
 
 /* Loss and health counters, one set per CPU, indexed by this enum; user

@@ -26,9 +26,7 @@ type forensicFxCall struct {
 	TsEntry uint64
 	TsExit  uint64
 	Args    [6]uint64
-	In      [32]uint8
-	Outa    [32]uint8
-	Outb    [8]uint8
+	Tail    [72]uint8
 }
 
 type forensicFxCallArray struct {
@@ -60,6 +58,8 @@ const (
 	forensicFxConstFX_IN_LEN       forensicFxConst = 32
 	forensicFxConstFX_OUTA_LEN     forensicFxConst = 32
 	forensicFxConstFX_OUTB_LEN     forensicFxConst = 8
+	forensicFxConstFX_TAIL_LEN     forensicFxConst = 72
+	forensicFxConstFX_CALL_FIXED   forensicFxConst = 88
 	forensicFxConstFX_COMM_LEN     forensicFxConst = 16
 	forensicFxConstFX_FILENAME_LEN forensicFxConst = 128
 	forensicFxConstFX_ARGS_LEN     forensicFxConst = 256
@@ -172,7 +172,9 @@ type forensicFxSymcfg struct {
 	ArrCountArg   int8
 	ArrCountWidth uint8
 	ArrMax        uint8
-	Pad2          [3]uint8
+	TailOutb      uint8
+	TailIn        uint8
+	TailLen       uint8
 }
 
 type forensicThread struct {
@@ -184,6 +186,7 @@ type forensicThread struct {
 	F     [4]struct {
 		_      structs.HostLayout
 		Ts     uint64
+		Sp     uint64
 		Args   [6]uint64
 		Symbol uint16
 		Flags  uint16

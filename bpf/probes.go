@@ -26,9 +26,14 @@ import (
 
 // Call is one completed call of an attached symbol, as the probes emitted
 // it: an fx_call record, or an fx_call_array for a symbol whose row
-// captures an array argument (then ArrayN elements are in Array).
+// captures an array argument (then ArrayN elements are in Array). The
+// bytes the row captures are in In, OutA and OutB, taken from the record's
+// tail (Tail holds the tail as the record had it, zero past its length).
 type Call struct {
 	forensicFxCall
+	In     [inLen]byte
+	OutA   [outALen]byte
+	OutB   [outBLen]byte
 	ArrayN uint8
 	Array  [arrayLen]byte
 }
@@ -174,6 +179,8 @@ func SymCfg(s *cuda.Symbol, stackAll bool) (forensicFxSymcfg, error) {
 	if stackAll && s.Stack {
 		c.Stack = 1
 	}
+	t := tailOf(s)
+	c.TailOutb, c.TailIn, c.TailLen = uint8(t.outB), uint8(t.in), uint8(t.n)
 	if a := s.Array; a.Len > 0 {
 		if int(a.Max) > arrayMax || int(a.Max)*int(a.Len) > arrayLen || a.Count.Src != cuda.SrcArg || a.Count.Index > 5 {
 			return c, fmt.Errorf("%s: array capture %+v does not fit the probes' limits", s.Name, a)
@@ -182,6 +189,37 @@ func SymCfg(s *cuda.Symbol, stackAll bool) (forensicFxSymcfg, error) {
 		c.ArrCountArg, c.ArrCountWidth = int8(a.Count.Index), a.Count.Width
 	}
 	return c, nil
+}
+
+// tail is where a row's captures lie in a call record's tail (struct
+// fx_call): the first out parameter at 0, the second at outB, the input
+// struct at in, each at a multiple of 8 bytes; n bytes in all.
+type tail struct{ outB, in, n int }
+
+func tailOf(s *cuda.Symbol) tail {
+	round := func(n uint8) int { return (int(n) + 7) &^ 7 }
+	var t tail
+	t.outB = round(s.OutA.Len)
+	t.in = t.outB + round(s.OutB.Len)
+	t.n = t.in + round(s.In.Len)
+	return t
+}
+
+// RingBytes is how many bytes the ring holds for one call of a symbol (its
+// record and the kernel's 8-byte header, rounded up to 8): 96 for a call
+// with nothing to read, 104 for an allocation's returned pointer, at most
+// 168 without an array argument.
+func RingBytes(s *cuda.Symbol) int {
+	n := callSize
+	switch t := tailOf(s); {
+	case s.Array.Len > 0:
+		n = callArraySize
+	case t.n == 0:
+		n = callFixed
+	case t.n <= 8 && s.OutB.Len == 0 && s.In.Len == 0:
+		n = callFixed + 8
+	}
+	return (n + ringHeader + 7) &^ 7
 }
 
 // Close unloads the program and its maps (links must be closed first).
@@ -362,26 +400,29 @@ var ProgramNames = []string{"call_entry", "call_return", "proc_fork", "proc_exec
 var ErrShortRecord = errors.New("short ring buffer record")
 
 // Decode interprets one ring buffer record. It accepts any bytes: a record
-// of unknown kind or wrong size is an error, never a panic. Both call
-// record kinds decode into call and return KindCall.
+// of unknown kind or wrong size, or a call of a symbol not in the table, is
+// an error, never a panic. Both call record kinds decode into call and
+// return KindCall.
 func Decode(rec []byte, call *Call, proc *Proc) (kind uint8, err error) {
 	if len(rec) == 0 {
 		return 0, ErrShortRecord
 	}
 	switch rec[0] {
 	case KindCall:
-		if len(rec) < callSize {
-			return 0, fmt.Errorf("%w: call record of %d bytes", ErrShortRecord, len(rec))
+		if err := decodeCall(rec, call); err != nil {
+			return 0, err
 		}
-		call.forensicFxCall = *(*forensicFxCall)(unsafe.Pointer(&rec[0]))
 		call.ArrayN = 0
 		return KindCall, nil
 	case KindCallArray:
 		if len(rec) < callArraySize {
 			return 0, fmt.Errorf("%w: call record of %d bytes", ErrShortRecord, len(rec))
 		}
+		if err := decodeCall(rec[:callSize], call); err != nil {
+			return 0, err
+		}
 		a := (*forensicFxCallArray)(unsafe.Pointer(&rec[0]))
-		call.forensicFxCall, call.ArrayN, call.Array = a.Call, a.N, a.Data
+		call.ArrayN, call.Array = a.N, a.Data
 		return KindCall, nil
 	case KindProc:
 		if len(rec) < procSize {
@@ -391,6 +432,30 @@ func Decode(rec []byte, call *Call, proc *Proc) (kind uint8, err error) {
 		return KindProc, nil
 	}
 	return 0, fmt.Errorf("unknown ring buffer record kind %d", rec[0])
+}
+
+// decodeCall reads a call record's fixed part and the tail its symbol's
+// row captures.
+func decodeCall(rec []byte, call *Call) error {
+	if len(rec) < callFixed {
+		return fmt.Errorf("%w: call record of %d bytes", ErrShortRecord, len(rec))
+	}
+	call.forensicFxCall = forensicFxCall{}
+	copy(unsafe.Slice((*byte)(unsafe.Pointer(&call.forensicFxCall)), callSize), rec)
+	if int(call.Symbol) >= len(cuda.Symbols) {
+		return fmt.Errorf("call record of symbol %d, the table has %d", call.Symbol, len(cuda.Symbols))
+	}
+	s := &cuda.Symbols[call.Symbol]
+	t := tailOf(s)
+	if len(rec) < callFixed+t.n {
+		return fmt.Errorf("%w: call record of %d bytes, %s's is %d", ErrShortRecord, len(rec), s.Name, callFixed+t.n)
+	}
+	tl := call.Tail[:]
+	call.OutA, call.OutB, call.In = [outALen]byte{}, [outBLen]byte{}, [inLen]byte{}
+	copy(call.OutA[:min(int(s.OutA.Len), outALen)], tl)
+	copy(call.OutB[:min(int(s.OutB.Len), outBLen)], tl[min(t.outB, tailLen):])
+	copy(call.In[:min(int(s.In.Len), inLen)], tl[min(t.in, tailLen):])
+	return nil
 }
 
 // DecodeHold interprets one record of the holds ring. It accepts any
@@ -408,7 +473,7 @@ func DecodeHold(rec []byte, h *Hold) error {
 
 // Raw converts a call's captured bytes into the decoder's input.
 func (c *Call) Raw() cuda.Raw {
-	r := cuda.Raw{Args: c.Args, In: c.In, OutA: c.Outa, OutB: c.Outb}
+	r := cuda.Raw{Args: c.Args, In: c.In, OutA: c.OutA, OutB: c.OutB}
 	r.InOK = c.Flags&CallInFault == 0
 	r.OutAOK = c.Result == 0 && c.Flags&CallOutAFault == 0
 	r.OutBOK = c.Result == 0 && c.Flags&CallOutBFault == 0

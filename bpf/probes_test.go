@@ -71,6 +71,54 @@ func TestDecodeRejectsBadRecords(t *testing.T) {
 	if err != nil || kind != KindCall || c.Symbol != 7 || c.ArrayN != 0 {
 		t.Fatalf("Decode = %d, %v, symbol %d, %d array elements", kind, err, c.Symbol, c.ArrayN)
 	}
+	// A symbol the table does not have, and a record shorter than its
+	// row's tail (cuMemAlloc_v2 captures an 8-byte out parameter).
+	binary.LittleEndian.PutUint16(rec[2:], uint16(len(cuda.Symbols)))
+	if _, err := Decode(rec, &c, &p); err == nil {
+		t.Error("a call of a symbol outside the table decoded")
+	}
+	_, alloc, _ := cuda.Lookup("cuMemAlloc_v2")
+	binary.LittleEndian.PutUint16(rec[2:], uint16(alloc))
+	if _, err := Decode(rec[:callFixed+4], &c, &p); err == nil {
+		t.Error("a cuMemAlloc_v2 record without its out parameter decoded")
+	}
+}
+
+// A call record carries only the tail its row captures, packed: for
+// cuMemCreate the returned handle (8 bytes at 0) and the 16-byte
+// allocation properties read at entry (at 8); the decoder finds each.
+func TestDecodePackedTail(t *testing.T) {
+	_, id, _ := cuda.Lookup("cuMemCreate")
+	s := &cuda.Symbols[id]
+	if s.OutA.Len != 8 || s.In.Len != 16 || s.OutB.Len != 0 {
+		t.Fatalf("cuMemCreate captures %+v %+v %+v; the test expects 8 out, 16 in", s.OutA, s.In, s.OutB)
+	}
+	rec := make([]byte, callFixed+24)
+	rec[0] = KindCall
+	binary.LittleEndian.PutUint16(rec[2:], uint16(id))
+	binary.LittleEndian.PutUint64(rec[callFixed:], 0xcafe)
+	binary.LittleEndian.PutUint32(rec[callFixed+8+12:], 3) // location.id: device 3
+	var c Call
+	var p Proc
+	if _, err := Decode(rec, &c, &p); err != nil {
+		t.Fatal(err)
+	}
+	raw := c.Raw()
+	f := s.Decode(&raw)
+	if f.Ptr != 0xcafe || f.Device != 3 {
+		t.Errorf("decoded handle %#x device %d, want 0xcafe on device 3", f.Ptr, f.Device)
+	}
+	for name, want := range map[string]int{"cuMemFree_v2": 96, "cuMemAlloc_v2": 104, "cuMemCreate": 168, "cuMemSetAccess": 272} {
+		_, i, _ := cuda.Lookup(name)
+		if got := RingBytes(&cuda.Symbols[i]); got != want {
+			t.Errorf("%s takes %d bytes of the ring, want %d", name, got, want)
+		}
+	}
+	cfg, err := SymCfg(s, false)
+	if err != nil || cfg.TailOutb != 8 || cfg.TailIn != 8 || cfg.TailLen != 24 {
+		t.Errorf("probes' tail layout %d/%d/%d (%v), want the second out parameter and the struct at 8, 24 bytes",
+			cfg.TailOutb, cfg.TailIn, cfg.TailLen, err)
+	}
 }
 
 // A call of a symbol with an array argument comes as an fx_call_array
@@ -195,9 +243,8 @@ func TestABILengths(t *testing.T) {
 		what      string
 		got, want int
 	}{
-		{"fx_call.in", len(c.In), inLen},
-		{"fx_call.outa", len(c.Outa), outALen},
-		{"fx_call.outb", len(c.Outb), outBLen},
+		{"fx_call.tail", len(c.Tail), inLen + outALen + outBLen},
+		{"fx_call's fixed part", int(unsafe.Offsetof(c.Tail)), callFixed},
 		{"fx_call_array.data", len(a.Data), arrayLen},
 		{"fx_proc.comm", len(p.Comm), commLen},
 		{"fx_proc.filename", len(p.Filename), fileLen},
@@ -205,7 +252,8 @@ func TestABILengths(t *testing.T) {
 		{"thread frames", len(th.F), maxDepth},
 		{"frame array buffer", len(th.F[0].Arr), arrayLen},
 		{"fx_stats counters", len(forensicFxStats{}.C), counterMax},
-		{"common record in the ring", recordBytes, 168},
+		{"largest record without an array in the ring", recordBytes, 168},
+		{"record of a call with nothing to read in the ring", (callFixed + ringHeader + 7) &^ 7, 96},
 		{"a stack frame", int(unsafe.Sizeof(StackFrame{})), 32}, // struct bpf_stack_build_id
 	}
 	for _, tt := range tests {

@@ -103,6 +103,8 @@ if [[ ! " ${failed[*]} " =~ " 1 " ]]; then
 	((status == 0)) || fail 1 "Per-call overhead (probecost)" "$work/1-probecost.md" "$work/1-probecost.log" "$status"
 	((status == 0)) || sections+=("$work/1-probecost.md")
 fi
+# The experiments on the probes: measured once, kept as written.
+sections+=(bench/experiments.md)
 
 echo "== 2, 3. call storms: sustained rate, recorder CPU and memory, bytes per event (bench/storm)"
 section 2 "Sustained call rate, recorder resources" "$work/2-storm.md" "$bin/storm"
@@ -188,6 +190,12 @@ os_name=$(. /etc/os-release && echo "$PRETTY_NAME")
 vm=$(systemd-detect-virt --vm 2>/dev/null || true)
 container=$(systemd-detect-virt --container 2>/dev/null || true)
 clocksource=$(cat /sys/devices/system/clocksource/clocksource0/current_clocksource 2>/dev/null || echo unknown)
+# What makes a call into the kernel and back (every BPF helper) cost more.
+vulns=/sys/devices/system/cpu/vulnerabilities
+mitigations=$(for v in spec_rstack_overflow retbleed spectre_v2; do
+	[[ -r $vulns/$v ]] && printf '%s: %s; ' "$v" "$(cat "$vulns/$v")"
+done)
+usercopy=$( (zcat /proc/config.gz 2>/dev/null || cat "/boot/config-$(uname -r)" 2>/dev/null) | grep -m1 '^CONFIG_HARDENED_USERCOPY=' || true)
 mode="full settings"
 [[ $quick == 1 ]] && mode="BENCH_QUICK=1 (every duration shortened: a smoke run, not the reference figures)"
 
@@ -212,6 +220,8 @@ mode="full settings"
 	echo "| OS | $os_name |"
 	echo "| virtualization (systemd-detect-virt) | VM: ${vm:-none}; container: ${container:-none} |"
 	echo "| clock source | $clocksource |"
+	echo "| CPU mitigations (/sys/devices/system/cpu/vulnerabilities) | ${mitigations:-unknown} |"
+	echo "| hardened usercopy (kernel config) | ${usercopy:-unknown} |"
 	echo "| Go | $($GO version | awk '{print $3}') |"
 	echo "| bpftrace | $(bpftrace --version 2>/dev/null | awk '{print $2}') |"
 	echo "| load average (1, 5, 15 min) at start / end | $load_start / $load_end |"

@@ -51,139 +51,193 @@ func main() {
 	rounds := flag.Int("rounds", 0, "interleaved rounds (default 7; 3 under BENCH_QUICK=1)")
 	target := flag.Duration("target", 0, "how long a run under forensic should last (default 1.5s; 0.3s quick)")
 	fixedN := flag.Int("n", 0, "mix iterations (default: calibrated to -target)")
+	also := flag.String("also", "", "another forensic binary, measured as configuration (e) in the same rounds (a before/after comparison)")
 	flag.Parse()
-	if err := run(*rounds, *target, *fixedN); err != nil {
+	if err := run(*rounds, *target, *fixedN, *also); err != nil {
 		fmt.Fprintln(os.Stderr, "overhead:", err)
 		os.Exit(1)
 	}
 }
 
-func run(rounds int, target time.Duration, n int) error {
-	env, err := benchutil.Setup()
+// bench is what the configurations share: the environment, the floor's
+// programs, bpftrace and its script, the workload's state and run.db.
+type bench struct {
+	env                     *benchutil.Env
+	floor                   *benchutil.Floor
+	bt, btVersion, btScript string
+	state, db               string
+	lastRecord              *benchutil.RecordResult
+	rounds, n               int
+	target                  time.Duration
+	also                    string // another forensic binary: configuration (e)
+}
+
+func run(rounds int, target time.Duration, n int, also string) error {
+	b, err := newBench(rounds, target, n)
 	if err != nil {
 		return err
 	}
-	if rounds == 0 {
-		rounds = 7
-		if env.Quick {
-			rounds = 3
+	b.also = also
+	defer b.floor.Close()
+	defer os.Remove(b.db)
+	configs := b.configs()
+	if b.n == 0 {
+		if err := b.calibrate(configs[2]); err != nil {
+			return err
 		}
 	}
-	if target == 0 {
-		target = env.Dur(1500*time.Millisecond, 300*time.Millisecond)
+	for r := 0; r < b.rounds; r++ {
+		for _, c := range configs {
+			d, err := c.run(b.n)
+			if err != nil {
+				return fmt.Errorf("(%s) %s: %w", c.key, c.name, err)
+			}
+			pc := float64(d) / float64(callsPerIter*b.n)
+			c.perCall = append(c.perCall, pc)
+			benchutil.Logf("overhead: round %d (%s) %-17s %v  %.0f ns/call", r+1, c.key, c.name, d.Round(time.Millisecond), pc)
+		}
 	}
-	state := filepath.Join(env.Work, "overhead.state")
-	os.Remove(state)
-	db := filepath.Join(env.Work, "overhead.db")
-	defer os.Remove(db)
-
-	floor, err := benchutil.LoadFloor()
+	diags, err := diagnose(b.env, b.floor, b.bt, b.btScript, b.state, b.db, b.n)
 	if err != nil {
-		return err
+		return fmt.Errorf("BPF statistics pass: %w", err)
 	}
-	defer floor.Close()
-	bt, err := exec.LookPath("bpftrace")
-	if err != nil {
-		return fmt.Errorf("bpftrace not found (scripts/bench.sh installs it with apt-get): %w", err)
+	med := map[string]float64{}
+	for _, c := range configs {
+		med[c.key] = benchutil.Median(c.perCall)
 	}
-	btVersion := "bpftrace"
-	if out, err := exec.Command(bt, "--version").Output(); err == nil {
-		btVersion = strings.TrimSpace(string(out))
+	w := os.Stdout
+	b.printConfigs(w, configs, med)
+	printBreakdown(w, configs, diags)
+	printOutside(w, med, diags)
+	if b.lastRecord != nil {
+		benchutil.Logf("overhead: last forensic run: %d events, recorder CPU %v", b.lastRecord.Stop.Stats.Events, b.lastRecord.Usage.CPU)
 	}
-	btScript := filepath.Join(env.Work, "overhead.bt")
-	if err := os.WriteFile(btScript, []byte(bpftraceScript(env.LibCUDA)), 0o644); err != nil {
-		return err
-	}
+	fmt.Fprintln(w)
+	return nil
+}
 
-	script := func(n int) string { return fmt.Sprintf("init; use 0; clock; mix %d; clock", n) }
-	var lastRecord *benchutil.RecordResult
-	configs := []*config{
+// newBench finds the tools, loads the floor and writes the bpftrace script.
+func newBench(rounds int, target time.Duration, n int) (*bench, error) {
+	env, err := benchutil.Setup()
+	if err != nil {
+		return nil, err
+	}
+	b := &bench{env: env, rounds: rounds, target: target, n: n,
+		state: filepath.Join(env.Work, "overhead.state"), db: filepath.Join(env.Work, "overhead.db")}
+	if b.rounds == 0 {
+		b.rounds = 7
+		if env.Quick {
+			b.rounds = 3
+		}
+	}
+	if b.target == 0 {
+		b.target = env.Dur(1500*time.Millisecond, 300*time.Millisecond)
+	}
+	os.Remove(b.state)
+	if b.bt, err = exec.LookPath("bpftrace"); err != nil {
+		return nil, fmt.Errorf("bpftrace not found (scripts/bench.sh installs it with apt-get): %w", err)
+	}
+	b.btVersion = "bpftrace"
+	if out, err := exec.Command(b.bt, "--version").Output(); err == nil {
+		b.btVersion = strings.TrimSpace(string(out))
+	}
+	b.btScript = filepath.Join(env.Work, "overhead.bt")
+	if err := os.WriteFile(b.btScript, []byte(bpftraceScript(env.LibCUDA)), 0o644); err != nil {
+		return nil, err
+	}
+	if b.floor, err = benchutil.LoadFloor(); err != nil {
+		return nil, err
+	}
+	return b, nil
+}
+
+func script(n int) string { return fmt.Sprintf("init; use 0; clock; mix %d; clock", n) }
+
+// configs are the four configurations, in the order each round runs them.
+func (b *bench) configs() []*config {
+	env := b.env
+	cs := []*config{
 		{key: "a", name: "no probes", run: func(n int) (time.Duration, error) {
-			out, err := env.RunSimwork(state, script(n))
+			out, err := env.RunSimwork(b.state, script(n))
 			if err != nil {
 				return 0, err
 			}
 			return benchutil.Elapsed(out)
 		}},
 		{key: "b", name: "empty-probe floor", run: func(n int) (time.Duration, error) {
-			if err := floor.Attach(env.LibCUDA); err != nil {
+			if err := b.floor.Attach(env.LibCUDA); err != nil {
 				return 0, err
 			}
-			defer floor.Detach()
-			out, err := env.RunSimwork(state, script(n))
+			defer b.floor.Detach()
+			out, err := env.RunSimwork(b.state, script(n))
 			if err != nil {
 				return 0, err
 			}
 			return benchutil.Elapsed(out)
 		}},
-		{key: "c", name: "forensic record", run: func(n int) (time.Duration, error) {
-			res, err := env.Record(benchutil.RecordOpts{DB: db, Script: script(n), State: state})
-			if err != nil {
-				return 0, err
-			}
-			st := res.Stop.Stats
-			if st.LostCalls != 0 || st.Events != st.Calls || st.Events < uint64(callsPerIter*n) {
-				return 0, fmt.Errorf("forensic lost calls: %+v", st)
-			}
-			lastRecord = res
-			return benchutil.Elapsed(res.Stdout)
-		}},
+		{key: "c", name: "forensic record", run: func(n int) (time.Duration, error) { return b.record("", n) }},
 		{key: "d", name: "bpftrace", run: func(n int) (time.Duration, error) {
-			return runBpftrace(bt, btScript, env, state, script(n), n, nil)
+			return runBpftrace(b.bt, b.btScript, env, b.state, script(n), n, nil)
 		}},
 	}
-
-	if n == 0 {
-		// Calibrate on forensic, the configuration the target is about.
-		n0 := 10000
-		if env.Quick {
-			n0 = 2000
-		}
-		d, err := configs[2].run(n0)
-		if err != nil {
-			return err
-		}
-		n = int(math.Round(float64(n0) * float64(target) / float64(d)))
-		n = max(n, 1000)
-		benchutil.Logf("overhead: calibration: mix %d took %v under forensic; using N = %d", n0, d, n)
+	if b.also != "" {
+		cs = append(cs, &config{key: "e", name: "forensic record, " + b.also, run: func(n int) (time.Duration, error) {
+			return b.record(b.also, n)
+		}})
 	}
-	for r := 0; r < rounds; r++ {
-		for _, c := range configs {
-			d, err := c.run(n)
-			if err != nil {
-				return fmt.Errorf("(%s) %s: %w", c.key, c.name, err)
-			}
-			pc := float64(d) / float64(callsPerIter*n)
-			c.perCall = append(c.perCall, pc)
-			benchutil.Logf("overhead: round %d (%s) %-17s %v  %.0f ns/call", r+1, c.key, c.name, d.Round(time.Millisecond), pc)
-		}
-	}
+	return cs
+}
 
-	diags, err := diagnose(env, floor, bt, btScript, state, db, n)
+// record runs the workload under forensic record (bin, or the bench's
+// own build) and checks that nothing was lost.
+func (b *bench) record(bin string, n int) (time.Duration, error) {
+	res, err := b.env.Record(benchutil.RecordOpts{Bin: bin, DB: b.db, Script: script(n), State: b.state})
 	if err != nil {
-		return fmt.Errorf("BPF statistics pass: %w", err)
+		return 0, err
 	}
+	st := res.Stop.Stats
+	if st.LostCalls != 0 || st.Events != st.Calls || st.Events < uint64(callsPerIter*n) {
+		return 0, fmt.Errorf("forensic lost calls: %+v", st)
+	}
+	if bin == "" {
+		b.lastRecord = res
+	}
+	return benchutil.Elapsed(res.Stdout)
+}
 
-	med := map[string]float64{}
-	for _, c := range configs {
-		med[c.key] = benchutil.Median(c.perCall)
+// calibrate sets N so that a run under forensic, the configuration the
+// target is about, lasts about the target time.
+func (b *bench) calibrate(forensic *config) error {
+	n0 := 10000
+	if b.env.Quick {
+		n0 = 2000
 	}
-	w := os.Stdout
+	d, err := forensic.run(n0)
+	if err != nil {
+		return err
+	}
+	b.n = max(int(math.Round(float64(n0)*float64(b.target)/float64(d))), 1000)
+	benchutil.Logf("overhead: calibration: mix %d took %v under forensic; using N = %d", n0, d, b.n)
+	return nil
+}
+
+// printConfigs prints the method, the per-call table and the targets.
+func (b *bench) printConfigs(w *os.File, configs []*config, med map[string]float64) {
 	fmt.Fprintf(w, "## 1. Per-call overhead\n\n")
 	fmt.Fprintf(w, "Workload: `simwork 'init; use 0; clock; mix %d; clock'` on the simulated libcuda: %s hooked calls "+
 		"(`mix` = %s per iteration). The loop is timed inside the process between the two `clock` lines "+
 		"(CLOCK_MONOTONIC), so process start and probe attachment are excluded; per-call time = elapsed / 6N. "+
 		"N was calibrated so a run under forensic lasts about %v. %d rounds, configurations interleaved "+
 		"(a b c d a b c d ...); figures are medians over the rounds.\n\n",
-		n, benchutil.Thousands(uint64(callsPerIter*n)), strings.Join(mixSymbols, ", "), target, rounds)
+		b.n, benchutil.Thousands(uint64(callsPerIter*b.n)), strings.Join(mixSymbols, ", "), b.target, b.rounds)
 	fmt.Fprintf(w, "- (b) floor: two empty BPF programs (`r0 = 0; exit`, built with cilium/ebpf asm, type kprobe, "+
 		"attach type trace_uprobe_multi), attached like forensic's: one uretprobe_multi and one uprobe_multi link "+
-		"with the symbol ids as cookies, on the same %d symbols forensic attaches in this library.\n", floor.Symbols)
+		"with the symbol ids as cookies, on the same %d symbols forensic attaches in this library.\n", b.floor.Symbols)
 	fmt.Fprintf(w, "- (c) `forensic record --libcuda build/bench/lib/libcuda.so.1 --libnvidia-ml build/simgpu/libnvidia-ml.so.1 -- simwork ...` "+
 		"(defaults: 16 MiB ring, NVML sampled every 100 ms); every run checked: stored events = calls seen, 0 lost.\n")
 	fmt.Fprintf(w, "- (d) %s, script `build/bench/overhead.bt`: a uprobe on each of the 6 mix symbols doing "+
 		"`@start[tid] = nsecs`, a uretprobe on each doing `@calls = count(); delete(@start[tid])`; "+
-		"every run checked: `@calls` = 6N.\n\n", btVersion)
+		"every run checked: `@calls` = 6N.\n\n", b.btVersion)
 	fmt.Fprintf(w, "| configuration | per-call median | min .. max over rounds | over (a) |\n|---|---:|---:|---:|\n")
 	for _, c := range configs {
 		lo, hi := minMax(c.perCall)
@@ -192,6 +246,10 @@ func run(rounds int, target time.Duration, n int) error {
 			delta = fmt.Sprintf("+%s", ns(med[c.key]-med["a"]))
 		}
 		fmt.Fprintf(w, "| (%s) %s | %s | %s .. %s | %s |\n", c.key, c.name, ns(med[c.key]), ns(lo), ns(hi), delta)
+	}
+	if e, ok := med["e"]; ok {
+		fmt.Fprintf(w, "\n(e) against (c), same rounds: %.3f per call; (e) over the floor %s, (c) %s.\n",
+			e/med["c"], ns(e-med["b"]), ns(med["c"]-med["b"]))
 	}
 	rf := med["c"] / med["b"]
 	rb := med["c"] / med["d"]
@@ -202,6 +260,10 @@ func run(rounds int, target time.Duration, n int) error {
 	benchutil.Summary("1", "forensic/bpftrace < 1.0 (per-call time)", fmt.Sprintf("%.3f (%s vs %s)", rb, ns(med["c"]), ns(med["d"])), rb < 1.0)
 	fmt.Fprintf(w, "\nWork above the trap itself, per call: forensic %s, bpftrace %s (medians of (c) and (d) minus (b)); "+
 		"the trap pair costs %s over no probes ((b) minus (a)).\n", ns(med["c"]-med["b"]), ns(med["d"]-med["b"]), ns(med["b"]-med["a"]))
+}
+
+// printBreakdown prints the statistics pass: the programs' own run time.
+func printBreakdown(w *os.File, configs []*config, diags map[string]diag) {
 	fmt.Fprintf(w, "\nWhere the time goes (a separate pass, not part of the figures above: one run each of (b), (c), (d) "+
 		"with the kernel's BPF run-time statistics enabled (BPF_ENABLE_STATS), which itself adds two clock reads per "+
 		"program run): run time of the probe programs themselves, per hooked call (entry + return program).\n\n")
@@ -213,6 +275,11 @@ func run(rounds int, target time.Duration, n int) error {
 	}
 	fmt.Fprintf(w, "\nforensic's programs per run, statistics' own cost included: `call_entry` %s, `call_return` %s "+
 		"(the empty programs: %s each).\n", ns(diags["c"].entry), ns(diags["c"].ret), ns(diags["b"].bpfPerCall/2))
+}
+
+// printOutside splits forensic's cost over the floor into its programs and
+// the rest, and when the target is missed says by how much.
+func printOutside(w *os.File, med map[string]float64, diags map[string]diag) {
 	progDelta := diags["c"].bpfPerCall - diags["b"].bpfPerCall
 	rest := diags["c"].perCall - diags["b"].perCall - progDelta
 	fmt.Fprintf(w, "\nforensic's programs run %s longer per call than the empty pair and %s longer than bpftrace's "+
@@ -227,26 +294,25 @@ func run(rounds int, target time.Duration, n int) error {
 	} else {
 		fmt.Fprintf(w, " (negative: single-run noise).\n")
 	}
-	if rf > 1.10 {
-		fmt.Fprintf(w, "\nforensic/floor misses its target by %.3f (%.1f points): forensic adds %s per call beyond the trap, "+
-			"the budget is %s (10%% of the floor's %s). The breakdown below says what the programs spend it on.\n",
-			rf-1.10, (rf-1.10)*100, ns(med["c"]-med["b"]), ns(0.10*med["b"]), ns(med["b"]))
-		fmt.Fprintf(w, "\nWhy: what one recorded call needs costs more than that budget on this kernel. Each call "+
-			"must carry its entry and return times (two clock reads), the pointer an allocation returns (a "+
-			"read of user memory, for the calls with an out-parameter), the calling thread's state (one "+
-			"task-local storage lookup per probe) and one ring buffer record; with the costs in the table "+
-			"below these alone come to about twice the budget. The budget shrank with the trap: the issue "+
-			"measured an empty uprobe/uretprobe pair at about 10.5 µs on this kind of machine, where the same "+
-			"absolute cost would be within 10%%; on this kernel the pair costs %s. Reaching 1.10 here would "+
-			"mean recording less (no entry time, or no returned pointer, which matches frees to allocations), "+
-			"which forensic does not do. forensic stays below bpftrace's equivalent script, which records "+
-			"nothing but a count.\n", ns(med["b"]))
+	rf := med["c"] / med["b"]
+	if rf <= 1.10 {
+		return
 	}
-	if lastRecord != nil {
-		benchutil.Logf("overhead: last forensic run: %d events, recorder CPU %v", lastRecord.Stop.Stats.Events, lastRecord.Usage.CPU)
-	}
-	fmt.Fprintln(w)
-	return nil
+	budget := 0.10 * med["b"]
+	fmt.Fprintf(w, "\nforensic/floor misses its target by %.3f (%.1f points): forensic adds %s per call beyond the trap, "+
+		"the budget is %s (10%% of the floor's %s). Its programs alone take %s more than the empty pair (%.1f times the "+
+		"budget, statistics' cost removed).\n", rf-1.10, (rf-1.10)*100, ns(med["c"]-med["b"]), ns(budget), ns(med["b"]),
+		ns(progDelta), progDelta/budget)
+	fmt.Fprintf(w, "\nWhy: what one recorded call needs costs more than that budget on this kernel. Each call "+
+		"must carry its entry and return times (two bpf_ktime_get_ns), the calling thread's state and its "+
+		"calls in progress (one task-local storage lookup per probe), which symbol it is (the attach cookie, "+
+		"once), one ring buffer record, and for an allocation the pointer it returns (one bpf_probe_read_user); "+
+		"the table below gives each one's cost, and the experiments after it what was tried to make the pair "+
+		"cheaper. None of these helpers is inlined by this kernel, and every call and return inside the kernel pays "+
+		"for the CPU mitigations listed in the machine table above (a return thunk for SRSO, retpolines for "+
+		"indirect calls); bpf_probe_read_user also runs the hardened-usercopy checks. Reaching 1.10 would mean "+
+		"recording less (no entry time, no thread state, or no returned pointer, which matches frees to "+
+		"allocations), which forensic does not do.\n")
 }
 
 func ns(v float64) string {

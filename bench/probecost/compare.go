@@ -5,6 +5,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"sort"
 	"strings"
 	"time"
 
@@ -13,11 +14,12 @@ import (
 
 // A comparison (-compare OLD,NEW) runs forensic's own probe programs, as
 // each of two forensic binaries loads them, over the same workloads, the
-// binaries interleaved round by round (OLD NEW OLD NEW ...), with the
-// kernel's run-time statistics on. It reports each program's run time per
-// run (medians over the rounds) and NEW/OLD as ratios: the cost of a
-// change to the programs, measured in one run so that both sides share
-// the machine's load.
+// binaries interleaved round by round in ABBA order (OLD NEW, NEW OLD, ...:
+// what runs first in a round has no advantage over the whole), with the
+// kernel's run-time statistics on. It reports the call programs' run time
+// per hooked call (medians over the rounds) and NEW/OLD as the median of
+// the rounds' own ratios: the cost of a change to the programs, measured
+// in one run so that both sides share the machine's load.
 
 // workload is one simwork script of a comparison.
 type workload struct {
@@ -25,8 +27,15 @@ type workload struct {
 	env                []string
 }
 
-// progCost is forensic's two programs' run time per run, one recording.
-type progCost struct{ entry, ret float64 }
+// progCost is what forensic's call programs cost in one recording.
+type progCost struct {
+	perCall float64            // ns of run time per hooked call, all call programs
+	perRun  map[string]float64 // ns per run, by program name
+}
+
+// callPrograms are the programs that run at a hooked call's entry and
+// return: the entry/return pair, or the session program run at both ends.
+var callPrograms = map[string]bool{"call_entry": true, "call_return": true, "call_session": true}
 
 func compareWorkloads(n int) []workload {
 	vmm := max(n/10, 200)
@@ -48,42 +57,69 @@ func compare(env *benchutil.Env, bins []string, rounds, n int) error {
 	}
 	for r := 0; r < rounds; r++ {
 		for w, wl := range loads {
-			for b, bin := range bins {
-				c, err := recordCost(env, bin, wl, fmt.Sprintf("cmp-%d", b))
-				if err != nil {
-					return fmt.Errorf("%s, %s: %w", bin, wl.name, err)
+			for k := range bins {
+				b := k
+				if r%2 == 1 {
+					b = len(bins) - 1 - k
 				}
-				benchutil.Logf("probecost: round %d %s %s: call_entry %.0f ns, call_return %.0f ns", r+1, wl.name, filepath.Base(filepath.Dir(bin)), c.entry, c.ret)
+				c, err := recordCost(env, bins[b], wl, fmt.Sprintf("cmp-%d", b))
+				if err != nil {
+					return fmt.Errorf("%s, %s: %w", bins[b], wl.name, err)
+				}
+				benchutil.Logf("probecost: round %d %s %s: %.0f ns per call %v", r+1, wl.name, bins[b], c.perCall, c.perRun)
 				costs[w][b] = append(costs[w][b], c)
 			}
 		}
 	}
+	printCompare(bins, rounds, loads, costs)
+	return nil
+}
+
+// printCompare prints a comparison's table: per workload, the call
+// programs' run time per call of each binary and their ratio.
+func printCompare(bins []string, rounds int, loads []workload, costs [][][]progCost) {
 	w := os.Stdout
-	fmt.Fprintf(w, "forensic's own programs, %s (old) against %s (new), %d rounds interleaved; run time per program run "+
-		"(statistics' own cost included), medians over the rounds:\n\n", bins[0], bins[1], rounds)
-	fmt.Fprintf(w, "| workload | call_entry old | new | new/old | call_return old | new | new/old | entry + return new/old |\n")
-	fmt.Fprintf(w, "|---|---:|---:|---:|---:|---:|---:|---:|\n")
+	fmt.Fprintf(w, "forensic's call programs, %s (old) against %s (new), %d rounds interleaved (ABBA); run time of "+
+		"the programs per hooked call (statistics' own cost included), medians over the rounds; new/old is the "+
+		"median of the rounds' own ratios:\n\n", bins[0], bins[1], rounds)
+	fmt.Fprintf(w, "| workload | old per call | new per call | new/old | old per program run | new per program run |\n")
+	fmt.Fprintf(w, "|---|---:|---:|---:|---|---|\n")
 	for i, wl := range loads {
-		med := func(b int, f func(progCost) float64) float64 {
-			var xs []float64
-			for _, c := range costs[i][b] {
-				xs = append(xs, f(c))
-			}
-			return benchutil.Median(xs)
+		old, cur := costs[i][0], costs[i][1]
+		var ratios, o, c []float64
+		for r := range old {
+			ratios = append(ratios, cur[r].perCall/old[r].perCall)
+			o = append(o, old[r].perCall)
+			c = append(c, cur[r].perCall)
 		}
-		entry := func(c progCost) float64 { return c.entry }
-		ret := func(c progCost) float64 { return c.ret }
-		both := func(c progCost) float64 { return c.entry + c.ret }
-		fmt.Fprintf(w, "| %s | %.0f ns | %.0f ns | %.3f | %.0f ns | %.0f ns | %.3f | %.3f |\n", wl.name,
-			med(0, entry), med(1, entry), med(1, entry)/med(0, entry),
-			med(0, ret), med(1, ret), med(1, ret)/med(0, ret), med(1, both)/med(0, both))
+		fmt.Fprintf(w, "| %s | %.0f ns | %.0f ns | %.3f | %s | %s |\n", wl.name, benchutil.Median(o), benchutil.Median(c),
+			benchutil.Median(ratios), perRun(old), perRun(cur))
 	}
 	fmt.Fprintln(w)
 	for _, wl := range loads {
 		fmt.Fprintf(w, "- %s: %s\n", wl.name, wl.what)
 	}
 	fmt.Fprintln(w)
-	return nil
+}
+
+// perRun is each call program's median run time over the rounds.
+func perRun(rounds []progCost) string {
+	by := map[string][]float64{}
+	for _, c := range rounds {
+		for name, v := range c.perRun {
+			by[name] = append(by[name], v)
+		}
+	}
+	var names []string
+	for name := range by {
+		names = append(names, name)
+	}
+	sort.Strings(names)
+	var parts []string
+	for _, name := range names {
+		parts = append(parts, fmt.Sprintf("`%s` %.0f ns", name, benchutil.Median(by[name])))
+	}
+	return strings.Join(parts, ", ")
 }
 
 // recordCost records one workload with one forensic binary and reads its
@@ -110,17 +146,10 @@ func recordCost(env *benchutil.Env, bin string, wl workload, tag string) (progCo
 	if err := cmd.Start(); err != nil {
 		return progCost{}, err
 	}
-	deadline := time.Now().Add(120 * time.Second)
-	for {
-		if _, err := os.Stat(ready); err == nil {
-			break
-		}
-		if time.Now().After(deadline) {
-			cmd.Process.Kill()
-			cmd.Wait()
-			return progCost{}, fmt.Errorf("the workload did not finish its loop: %s", se.String())
-		}
-		time.Sleep(10 * time.Millisecond)
+	if err := waitFile(ready, 120*time.Second); err != nil {
+		cmd.Process.Kill()
+		cmd.Wait()
+		return progCost{}, fmt.Errorf("the workload did not finish its loop: %s", se.String())
 	}
 	stats, err := benchutil.ProcProgStats(cmd.Process.Pid)
 	os.WriteFile(goOn, nil, 0o644)
@@ -130,18 +159,40 @@ func recordCost(env *benchutil.Env, bin string, wl workload, tag string) (progCo
 	if err != nil {
 		return progCost{}, err
 	}
-	var c progCost
+	return callCost(stats)
+}
+
+// callCost sums the call programs' statistics: every hooked call runs
+// two of them (entry and return, or the session program twice).
+func callCost(stats map[uint32]benchutil.ProgStat) (progCost, error) {
+	c := progCost{perRun: map[string]float64{}}
+	var rt time.Duration
+	var runs uint64
 	for _, st := range stats {
-		per := float64(st.Runtime) / float64(max(st.Count, 1))
-		switch st.Name {
-		case "call_entry":
-			c.entry = per
-		case "call_return":
-			c.ret = per
+		if !callPrograms[st.Name] {
+			continue
 		}
+		rt += st.Runtime
+		runs += st.Count
+		c.perRun[st.Name] = float64(st.Runtime) / float64(max(st.Count, 1))
 	}
-	if c.entry == 0 || c.ret == 0 {
-		return c, fmt.Errorf("no statistics for call_entry/call_return (%d programs)", len(stats))
+	if runs < 2 {
+		return c, fmt.Errorf("no statistics for the call programs (%d programs)", len(stats))
 	}
+	c.perCall = float64(rt) / float64(runs/2)
 	return c, nil
+}
+
+// waitFile waits for a file to exist.
+func waitFile(path string, limit time.Duration) error {
+	deadline := time.Now().Add(limit)
+	for {
+		if _, err := os.Stat(path); err == nil {
+			return nil
+		}
+		if time.Now().After(deadline) {
+			return fmt.Errorf("%s did not appear within %v", path, limit)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
 }

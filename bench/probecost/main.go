@@ -25,8 +25,6 @@ import (
 	"time"
 
 	"github.com/cilium/ebpf"
-	"github.com/cilium/ebpf/asm"
-	"github.com/cilium/ebpf/btf"
 	"github.com/cilium/ebpf/link"
 	"github.com/cilium/ebpf/ringbuf"
 	"github.com/cilium/ebpf/rlimit"
@@ -36,31 +34,27 @@ import (
 	"github.com/retrivium/forensic/recorder"
 )
 
-// pt_regs offset of sp on x86-64.
-const regsSP = 152
-
+// variant is one measured program: what it does and, once measured, its
+// run time per invocation.
 type variant struct {
 	name, what string
-	insns      func(m maps) asm.Instructions
-	perRun     float64 // ns, statistics' own cost included
+	insns      func(m maps) asmProg
+	perRun     []float64 // ns per round, statistics' own cost included
 }
-
-type maps struct {
-	hash, percpu, ring, task *ebpf.Map
-}
-
-func ret0() asm.Instructions { return asm.Instructions{asm.Mov.Imm(asm.R0, 0), asm.Return()} }
 
 func main() {
-	n := flag.Int("n", 0, "mix iterations per variant (default 20000; 5000 quick)")
+	n := flag.Int("n", 0, "mix iterations per variant and round (default 20000; 5000 quick)")
 	cmp := flag.String("compare", "", "OLD,NEW: compare two forensic binaries' own programs instead")
-	rounds := flag.Int("rounds", 5, "rounds of a -compare")
+	rounds := flag.Int("rounds", 0, "rounds, the variants interleaved (default 3, 1 quick; for -compare 10)")
 	flag.Parse()
 	var err error
 	if *cmp != "" {
+		if *rounds == 0 {
+			*rounds = 10
+		}
 		err = runCompare(*cmp, *rounds, *n)
 	} else {
-		err = run(*n)
+		err = run(*n, *rounds)
 	}
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "probecost:", err)
@@ -88,7 +82,7 @@ func runCompare(bins string, rounds, n int) error {
 	return compare(env, list, rounds, n)
 }
 
-func run(n int) error {
+func run(n, rounds int) error {
 	env, err := benchutil.Setup()
 	if err != nil {
 		return err
@@ -99,142 +93,50 @@ func run(n int) error {
 			n = 5000
 		}
 	}
+	if rounds == 0 {
+		rounds = 3
+		if env.Quick {
+			rounds = 1
+		}
+	}
 	if err := rlimit.RemoveMemlock(); err != nil {
 		return err
 	}
-	var m maps
-	if m.hash, err = ebpf.NewMap(&ebpf.MapSpec{Type: ebpf.Hash, KeySize: 4, ValueSize: 392, MaxEntries: 65536}); err != nil {
+	m, err := newMaps()
+	if err != nil {
 		return err
 	}
-	defer m.hash.Close()
-	if m.percpu, err = ebpf.NewMap(&ebpf.MapSpec{Type: ebpf.PerCPUArray, KeySize: 4, ValueSize: 88, MaxEntries: 1}); err != nil {
-		return err
-	}
-	defer m.percpu.Close()
-	if m.ring, err = ebpf.NewMap(&ebpf.MapSpec{Type: ebpf.RingBuf, MaxEntries: 16 << 20}); err != nil {
-		return err
-	}
-	defer m.ring.Close()
-	if m.task, err = ebpf.NewMap(&ebpf.MapSpec{Type: ebpf.TaskStorage, KeySize: 4, ValueSize: 392, Flags: unix.BPF_F_NO_PREALLOC,
-		Key:   &btf.Int{Name: "int", Size: 4, Encoding: btf.Signed},
-		Value: &btf.Array{Type: &btf.Int{Name: "unsigned char", Size: 1}, Index: &btf.Int{Name: "int", Size: 4}, Nelems: 392}}); err != nil {
-		return fmt.Errorf("task storage map: %w", err)
-	}
-	defer m.task.Close()
-
-	// hashLookup: the calling thread's entry (inserted on the first miss),
-	// as forensic looks up `inflight` (and `tracked`).
-	hashLookup := func(m maps) asm.Instructions {
-		in := asm.Instructions{
-			asm.FnGetCurrentPidTgid.Call(),
-			asm.StoreMem(asm.RFP, -4, asm.R0, asm.Word),
-			asm.LoadMapPtr(asm.R1, m.hash.FD()),
-			asm.Mov.Reg(asm.R2, asm.RFP),
-			asm.Add.Imm(asm.R2, -4),
-			asm.FnMapLookupElem.Call(),
-			asm.JNE.Imm(asm.R0, 0, "out"),
-			// First call of this thread: insert a zero value.
-			asm.Mov.Imm(asm.R1, 0),
-		}
-		in = append(in, zeroStack(-400, 392)...)
-		return append(in, asm.Instructions{
-			asm.LoadMapPtr(asm.R1, m.hash.FD()),
-			asm.Mov.Reg(asm.R2, asm.RFP),
-			asm.Add.Imm(asm.R2, -4),
-			asm.Mov.Reg(asm.R3, asm.RFP),
-			asm.Add.Imm(asm.R3, -400),
-			asm.Mov.Imm(asm.R4, 0),
-			asm.FnMapUpdateElem.Call(),
-			asm.Mov.Imm(asm.R0, 0).WithSymbol("out"),
-			asm.Return(),
-		}...)
-	}
-	readUser := func(size int32) func(m maps) asm.Instructions {
-		return func(m maps) asm.Instructions {
-			return append(asm.Instructions{
-				asm.LoadMem(asm.R3, asm.R1, regsSP, asm.DWord),
-				asm.Mov.Reg(asm.R1, asm.RFP),
-				asm.Add.Imm(asm.R1, -64),
-				asm.Mov.Imm(asm.R2, size),
-				asm.FnProbeReadUser.Call(),
-			}, ret0()...)
-		}
-	}
-	variants := []*variant{
-		{name: "empty", what: "nothing (`r0 = 0; exit`): the statistics' own cost", insns: func(maps) asm.Instructions { return ret0() }},
-		{name: "ktime", what: "`bpf_ktime_get_ns`", insns: func(maps) asm.Instructions {
-			return append(asm.Instructions{asm.FnKtimeGetNs.Call()}, ret0()...)
-		}},
-		{name: "pid_tgid", what: "`bpf_get_current_pid_tgid`", insns: func(maps) asm.Instructions {
-			return append(asm.Instructions{asm.FnGetCurrentPidTgid.Call()}, ret0()...)
-		}},
-		{name: "cookie", what: "`bpf_get_attach_cookie`", insns: func(maps) asm.Instructions {
-			return append(asm.Instructions{asm.FnGetAttachCookie.Call()}, ret0()...)
-		}},
-		{name: "hash", what: "`bpf_get_current_pid_tgid` + hash map lookup by thread id, hit (per-thread state in a hash map)", insns: hashLookup},
-		{name: "task", what: "`bpf_get_current_task_btf` + `bpf_task_storage_get` (per-thread state in task-local storage)", insns: func(m maps) asm.Instructions {
-			return append(asm.Instructions{
-				asm.FnGetCurrentTaskBtf.Call(),
-				asm.Mov.Reg(asm.R2, asm.R0),
-				asm.LoadMapPtr(asm.R1, m.task.FD()),
-				asm.Mov.Imm(asm.R3, 0),
-				asm.Mov.Imm(asm.R4, 1), // BPF_LOCAL_STORAGE_GET_F_CREATE
-				asm.FnTaskStorageGet.Call(),
-			}, ret0()...)
-		}},
-		{name: "percpu", what: "per-CPU array lookup", insns: func(m maps) asm.Instructions {
-			return append(asm.Instructions{
-				asm.StoreImm(asm.RFP, -4, 0, asm.Word),
-				asm.LoadMapPtr(asm.R1, m.percpu.FD()),
-				asm.Mov.Reg(asm.R2, asm.RFP),
-				asm.Add.Imm(asm.R2, -4),
-				asm.FnMapLookupElem.Call(),
-			}, ret0()...)
-		}},
-		{name: "read8", what: "`bpf_probe_read_user` of 8 bytes (an out-parameter)", insns: readUser(8)},
-		{name: "read32", what: "`bpf_probe_read_user` of 32 bytes (an input struct)", insns: readUser(32)},
-		{name: "ring", what: "`bpf_ringbuf_reserve` of 160 bytes, 20 stores, `bpf_ringbuf_submit(BPF_RB_NO_WAKEUP)`, with a reader draining the ring every 25 ms", insns: func(m maps) asm.Instructions {
-			in := asm.Instructions{
-				asm.Mov.Imm(asm.R7, 1),
-				asm.LoadMapPtr(asm.R1, m.ring.FD()),
-				asm.Mov.Imm(asm.R2, 160),
-				asm.Mov.Imm(asm.R3, 0),
-				asm.FnRingbufReserve.Call(),
-				asm.JEq.Imm(asm.R0, 0, "out"),
-			}
-			for off := int16(0); off < 160; off += 8 {
-				in = append(in, asm.StoreMem(asm.R0, off, asm.R7, asm.DWord))
-			}
-			return append(in, asm.Instructions{
-				asm.Mov.Reg(asm.R1, asm.R0),
-				asm.Mov.Imm(asm.R2, 1), // BPF_RB_NO_WAKEUP
-				asm.FnRingbufSubmit.Call(),
-				asm.Mov.Imm(asm.R0, 0).WithSymbol("out"),
-				asm.Return(),
-			}...)
-		}},
-		{name: "ringquery", what: "`bpf_ringbuf_query(BPF_RB_AVAIL_DATA)`", insns: func(m maps) asm.Instructions {
-			return append(asm.Instructions{
-				asm.LoadMapPtr(asm.R1, m.ring.FD()),
-				asm.Mov.Imm(asm.R2, 0),
-				asm.FnRingbufQuery.Call(),
-			}, ret0()...)
-		}},
-	}
-
+	defer m.close()
 	closer, err := ebpf.EnableStats(uint32(unix.BPF_STATS_RUN_TIME))
 	if err != nil {
 		return fmt.Errorf("enable BPF statistics: %w", err)
 	}
 	defer closer.Close()
-	rd, err := ringbuf.NewReader(m.ring)
+	stop, err := drain(m.ring)
 	if err != nil {
 		return err
 	}
-	defer rd.Close()
+	defer stop()
+	vs := variants()
+	for r := 0; r < rounds; r++ {
+		if err := measure(env, m, vs, n); err != nil {
+			return err
+		}
+	}
+	printTable(vs, n, rounds)
+	return nil
+}
+
+// drain reads the ring like forensic's reader, polling every 25 ms, until
+// the returned function stops it.
+func drain(ring *ebpf.Map) (func(), error) {
+	rd, err := ringbuf.NewReader(ring)
+	if err != nil {
+		return nil, err
+	}
 	stopRead := make(chan struct{})
 	readDone := make(chan struct{})
-	go func() { // drain like forensic's reader: poll every 25 ms
+	go func() {
 		defer close(readDone)
 		var rec ringbuf.Record
 		for {
@@ -249,8 +151,12 @@ func run(n int) error {
 			}
 		}
 	}()
-	defer func() { close(stopRead); rd.Close(); <-readDone }()
+	return func() { close(stopRead); rd.Close(); <-readDone }, nil
+}
 
+// measure runs the workload under each variant in turn (one round) and
+// keeps its run time per invocation.
+func measure(env *benchutil.Env, m maps, vs []*variant, n int) error {
 	empty, err := prog(ret0())
 	if err != nil {
 		return err
@@ -258,7 +164,7 @@ func run(n int) error {
 	defer empty.Close()
 	state := filepath.Join(env.Work, "probecost.state")
 	os.Remove(state)
-	for _, v := range variants {
+	for _, v := range vs {
 		p, err := prog(v.insns(m))
 		if err != nil {
 			return fmt.Errorf("%s: %w", v.name, err)
@@ -277,41 +183,49 @@ func run(n int) error {
 		if err := errors.Join(err, serr); err != nil {
 			return fmt.Errorf("%s: %w", v.name, err)
 		}
-		v.perRun = float64(st.Runtime) / float64(max(st.RunCount, 1))
-		benchutil.Logf("probecost: %-10s %d runs, %.0f ns per run", v.name, st.RunCount, v.perRun)
+		per := float64(st.Runtime) / float64(max(st.RunCount, 1))
+		v.perRun = append(v.perRun, per)
+		benchutil.Logf("probecost: %-12s %d runs, %.0f ns per run", v.name, st.RunCount, per)
 	}
-	base := variants[0].perRun
+	return nil
+}
+
+// printTable prints each variant's cost over the empty program: the
+// median over the rounds of the difference within each round.
+func printTable(vs []*variant, n, rounds int) {
+	cost := map[string]float64{}
+	for _, v := range vs {
+		var d []float64
+		for r := range v.perRun {
+			d = append(d, v.perRun[r]-vs[0].perRun[r])
+		}
+		cost[v.name] = benchutil.Median(d)
+	}
 	w := os.Stdout
 	fmt.Fprintf(w, "What the operations cost alone (`bench/probecost`): each row is a BPF program doing only that, attached "+
 		"as the entry program like forensic's (uprobe_multi with cookies on the same symbols), over `mix %d`; run time per "+
-		"invocation from the kernel's statistics, minus the empty program's (%.0f ns, the statistics' own clock reads).\n\n", n, base)
+		"invocation from the kernel's statistics, minus the empty program's (%.0f ns, the statistics' own clock reads) "+
+		"in the same round; medians over the rounds (%d), the programs interleaved in each.\n\n", n, benchutil.Median(vs[0].perRun), rounds)
 	fmt.Fprintf(w, "| operation | cost per invocation |\n|---|---:|\n")
-	for _, v := range variants[1:] {
-		c := fmt.Sprintf("%.0f ns", v.perRun-base)
-		if v.perRun-base < 10 {
-			c = "≈ 0 (inlined by the verifier)"
+	for _, v := range vs[1:] {
+		c := fmt.Sprintf("%.0f ns", cost[v.name])
+		if cost[v.name] < 10 {
+			c = "< 10 ns"
 		}
 		fmt.Fprintf(w, "| %s | %s |\n", v.what, c)
 	}
 	fmt.Fprintln(w)
-	fmt.Fprintf(w, "A hash-map lookup alone is the hash row minus pid_tgid: %.0f ns. Compare with the run time of "+
-		"forensic's own programs per run in the statistics pass above; the difference between their sum of helpers and "+
-		"the measured run time is the plain work between the helpers (saving six argument registers, copying the frame "+
-		"into the 160-byte record, the symbol configuration lookups) and cache misses on the record's lines.\n\n",
-		max(variants[4].perRun-variants[2].perRun, 0))
-	return nil
+	fmt.Fprintf(w, "Derived: a hash-map lookup alone is the hash row minus pid_tgid, %.0f ns; the task-storage lookup alone "+
+		"is the task row minus bpf_get_current_task_btf, %.0f ns. Inside a program that writes a 96-byte ring record, "+
+		"reading 8 bytes of user memory straight into the record adds %.0f ns, reading them into the BPF stack and "+
+		"storing them %.0f ns (forensic does the latter). A 160-byte record costs %.0f ns more than a 96-byte one, "+
+		"bpf_ringbuf_output from the stack %.0f ns more than reserve and submit (negative: less).\n\n",
+		max(cost["hash"]-cost["pid_tgid"], 0), max(cost["task"]-cost["task_btf"], 0),
+		cost["ring96_read"]-cost["ring96"], cost["ring96_stack"]-cost["ring96"], cost["ring160"]-cost["ring96"],
+		cost["output96"]-cost["ring96"])
 }
 
-// zeroStack zeroes size bytes of the stack at off (r1 must hold 0).
-func zeroStack(off int16, size int16) asm.Instructions {
-	var in asm.Instructions
-	for o := off; o < off+size; o += 8 {
-		in = append(in, asm.StoreMem(asm.RFP, o, asm.R1, asm.DWord))
-	}
-	return in
-}
-
-func prog(insns asm.Instructions) (*ebpf.Program, error) {
+func prog(insns asmProg) (*ebpf.Program, error) {
 	return ebpf.NewProgram(&ebpf.ProgramSpec{Type: ebpf.Kprobe, AttachType: ebpf.AttachTraceUprobeMulti,
 		License: "GPL", Instructions: insns})
 }

@@ -32,6 +32,8 @@ import (
 	"time"
 
 	"github.com/retrivium/forensic/bench/internal/benchutil"
+	"github.com/retrivium/forensic/bpf"
+	"github.com/retrivium/forensic/cuda"
 	"github.com/retrivium/forensic/recorder"
 	"github.com/retrivium/forensic/store"
 )
@@ -208,6 +210,25 @@ func (s *storm) search(threads int, floorTotal float64, steps int, rec func(perT
 	return sr, nil
 }
 
+// durations are how long each kind of run lasts (shorter under
+// BENCH_QUICK=1), and steps how many times a search bisects the rate.
+type durations struct {
+	sustain, knee, floor, long time.Duration
+	steps                      int
+}
+
+// figures are everything the two sections report.
+type figures struct {
+	d           durations
+	none, floor map[int]float64 // calls/s by threads: no probes, empty-probe floor
+	def, knee   map[int]*searchResult
+	ladder      []*result     // rings below 1 MiB, one thread, until one loses
+	small       *searchResult // the search at the first size of ladder that lost
+	long        *result       // memory over a long storm
+	mixN        int
+	mixFile     benchutil.FileStats
+}
+
 func run() error {
 	env, err := benchutil.Setup()
 	if err != nil {
@@ -216,184 +237,237 @@ func run() error {
 	s := &storm{env: env, state: filepath.Join(env.Work, "storm.state"), db: filepath.Join(env.Work, "storm.db")}
 	os.Remove(s.state)
 	defer os.Remove(s.db)
-	sustain := env.Dur(30*time.Second, 5*time.Second)
-	kneeDur := env.Dur(10*time.Second, 3*time.Second)
-	floorDur := env.Dur(5*time.Second, 2*time.Second)
-	longDur := env.Dur(60*time.Second, 12*time.Second)
-	steps := 4
+	f := &figures{d: durations{sustain: env.Dur(30*time.Second, 5*time.Second), knee: env.Dur(10*time.Second, 3*time.Second),
+		floor: env.Dur(5*time.Second, 2*time.Second), long: env.Dur(60*time.Second, 12*time.Second), steps: 4}}
 	if env.Quick {
-		steps = 2
+		f.d.steps = 2
 	}
-
-	// Rates without forensic: no probes, and the empty-probe floor.
-	none := map[int]float64{}
-	floor := map[int]float64{}
-	for _, th := range []int{1, 2} {
-		if none[th], err = s.floorRate(th, floorDur, false); err != nil {
-			return err
-		}
-		if floor[th], err = s.floorRate(th, floorDur, true); err != nil {
-			return err
-		}
-		benchutil.Logf("storm: %d thread(s): %.0f calls/s without probes, %.0f under the empty-probe floor", th, none[th], floor[th])
-	}
-
-	// Default ring, 30 s: the sustained figures. The one-thread run is
-	// also the 30 s storm whose recorder CPU and memory section 3 reports.
-	def := map[int]*searchResult{}
-	for _, th := range []int{1, 2} {
-		if def[th], err = s.search(th, floor[th], steps, func(pt float64) (*result, error) {
-			return s.record(th, 16, pt, sustain, 200*time.Millisecond)
-		}); err != nil {
+	for _, step := range []func(*figures) error{s.rates, s.sustained, s.knees, s.smallRings, s.longStorm, s.mixBytes} {
+		if err := step(f); err != nil {
 			return err
 		}
 	}
-	stormRun := def[1].top
-	stormFile := stormRun.file
-
-	// Knee with a 1 MiB ring.
-	knee := map[int]*searchResult{}
-	for _, th := range []int{1, 2} {
-		if knee[th], err = s.search(th, floor[th], steps, func(pt float64) (*result, error) {
-			return s.record(th, 1, pt, kneeDur, 200*time.Millisecond)
-		}); err != nil {
-			return err
-		}
-	}
-	// When 1 MiB loses nothing for one thread, smaller rings (through
-	// recorder.Run in this process: the command line counts MiB) until one
-	// does, then bisect the rate at that size.
-	var ladder []*result
-	var small *searchResult
-	if knee[1].top.lost == 0 {
-		for _, rb := range []int{256 << 10, 64 << 10, 16 << 10, 4 << 10} {
-			r, err := s.recordInProcess(1, rb, floor[1], kneeDur)
-			if err != nil {
-				return err
-			}
-			ladder = append(ladder, r)
-			if r.lost > 0 {
-				first := true
-				if small, err = s.search(1, floor[1], steps, func(pt float64) (*result, error) {
-					if first { // the run just made
-						first = false
-						return r, nil
-					}
-					return s.recordInProcess(1, rb, pt, kneeDur)
-				}); err != nil {
-					return err
-				}
-				break
-			}
-		}
-	}
-
-	// Memory over a long storm, sampled every second.
-	long, err := s.record(1, 16, floor[1], longDur, time.Second)
-	if err != nil {
-		return err
-	}
-
-	// Bytes per event of a recording of the realistic mix.
-	mixN := 250000 // 1.5 million events: the file's fixed part is amortized
-	if env.Quick {
-		mixN = 50000
-	}
-	mixDB := filepath.Join(env.Work, "storm-mix.db")
-	defer os.Remove(mixDB)
-	if _, err := env.Record(benchutil.RecordOpts{DB: mixDB, State: s.state, Script: fmt.Sprintf("init; use 0; mix %d", mixN)}); err != nil {
-		return err
-	}
-	mixFile, err := benchutil.ReadFileStats(mixDB)
-	if err != nil {
-		return err
-	}
-
 	w := os.Stdout
-	// ---- section 2
+	printSustained(w, f)
+	printKnees(w, f)
+	printRecorder(w, f)
+	printMemory(w, f)
+	return nil
+}
+
+// rates measures the rates without forensic: no probes, and the
+// empty-probe floor.
+func (s *storm) rates(f *figures) error {
+	f.none, f.floor = map[int]float64{}, map[int]float64{}
+	for _, th := range []int{1, 2} {
+		var err error
+		if f.none[th], err = s.floorRate(th, f.d.floor, false); err != nil {
+			return err
+		}
+		if f.floor[th], err = s.floorRate(th, f.d.floor, true); err != nil {
+			return err
+		}
+		benchutil.Logf("storm: %d thread(s): %.0f calls/s without probes, %.0f under the empty-probe floor", th, f.none[th], f.floor[th])
+	}
+	return nil
+}
+
+// sustained searches the default ring's loss-free rate over 30 s runs. The
+// one-thread run is also the storm whose recorder CPU and memory section 3
+// reports.
+func (s *storm) sustained(f *figures) error {
+	f.def = map[int]*searchResult{}
+	for _, th := range []int{1, 2} {
+		var err error
+		if f.def[th], err = s.search(th, f.floor[th], f.d.steps, func(pt float64) (*result, error) {
+			return s.record(th, 16, pt, f.d.sustain, 200*time.Millisecond)
+		}); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// knees searches the knee with a 1 MiB ring.
+func (s *storm) knees(f *figures) error {
+	f.knee = map[int]*searchResult{}
+	for _, th := range []int{1, 2} {
+		var err error
+		if f.knee[th], err = s.search(th, f.floor[th], f.d.steps, func(pt float64) (*result, error) {
+			return s.record(th, 1, pt, f.d.knee, 200*time.Millisecond)
+		}); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// smallRings: when 1 MiB loses nothing for one thread, smaller rings
+// (through recorder.Run in this process: the command line counts MiB)
+// until one does, then bisect the rate at that size.
+func (s *storm) smallRings(f *figures) error {
+	if f.knee[1].top.lost != 0 {
+		return nil
+	}
+	for _, rb := range []int{256 << 10, 64 << 10, 16 << 10, 4 << 10} {
+		r, err := s.recordInProcess(1, rb, f.floor[1], f.d.knee)
+		if err != nil {
+			return err
+		}
+		f.ladder = append(f.ladder, r)
+		if r.lost == 0 {
+			continue
+		}
+		first := true
+		f.small, err = s.search(1, f.floor[1], f.d.steps, func(pt float64) (*result, error) {
+			if first { // the run just made
+				first = false
+				return r, nil
+			}
+			return s.recordInProcess(1, rb, pt, f.d.knee)
+		})
+		return err
+	}
+	return nil
+}
+
+// longStorm records one thread for a minute, the recorder's memory read
+// every second.
+func (s *storm) longStorm(f *figures) error {
+	var err error
+	f.long, err = s.record(1, 16, f.floor[1], f.d.long, time.Second)
+	return err
+}
+
+// mixBytes records the realistic mix for its bytes per event.
+func (s *storm) mixBytes(f *figures) error {
+	f.mixN = 250000 // 1.5 million events: the file's fixed part is amortized
+	if s.env.Quick {
+		f.mixN = 50000
+	}
+	mixDB := filepath.Join(s.env.Work, "storm-mix.db")
+	defer os.Remove(mixDB)
+	if _, err := s.env.Record(benchutil.RecordOpts{DB: mixDB, State: s.state, Script: fmt.Sprintf("init; use 0; mix %d", f.mixN)}); err != nil {
+		return err
+	}
+	var err error
+	f.mixFile, err = benchutil.ReadFileStats(mixDB)
+	return err
+}
+
+// printSustained prints section 2 up to the knee: the rates and the
+// default ring's search.
+func printSustained(w *os.File, f *figures) {
 	fmt.Fprintf(w, "## 2. Sustained call rate without loss\n\n")
 	fmt.Fprintf(w, "Workload: `simwork 'init; use 0; paced RATE SECONDS'` (two threads: `init; threads 2 { use 0; paced RATE SECONDS }`): "+
 		"cuMemAlloc_v2(4096) + cuMemFree_v2 pairs issued at RATE calls/s per thread, spin-waiting on clock_gettime "+
 		"(sleeping first when more than 200 µs early); a thread that falls behind catches up, so asking for more than it "+
 		"can do means as fast as it can. Loss is read from the stop record (`Stats.LostCalls`; `Events + LostCalls = Calls` checked). "+
-		"Each run first asks for the rate the empty-probe floor reaches; if that loses calls, the asked rate is bisected (%d steps).\n\n", steps)
+		"Each run first asks for the rate the empty-probe floor reaches; if that loses calls, the asked rate is bisected (%d steps).\n\n", f.d.steps)
 	fmt.Fprintf(w, "| threads | no probes | empty-probe floor |\n|---:|---:|---:|\n")
 	for _, th := range []int{1, 2} {
-		fmt.Fprintf(w, "| %d | %s calls/s | %s calls/s |\n", th, rate(none[th]), rate(floor[th]))
+		fmt.Fprintf(w, "| %d | %s calls/s | %s calls/s |\n", th, rate(f.none[th]), rate(f.floor[th]))
 	}
-	fmt.Fprintf(w, "\n(%v runs each; the floor's rate is the most any recorder could be asked to absorb here.)\n\n", floorDur)
-	fmt.Fprintf(w, "**Default ring (16 MiB), %v per run:**\n\n", sustain)
-	searchTable(w, def)
+	fmt.Fprintf(w, "\n(%v runs each; the floor's rate is the most any recorder could be asked to absorb here.)\n\n", f.d.floor)
+	fmt.Fprintf(w, "**Default ring (16 MiB), %v per run:**\n\n", f.d.sustain)
+	searchTable(w, f.def)
 	for _, th := range []int{1, 2} {
-		sr := def[th]
+		sr := f.def[th]
 		if sr.top.lost == 0 {
 			fmt.Fprintf(w, "- %d thread(s): nothing lost at %s calls/s for %v, the most the workload reached under forensic "+
 				"(asked for the floor's %s calls/s). No higher rate could be produced on this machine: the workload thread is "+
 				"saturated by the calls themselves (simulated call + uprobe trap + forensic's probes), so there is no drop count "+
 				"\"just above\" to report at this ring size; see the 1 MiB knee below.\n",
-				th, rate(sr.top.rate()), sustain, rate(floor[th]))
+				th, rate(sr.top.rate()), f.d.sustain, rate(f.floor[th]))
 		} else {
 			fmt.Fprintf(w, "- %d thread(s): highest rate without loss %s; just above it, %s.\n", th, lossless(sr), lossy(sr))
 		}
 	}
-	if floor[1] > 0 {
-		ok := def[1].top.lost == 0
-		fmt.Fprintf(w, "\n| target | measured | |\n|---|---|---|\n")
-		fmt.Fprintf(w, "| zero loss at the highest rate the floor allows, one thread (%s calls/s) | asked for it: %s calls/s achieved for %v, %s lost | %s |\n",
-			rate(floor[1]), rate(def[1].top.rate()), sustain, benchutil.Thousands(def[1].top.lost), benchutil.Verdict(ok))
-		benchutil.Summary("2", fmt.Sprintf("zero loss at the highest rate the floor allows, one thread (%s calls/s asked)", rate(floor[1])),
-			fmt.Sprintf("%s lost of %s calls in %v at %s calls/s achieved", benchutil.Thousands(def[1].top.lost),
-				benchutil.Thousands(def[1].top.calls), sustain, rate(def[1].top.rate())), ok)
-		if ok && def[1].top.rate() < floor[1] {
-			fmt.Fprintf(w, "\nThe target is met in the sense that nothing is lost when the floor's rate is asked for; the rate itself is "+
-				"not reached (%.0f%% of it), because forensic's per-call cost (section 1) slows the calling thread. "+
-				"The loss-free rate is bounded by the workload, not by the reader.\n", 100*def[1].top.rate()/floor[1])
-		}
+	if f.floor[1] > 0 {
+		printSustainedTarget(w, f)
 	}
-	fmt.Fprintf(w, "\n**Knee with a 1 MiB ring (`--ring-size 1`), %v per run:**\n\n", kneeDur)
-	searchTable(w, knee)
+}
+
+// printSustainedTarget prints section 2's target: nothing lost at the
+// floor's rate, one thread.
+func printSustainedTarget(w *os.File, f *figures) {
+	top := f.def[1].top
+	ok := top.lost == 0
+	fmt.Fprintf(w, "\n| target | measured | |\n|---|---|---|\n")
+	fmt.Fprintf(w, "| zero loss at the highest rate the floor allows, one thread (%s calls/s) | asked for it: %s calls/s achieved for %v, %s lost | %s |\n",
+		rate(f.floor[1]), rate(top.rate()), f.d.sustain, benchutil.Thousands(top.lost), benchutil.Verdict(ok))
+	benchutil.Summary("2", fmt.Sprintf("zero loss at the highest rate the floor allows, one thread (%s calls/s asked)", rate(f.floor[1])),
+		fmt.Sprintf("%s lost of %s calls in %v at %s calls/s achieved", benchutil.Thousands(top.lost),
+			benchutil.Thousands(top.calls), f.d.sustain, rate(top.rate())), ok)
+	if ok && top.rate() < f.floor[1] {
+		fmt.Fprintf(w, "\nThe target is met in the sense that nothing is lost when the floor's rate is asked for; the rate itself is "+
+			"not reached (%.0f%% of it), because forensic's per-call cost (section 1) slows the calling thread. "+
+			"The loss-free rate is bounded by the workload, not by the reader.\n", 100*top.rate()/f.floor[1])
+	}
+}
+
+// printKnees prints the 1 MiB knee and the smaller rings.
+func printKnees(w *os.File, f *figures) {
+	fmt.Fprintf(w, "\n**Knee with a 1 MiB ring (`--ring-size 1`), %v per run:**\n\n", f.d.knee)
+	searchTable(w, f.knee)
 	for _, th := range []int{1, 2} {
-		sr := knee[th]
+		sr := f.knee[th]
 		if sr.top.lost == 0 {
 			fmt.Fprintf(w, "- %d thread(s): even a 1 MiB ring loses nothing at the highest rate produced (%s calls/s).\n", th, rate(sr.top.rate()))
 		} else {
 			fmt.Fprintf(w, "- %d thread(s): losses begin between %s and %s.\n", th, lossless(sr), lossy(sr))
 		}
 	}
-	if len(ladder) > 0 {
-		fmt.Fprintf(w, "\n**Smaller rings, one thread, %v per run.** `--ring-size` counts MiB, so these runs call "+
-			"`recorder.Run` (what `forensic record` runs) in the harness's process with `Config.RingBytes` below 1 MiB; "+
-			"everything else is as above. The reader wakes at half a ring or every 25 ms.\n\n", kneeDur)
-		fmt.Fprintf(w, "| ring | asked (per thread) | achieved | calls | stored | lost |\n|---:|---:|---:|---:|---:|---:|\n")
-		rows := ladder
-		if small != nil {
-			rows = append(append([]*result(nil), ladder...), small.runs[1:]...)
-		}
-		for _, r := range rows {
-			fmt.Fprintf(w, "| %s | %s | %s calls/s | %s | %s | %s |\n", ringName(r.ringBytes), rate(r.askedRate), rate(r.rate()),
-				benchutil.Thousands(r.calls), benchutil.Thousands(r.events), benchutil.Thousands(r.lost))
-		}
-		fmt.Fprintln(w)
-		if small == nil {
-			fmt.Fprintf(w, "No ring size down to %s lost a call at the highest rate one thread produces: the reader keeps up "+
-				"with the workload whenever it has a CPU.\n", ringName(ladder[len(ladder)-1].ringBytes))
-		} else {
-			last := ladder[len(ladder)-1]
-			fmt.Fprintf(w, "The first size that loses calls is %s (%s records of 168 bytes, %.1f ms of calls at %s calls/s); "+
-				"at that size losses begin between %s and %s.\n", ringName(last.ringBytes),
-				benchutil.Thousands(uint64(last.ringBytes/168)), 1000*float64(last.ringBytes/168)/math.Max(last.rate(), 1),
-				rate(last.rate()), lossless(small), lossy(small))
-		}
+	if len(f.ladder) > 0 {
+		printLadder(w, f)
 	}
 	fmt.Fprintln(w)
+}
 
-	// ---- section 3
+// pairBytes is what one alloc/free pair of the storm takes in the ring.
+func pairBytes() int {
+	_, a, _ := cuda.Lookup("cuMemAlloc_v2")
+	_, fr, _ := cuda.Lookup("cuMemFree_v2")
+	return bpf.RingBytes(&cuda.Symbols[a]) + bpf.RingBytes(&cuda.Symbols[fr])
+}
+
+// printLadder prints the rings below 1 MiB.
+func printLadder(w *os.File, f *figures) {
+	fmt.Fprintf(w, "\n**Smaller rings, one thread, %v per run.** `--ring-size` counts MiB, so these runs call "+
+		"`recorder.Run` (what `forensic record` runs) in the harness's process with `Config.RingBytes` below 1 MiB; "+
+		"everything else is as above. The reader wakes every 25 ms, and when a CPU has submitted an eighth of the "+
+		"ring's worth of the largest call records.\n\n", f.d.knee)
+	fmt.Fprintf(w, "| ring | asked (per thread) | achieved | calls | stored | lost |\n|---:|---:|---:|---:|---:|---:|\n")
+	rows := f.ladder
+	if f.small != nil {
+		rows = append(append([]*result(nil), f.ladder...), f.small.runs[1:]...)
+	}
+	for _, r := range rows {
+		fmt.Fprintf(w, "| %s | %s | %s calls/s | %s | %s | %s |\n", ringName(r.ringBytes), rate(r.askedRate), rate(r.rate()),
+			benchutil.Thousands(r.calls), benchutil.Thousands(r.events), benchutil.Thousands(r.lost))
+	}
+	fmt.Fprintln(w)
+	if f.small == nil {
+		fmt.Fprintf(w, "No ring size down to %s lost a call at the highest rate one thread produces: the reader keeps up "+
+			"with the workload whenever it has a CPU.\n", ringName(f.ladder[len(f.ladder)-1].ringBytes))
+		return
+	}
+	last := f.ladder[len(f.ladder)-1]
+	calls := 2 * last.ringBytes / pairBytes()
+	fmt.Fprintf(w, "The first size that loses calls is %s (%s calls of an alloc/free storm, %d bytes a pair in the ring; "+
+		"%.1f ms of calls at %s calls/s); at that size losses begin between %s and %s.\n", ringName(last.ringBytes),
+		benchutil.Thousands(uint64(calls)), pairBytes(), 1000*float64(calls)/math.Max(last.rate(), 1),
+		rate(last.rate()), lossless(f.small), lossy(f.small))
+}
+
+// printRecorder prints section 3's recorder CPU and bytes per event.
+func printRecorder(w *os.File, f *figures) {
 	fmt.Fprintf(w, "## 3. Store and recorder resources\n\n")
-	fmt.Fprintf(w, "### Recorder during a %v storm\n\n", sustain)
-	st := stormRun
+	fmt.Fprintf(w, "### Recorder during a %v storm\n\n", f.d.sustain)
+	st := f.def[1].top
 	cpu := st.rec.Usage.CPU
 	fmt.Fprintf(w, "The one-thread, default-ring run above (`paced` unpaced for %v): %s calls, %s stored, %s lost, %s calls/s.\n\n",
-		sustain, benchutil.Thousands(st.calls), benchutil.Thousands(st.events), benchutil.Thousands(st.lost), rate(st.rate()))
+		f.d.sustain, benchutil.Thousands(st.calls), benchutil.Thousands(st.events), benchutil.Thousands(st.lost), rate(st.rate()))
 	fmt.Fprintf(w, "| figure | value |\n|---|---:|\n")
 	fmt.Fprintf(w, "| recorder CPU, utime+stime of the forensic process (its own threads; /proc/PID/stat after exit, before reaping) | %.2f s |\n", cpu.Seconds())
 	fmt.Fprintf(w, "| recorder wall time (start to exit) | %.2f s |\n", st.rec.Usage.Wall.Seconds())
@@ -405,7 +479,7 @@ func run() error {
 	for _, x := range []struct {
 		name string
 		fs   benchutil.FileStats
-	}{{fmt.Sprintf("%v storm above (alloc/free pairs)", sustain), stormFile}, {fmt.Sprintf("`mix %d` (6 symbols)", mixN), mixFile}} {
+	}{{fmt.Sprintf("%v storm above (alloc/free pairs)", f.d.sustain), st.file}, {fmt.Sprintf("`mix %d` (6 symbols)", f.mixN), f.mixFile}} {
 		v := x.fs.PerEvent(x.fs.File)
 		benchutil.Summary("3", "≤ 64 bytes per stored call event (file size / events), "+x.name,
 			fmt.Sprintf("%.1f B (payload %.1f B)", v, x.fs.PerEvent(x.fs.Payload)), v <= 64)
@@ -414,9 +488,14 @@ func run() error {
 	}
 	fmt.Fprintf(w, "\nFile size / event counts everything in run.db (samples, processes, bbolt pages, free pages and the "+
 		"file's preallocated tail); in use stops at bbolt's high-water mark; payload is the encoded event chunks alone.\n")
+}
+
+// printMemory prints the recorder's memory over the long storm.
+func printMemory(w *os.File, f *figures) {
 	fmt.Fprintf(w, "\n### Memory under a long storm\n\n")
+	long := f.long
 	pts := long.rec.Usage.RSS
-	early := min(10*time.Second, longDur/5)
+	early := min(10*time.Second, f.d.long/5)
 	var atEarly, atEnd, lo, hi uint64
 	for _, p := range pts {
 		if atEarly == 0 && p.At >= early {
@@ -431,13 +510,21 @@ func run() error {
 		atEnd = p.RSS
 	}
 	fmt.Fprintf(w, "One thread, unpaced, %v (%s calls at %s calls/s, %s lost); the recorder's VmRSS read every second:\n\n",
-		longDur, benchutil.Thousands(long.calls), rate(long.rate()), benchutil.Thousands(long.lost))
+		f.d.long, benchutil.Thousands(long.calls), rate(long.rate()), benchutil.Thousands(long.lost))
 	fmt.Fprintf(w, "| at %v | at the end | min .. max after %v | peak (VmHWM) |\n|---:|---:|---:|---:|\n", early, early)
 	fmt.Fprintf(w, "| %s | %s | %s .. %s | %s |\n\n", benchutil.MiB(atEarly), benchutil.MiB(atEnd), benchutil.MiB(lo), benchutil.MiB(hi),
 		benchutil.MiB(long.rec.Usage.HWM))
+	printRSSSeries(w, long, early)
+	growth := float64(atEnd) - float64(atEarly)
+	fmt.Fprintf(w, "Growth from %v to the end: %+.1f MiB (%+.1f%%).\n\n", early, growth/(1<<20), 100*growth/math.Max(float64(atEarly), 1))
+}
+
+// printRSSSeries prints the long storm's memory, second by second, and
+// what its anonymous and file-backed parts are.
+func printRSSSeries(w *os.File, long *result, early time.Duration) {
 	var series, anon, file []string
 	var anonEarly, anonEnd, fileEarly, fileEnd uint64
-	for _, p := range pts {
+	for _, p := range long.rec.Usage.RSS {
 		series = append(series, fmt.Sprintf("%.0f", float64(p.RSS)/(1<<20)))
 		anon = append(anon, fmt.Sprintf("%.0f", float64(p.Anon)/(1<<20)))
 		file = append(file, fmt.Sprintf("%.0f", float64(p.File)/(1<<20)))
@@ -458,9 +545,6 @@ func run() error {
 			"are page cache, reclaimable, but they count in VmRSS.")
 	}
 	fmt.Fprintf(w, "\n\n")
-	growth := float64(atEnd) - float64(atEarly)
-	fmt.Fprintf(w, "Growth from %v to the end: %+.1f MiB (%+.1f%%).\n\n", early, growth/(1<<20), 100*growth/math.Max(float64(atEarly), 1))
-	return nil
 }
 
 func rate(v float64) string { return benchutil.Thousands(uint64(math.Round(v))) }

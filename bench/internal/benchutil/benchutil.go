@@ -343,6 +343,7 @@ loop:
 
 // RecordOpts describe one `forensic record` of a simwork script.
 type RecordOpts struct {
+	Bin    string   // the forensic binary (default: Env.Forensic)
 	DB     string   // run.db to create (replaced)
 	Flags  []string // extra record flags, e.g. --ring-size 1MiB
 	Script string
@@ -367,7 +368,11 @@ func (e *Env) Record(o RecordOpts) (*RecordResult, error) {
 	args := []string{"record", "-o", o.DB, "--force", "--libcuda", e.LibCUDA, "--libnvidia-ml", e.LibNVML}
 	args = append(args, o.Flags...)
 	args = append(args, "--", e.Simwork, o.Script)
-	cmd := exec.Command(e.Forensic, args...)
+	bin := e.Forensic
+	if o.Bin != "" {
+		bin = o.Bin
+	}
+	cmd := exec.Command(bin, args...)
 	cmd.Env = e.SimEnv(o.State)
 	var out, errb bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &out, &errb
