@@ -168,6 +168,8 @@ static __always_inline void count_first(enum fx_counter c, enum fx_counter first
 	s->c[c]++;
 }
 
+#include "stacks.h"
+
 static __always_inline void emit_proc(__u8 what, struct task_struct *task, __s32 exit_code)
 {
 	struct fx_proc *p = bpf_ringbuf_reserve(&events, sizeof(*p), 0);
@@ -419,6 +421,7 @@ int call_return(struct pt_regs *ctx)
 
 	__u32 key = sym;
 	struct fx_symcfg *cfg = bpf_map_lookup_elem(&symcfg, &key);
+	int capture = 0;
 	if (cfg) {
 		/* Out parameters hold a value only on success. */
 		if (result == 0) {
@@ -431,6 +434,7 @@ int call_return(struct pt_regs *ctx)
 			e->stack_id = bpf_get_stackid(ctx, &stacks, BPF_F_USER_STACK);
 			if (e->stack_id < 0)
 				s->c[FX_CTR_STACK_ERRORS]++;
+			capture = depth == 0;
 		}
 	}
 
@@ -453,6 +457,10 @@ int call_return(struct pt_regs *ctx)
 	}
 	e->flags = flags;
 	bpf_ringbuf_submit(e, wake);
+	/* Registers, stack and Python frames for unwinding offline, after
+	 * the call record (stacks.h). */
+	if (capture)
+		capture_stacks(ctx, (__u64)th->pid << 32 | th->tid, sym, now, result != 0);
 	return 0;
 }
 
@@ -480,6 +488,7 @@ int BPF_PROG(proc_exec, struct task_struct *p)
 	__u32 tgid = p->tgid;
 	if (!bpf_map_lookup_elem(&tracked, &tgid))
 		return 0;
+	stacks_forget(tgid); /* another program now: user space locates it again */
 	emit_proc(FX_PROC_EXEC, p, 0);
 	return 0;
 }
@@ -495,6 +504,7 @@ int BPF_PROG(proc_exit, struct task_struct *p)
 		return 0;
 	emit_proc(FX_PROC_EXIT, p, p->exit_code);
 	bpf_map_delete_elem(&tracked, &tgid);
+	stacks_forget(tgid);
 	return 0;
 }
 
