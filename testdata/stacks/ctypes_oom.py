@@ -1,0 +1,65 @@
+# A Python program that reaches libcuda through ctypes, as PyTorch, JAX and
+# CuPy users do through their extension modules, and fails an allocation
+# too large for the GPU inside nested Python functions. The e2e tests
+# record it and check that the failure's Python stack names these
+# functions, this file and the lines marked "# LINE:", innermost first.
+#
+#   python ctypes_oom.py LIBCUDA [SIZE]    SIZE in bytes, default 1 TiB
+#   python ctypes_oom.py LIBCUDA SIZE N    N failed allocations from two
+#                                          call sites, alternating
+import ctypes
+import sys
+
+
+def check(name, rc):
+    if rc != 0:
+        sys.stderr.write("ctypes_oom: %s -> %d\n" % (name, rc))
+    return rc
+
+
+class Driver:
+    def __init__(self, path):
+        self.cuda = ctypes.CDLL(path)
+        self.cuda.cuMemAlloc_v2.argtypes = [ctypes.POINTER(ctypes.c_uint64), ctypes.c_size_t]
+
+    def start(self):
+        check("cuInit", self.cuda.cuInit(0))
+        dev = ctypes.c_int(0)
+        check("cuDeviceGet", self.cuda.cuDeviceGet(ctypes.byref(dev), 0))
+        ctx = ctypes.c_void_p(0)
+        check("cuDevicePrimaryCtxRetain", self.cuda.cuDevicePrimaryCtxRetain(ctypes.byref(ctx), dev))
+        check("cuCtxSetCurrent", self.cuda.cuCtxSetCurrent(ctx))
+
+    def alloc(self, size):
+        ptr = ctypes.c_uint64(0)
+        return self.cuda.cuMemAlloc_v2(ctypes.byref(ptr), size)  # LINE:alloc
+
+
+def grow_cache(drv, size):
+    return drv.alloc(size)  # LINE:grow
+
+
+def other_site(drv, size):
+    return drv.alloc(size)  # LINE:other
+
+
+def load_weights(drv, size, n):
+    rc = 0
+    for i in range(n):
+        if i % 2 == 0:
+            rc = grow_cache(drv, size)  # LINE:load
+        else:
+            rc = other_site(drv, size)  # LINE:load-other
+    return rc
+
+
+def main():
+    drv = Driver(sys.argv[1])
+    drv.start()
+    size = int(sys.argv[2]) if len(sys.argv) > 2 else 1 << 40
+    n = int(sys.argv[3]) if len(sys.argv) > 3 else 1
+    rc = load_weights(drv, size, n)  # LINE:main
+    return 1 if rc != 0 else 0
+
+
+sys.exit(main())  # LINE:module
