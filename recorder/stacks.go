@@ -132,15 +132,27 @@ func (h *handler) captureMaps(p *procState, v *bpf.VMAs, cur []store.Mapping) []
 			m.Path, m.Host, m.BuildID = k.Path, k.Host, k.BuildID
 		} else if f, ok := h.files.byDevIno(fileKey{a.Dev, a.Ino}, a.Name, pythonDirs(p.rec.Python)); ok {
 			m.Path, m.Host, m.BuildID = f.Path, f.Open, f.BuildID
-			if m.BuildID == "" {
-				m.BuildID = h.ids.get(f.OpenPath())
-			}
 		} else {
 			m.Name = a.Name
+		}
+		if m.Path != "" && m.BuildID == "" {
+			m.Host, m.BuildID = h.readable(m.Path, m.Host)
 		}
 		out = append(out, m)
 	}
 	return out
+}
+
+// readable returns the host path of a file that can still be read (none
+// when its own path reads it: a /proc/PID/root path dies with its
+// process) and its build id.
+func (h *handler) readable(path, host string) (string, string) {
+	if host != "" {
+		if id := h.ids.get(host); id != "" {
+			return host, id
+		}
+	}
+	return "", h.ids.get(path)
 }
 
 // sameMapping finds a listed mapping among those read from /proc: the
