@@ -4,9 +4,12 @@
 # record it and check that the failure's Python stack names these
 # functions, this file and the lines marked "# LINE:", innermost first.
 #
-#   python ctypes_oom.py LIBCUDA [SIZE]    SIZE in bytes, default 1 TiB
-#   python ctypes_oom.py LIBCUDA SIZE N    N failed allocations from two
-#                                          call sites, alternating
+#   python ctypes_oom.py LIBCUDA [SIZE]        SIZE in bytes, default 1 TiB
+#   python ctypes_oom.py LIBCUDA SIZE N        N failed allocations from two
+#                                              call sites, alternating
+#   python ctypes_oom.py LIBCUDA SIZE N new    N failed allocations, each from
+#                                              a function of its own (a new
+#                                              Python call site every time)
 import ctypes
 import sys
 
@@ -53,11 +56,24 @@ def load_weights(drv, size, n):
     return rc
 
 
+def new_sites(drv, size, n):
+    sites = []  # kept, so no code object's address is reused
+    rc = 0
+    for i in range(n):
+        ns = {}
+        exec("def site_%d(drv, size):\n    return drv.alloc(size)\n" % i, ns)
+        sites.append(ns["site_%d" % i])
+        rc = sites[-1](drv, size)
+    return rc
+
+
 def main():
     drv = Driver(sys.argv[1])
     drv.start()
     size = int(sys.argv[2]) if len(sys.argv) > 2 else 1 << 40
     n = int(sys.argv[3]) if len(sys.argv) > 3 else 1
+    if len(sys.argv) > 4 and sys.argv[4] == "new":
+        return 1 if new_sites(drv, size, n) != 0 else 0
     rc = load_weights(drv, size, n)  # LINE:main
     return 1 if rc != 0 else 0
 
