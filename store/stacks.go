@@ -155,7 +155,6 @@ const maxCaptureStack = 1 << 20
 // symbol (uint16 LE), the nine registers (uint64 LE), then deflated: the
 // length of the mappings' JSON (uvarint), that JSON and the stack bytes.
 func encodeCapture(c *Capture) ([]byte, error) {
-	var b bytes.Buffer
 	var flags byte
 	if c.Failed {
 		flags |= captureFailed
@@ -163,23 +162,29 @@ func encodeCapture(c *Capture) ([]byte, error) {
 	if c.Fault {
 		flags |= captureFault
 	}
-	b.Write([]byte{captureFormat, flags})
-	b.Write(binary.LittleEndian.AppendUint16(nil, c.Symbol))
+	hdr := []byte{captureFormat, flags}
+	hdr = binary.LittleEndian.AppendUint16(hdr, c.Symbol)
 	r := c.Regs
 	for _, v := range []uint64{r.IP, r.SP, r.BP, r.BX, r.R12, r.R13, r.R14, r.R15, r.FSBase} {
-		b.Write(binary.LittleEndian.AppendUint64(nil, v))
+		hdr = binary.LittleEndian.AppendUint64(hdr, v)
 	}
 	maps, err := json.Marshal(c.Maps)
 	if err != nil {
 		return nil, err
 	}
-	w, err := flate.NewWriter(&b, flate.BestSpeed)
+	body := binary.AppendUvarint(nil, uint64(len(maps)))
+	body = append(append(body, maps...), c.Stack...)
+	return deflated(hdr, body)
+}
+
+// deflated appends body, deflated, to hdr.
+func deflated(hdr, body []byte) ([]byte, error) {
+	b := bytes.NewBuffer(hdr)
+	w, err := flate.NewWriter(b, flate.BestSpeed)
 	if err != nil {
 		return nil, err
 	}
-	w.Write(binary.AppendUvarint(nil, uint64(len(maps))))
-	w.Write(maps)
-	if _, err := w.Write(c.Stack); err != nil {
+	if _, err := w.Write(body); err != nil {
 		return nil, err
 	}
 	if err := w.Close(); err != nil {
