@@ -69,13 +69,15 @@ func (x *fileIndex) add(f store.File) {
 
 // learn keeps the first file seen for a build id. Called with mu held.
 func (x *fileIndex) learn(f store.File) {
+	if filepath.IsAbs(f.Path) {
+		x.dirs[filepath.Dir(f.Path)] = true
+	}
 	if f.BuildID == "" || f.Path == "" {
 		return
 	}
 	if _, ok := x.known[f.BuildID]; !ok {
 		x.known[f.BuildID] = f
 	}
-	x.dirs[filepath.Dir(f.Path)] = true
 }
 
 // resolve returns the files of the frames' build ids that were not stored
