@@ -91,8 +91,8 @@ func (f fakeCaptures) Capture(pid, tid uint32, t int64) (*store.Capture, error) 
 	return f.caps[callKey{pid, tid, t}], nil
 }
 func (f fakeCaptures) PyStack(uint32, uint32, int64) (*store.PyStack, error) { return nil, nil }
-func (f fakeCaptures) PyCodes(uint32) ([]store.PyCode, error)               { return nil, nil }
-func (f fakeCaptures) StackRefs(func(*store.StackRef) error) error          { return nil }
+func (f fakeCaptures) PyCodes(uint32) ([]store.PyCode, error)                { return nil, nil }
+func (f fakeCaptures) StackRefs(func(*store.StackRef) error) error           { return nil }
 
 // A failure without a capture of its own has its call site's, through a
 // reference, unless the pid was reused in between.

@@ -13,7 +13,9 @@ import (
 )
 
 func TestMergeMaps(t *testing.T) {
-	m := func(start, end uint64, path string) store.Mapping { return store.Mapping{Start: start, End: end, Path: path} }
+	m := func(start, end uint64, path string) store.Mapping {
+		return store.Mapping{Start: start, End: end, Path: path}
+	}
 	tests := []struct {
 		name          string
 		old, cur, out []store.Mapping
