@@ -6,6 +6,9 @@
  * information, not with frame pointers.
  *
  *   callchain LIBCUDA [SIZE]
+ *   callchain LIBCUDA SIZE N same      N failed allocations from one call site
+ *   callchain LIBCUDA SIZE N deeper    N failed allocations, the i-th i calls
+ *                                      deeper (a new call site every time)
  *
  * main -> run_job -> init_driver -> cuInit(0); then
  * run_job -> load_model -> alloc_weights -> cuMemAlloc_v2(SIZE, default 1 TiB),
@@ -65,6 +68,26 @@ CHAIN int load_model(size_t size)
     return rc;
 }
 
+static volatile int sink;
+
+/* descend recurses depth calls deep, then allocates: each depth is a
+ * call site of its own (another stack pointer). */
+CHAIN int descend(size_t size, int depth)
+{
+    int rc = depth > 0 ? descend(size, depth - 1) : alloc_weights(size, 0);
+    sink = rc; /* after the call: not a tail call */
+    return rc;
+}
+
+/* storm makes n failed allocations after the driver is up. */
+CHAIN int storm(size_t size, int n, int deeper)
+{
+    int failed = 0;
+    for (int i = 0; i < n; i++)
+        failed += (deeper ? descend(size, i) : alloc_weights(size, 0)) != 0;
+    return failed;
+}
+
 CHAIN int run_job(size_t size)
 {
     volatile int attempt = 1;
@@ -78,6 +101,17 @@ CHAIN int run_job(size_t size)
         return rc;
     }
     rc = load_model(size);
+    return rc;
+}
+
+/* start brings the driver up for a storm. */
+CHAIN int start(void)
+{
+    int dev = -1;
+    void *ctx = NULL;
+    int rc = init_driver(1);
+    if (rc == 0 && (rc = cu.dev_get(&dev, 0)) == 0 && (rc = cu.retain(&ctx, dev)) == 0)
+        rc = cu.set_current(ctx);
     return rc;
 }
 
@@ -102,6 +136,13 @@ int main(int argc, char **argv)
         return 2;
     }
     size_t size = argc > 2 ? strtoull(argv[2], NULL, 0) : 1ull << 40;
+    if (argc > 3) {
+        int n = atoi(argv[3]);
+        int deeper = argc > 4 && strcmp(argv[4], "deeper") == 0;
+        if (start() != 0)
+            return 1;
+        return storm(size, n, deeper) != 0 ? 1 : 0;
+    }
     int rc = run_job(size);
     return rc != 0 ? 1 : 0;
 }
