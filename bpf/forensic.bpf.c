@@ -478,6 +478,7 @@ int BPF_PROG(proc_fork, struct task_struct *parent, struct task_struct *child)
 		count_first(FX_CTR_UNTRACKED, FX_CTR_UNTRACKED_FIRST_NS, bpf_ktime_get_ns());
 		return 0;
 	}
+	stacks_fork(ptgid, ctgid);
 	emit_proc(FX_PROC_FORK, child, 0);
 	return 0;
 }

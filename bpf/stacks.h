@@ -697,4 +697,18 @@ static __always_inline void stacks_forget(__u32 tgid)
 	bpf_map_delete_elem(&stack_procs, &tgid);
 }
 
+/* stacks_fork starts a forked process afresh: no failure captured yet,
+ * and the parent's interpreter, if any (a fork runs the same program in a
+ * copy of its address space), rather than whatever a dead process that
+ * had its pid left behind. */
+static __always_inline void stacks_fork(__u32 ptgid, __u32 ctgid)
+{
+	bpf_map_delete_elem(&stack_procs, &ctgid);
+	struct fx_pyproc *pp = bpf_map_lookup_elem(&py_procs, &ptgid);
+	if (pp)
+		bpf_map_update_elem(&py_procs, &ctgid, pp, BPF_ANY);
+	else
+		bpf_map_delete_elem(&py_procs, &ctgid);
+}
+
 #endif

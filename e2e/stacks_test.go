@@ -161,6 +161,36 @@ func TestStackPythonCtypes(t *testing.T) {
 	}
 }
 
+// A Python process forked (no exec) from a recorded one runs the same
+// interpreter: its failure's stack has its Python frames too.
+func TestStackPythonForkedChild(t *testing.T) {
+	w := newWorld(t)
+	e2eenv.Need(t, exists(debPython), "Debian's /usr/bin/python3 is not installed (scripts/deps.sh test)")
+	res := w.record(nil, debPython, ctypesOOM, simCUDA, "1099511627776", "1", "fork")
+	if res.code != 1 {
+		t.Fatalf("exit %d, want 1; stderr:\n%s", res.code, res.stderr)
+	}
+	rep, _ := analyzeJSON(t, res.db)
+	ff := rep.FirstFailure
+	if ff == nil || ff.Stack == nil {
+		t.Fatalf("first failure %+v", ff)
+	}
+	var py []string
+	for _, f := range ff.Stack.Frames {
+		if f.Language == report.LangPython {
+			py = append(py, f.Function)
+		}
+	}
+	if ff.Stack.Python != "ok" || !inOrder(py, []string{"Driver.alloc", "grow_cache", "load_weights", "main", "<module>"}) {
+		t.Errorf("forked child's stack: python %q, frames %q", ff.Stack.Python, py)
+	}
+	for _, p := range rep.Processes {
+		if p.PID == ff.PID && p.Root {
+			t.Error("the failure is the parent's, not the forked child's")
+		}
+	}
+}
+
 // NVIDIA's real libcuda, without a GPU, fails cuInit (100) called from a
 // program built -O1: the unwound stack has no frame outside the mappings
 // and reaches main; a walk that met an address outside every mapping

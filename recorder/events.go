@@ -289,6 +289,9 @@ func (h *handler) forked(e *bpf.Proc, ts int64) {
 	if parent := h.procs[e.Ppid]; parent != nil {
 		st.Env = parent.rec.Env
 		st.Exe, st.Args = parent.rec.Exe, parent.rec.Args
+		// The same program in a copy of the parent's address space: the
+		// probes gave the child the parent's interpreter too.
+		st.Python = parent.rec.Python
 	}
 	h.procs[e.Pid] = newProcState(st)
 }

@@ -10,7 +10,11 @@
 #   python ctypes_oom.py LIBCUDA SIZE N new    N failed allocations, each from
 #                                              a function of its own (a new
 #                                              Python call site every time)
+#   python ctypes_oom.py LIBCUDA SIZE N fork   the same as without "fork", in
+#                                              a forked child (no exec); the
+#                                              parent exits with its status
 import ctypes
+import os
 import sys
 
 
@@ -68,6 +72,10 @@ def new_sites(drv, size, n):
 
 
 def main():
+    if len(sys.argv) > 4 and sys.argv[4] == "fork":
+        pid = os.fork()
+        if pid != 0:
+            return os.waitstatus_to_exitcode(os.waitpid(pid, 0)[1])
     drv = Driver(sys.argv[1])
     drv.start()
     size = int(sys.argv[2]) if len(sys.argv) > 2 else 1 << 40
