@@ -261,6 +261,10 @@ func TestStackCaptureBounded(t *testing.T) {
 	if fails != 600 || refs != 0 || st.StackSkipped == 0 || uint64(caps)+st.StackSkipped+st.StackLost != 600 {
 		t.Errorf("600 new call sites: %d captured, %d referring, %d skipped, %d lost", caps, refs, st.StackSkipped, st.StackLost)
 	}
+	if rep, _ := analyzeJSON(t, res.db); rep.Loss.StackSkipped != st.StackSkipped || rep.Loss.StackLost != st.StackLost {
+		t.Errorf("--json loss says %d skipped, %d lost; the stop record %d, %d", rep.Loss.StackSkipped, rep.Loss.StackLost,
+			st.StackSkipped, st.StackLost)
+	}
 	t.Logf("600 new call sites: %d captured, %d skipped by the rate limit", caps, st.StackSkipped)
 }
 

@@ -439,15 +439,20 @@ type Marker struct {
 
 // Loss summarizes lost evidence.
 type Loss struct {
-	Calls         uint64 `json:"calls_seen"`
-	Events        uint64 `json:"events_stored"`
-	LostCalls     uint64 `json:"lost_calls"`
-	LostFirstNS   int64  `json:"lost_first_ns,omitempty"`
-	LostInflight  uint64 `json:"lost_inflight"`
-	TooDeep       uint64 `json:"too_deep"`
-	Unmatched     uint64 `json:"unmatched_returns"`
-	LostProc      uint64 `json:"lost_process_records"`
-	DecodeErrors  uint64 `json:"decode_errors"`
+	Calls        uint64 `json:"calls_seen"`
+	Events       uint64 `json:"events_stored"`
+	LostCalls    uint64 `json:"lost_calls"`
+	LostFirstNS  int64  `json:"lost_first_ns,omitempty"`
+	LostInflight uint64 `json:"lost_inflight"`
+	TooDeep      uint64 `json:"too_deep"`
+	Unmatched    uint64 `json:"unmatched_returns"`
+	LostProc     uint64 `json:"lost_process_records"`
+	DecodeErrors uint64 `json:"decode_errors"`
+	// StackSkipped and StackLost: stack captures the rate limit did not
+	// make, and captures made but not delivered (those calls keep the
+	// frame-pointer walk). Absent when 0.
+	StackSkipped  uint64 `json:"stack_captures_skipped,omitempty"`
+	StackLost     uint64 `json:"stack_captures_lost,omitempty"`
 	BeforeFailure bool   `json:"before_first_failure"`
 	Known         bool   `json:"counters_known"`
 }

@@ -320,6 +320,14 @@ func TestNewLoss(t *testing.T) {
 			t.Errorf("%s: lost %v, want %v", tc.name, got, tc.lost)
 		}
 	}
+	// Stack captures skipped or lost are said, and are no loss of calls.
+	v := newLoss(&report.Report{Loss: report.Loss{Known: true, StackSkipped: 3, StackLost: 1}})
+	if v.Lost || !strings.Contains(v.Calls, "stack captures: 3 skipped by their rate limit, 1 lost") {
+		t.Errorf("stack captures: lost %v, %q", v.Lost, v.Calls)
+	}
+	if v := newLoss(&report.Report{Loss: report.Loss{Known: true}}); strings.Contains(v.Calls, "stack captures") {
+		t.Errorf("no stack capture skipped, yet %q", v.Calls)
+	}
 }
 
 func TestDrawnProcesses(t *testing.T) {

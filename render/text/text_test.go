@@ -131,3 +131,18 @@ func TestTextPythonFramesFirst(t *testing.T) {
 		}
 	}
 }
+
+// Stack captures the rate limit skipped, or that were lost, are said in
+// the loss section, and only then.
+func TestTextStackCaptureLoss(t *testing.T) {
+	for _, l := range []report.Loss{{Known: true}, {Known: true, StackSkipped: 7, StackLost: 2}} {
+		var b bytes.Buffer
+		if err := Write(&b, &report.Report{Loss: l}, Options{}); err != nil {
+			t.Fatal(err)
+		}
+		want := l.StackSkipped > 0
+		if got := strings.Contains(b.String(), "stack captures: 7 skipped by their rate limit, 2 lost"); got != want {
+			t.Errorf("loss %+v: stack capture line shown %v:\n%s", l, got, b.String())
+		}
+	}
+}
