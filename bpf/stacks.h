@@ -165,9 +165,12 @@ struct {
 	__type(value, struct big_scratch);
 } big_scratch SEC(".maps");
 
-extern int bpf_iter_task_vma_new(struct bpf_iter_task_vma *it, struct task_struct *task, __u64 addr) __ksym;
-extern struct vm_area_struct *bpf_iter_task_vma_next(struct bpf_iter_task_vma *it) __ksym;
-extern void bpf_iter_task_vma_destroy(struct bpf_iter_task_vma *it) __ksym;
+/* The task_vma iterator (Linux 6.7+). Weak: on an older kernel the loader
+ * resolves them to 0, the mappings are not listed, and the recorder's own
+ * reads of /proc/PID/maps stand in. */
+extern int bpf_iter_task_vma_new(struct bpf_iter_task_vma *it, struct task_struct *task, __u64 addr) __ksym __weak;
+extern struct vm_area_struct *bpf_iter_task_vma_next(struct bpf_iter_task_vma *it) __ksym __weak;
+extern void bpf_iter_task_vma_destroy(struct bpf_iter_task_vma *it) __ksym __weak;
 
 #define VM_EXEC 0x4
 
@@ -507,9 +510,12 @@ static __always_inline void copy_stack(struct fx_ustack *us)
 }
 
 /* send_vmas lists the process's executable file mappings, as they are
- * at the call's return, and sends them. */
+ * at the call's return, and sends them; nothing on a kernel without the
+ * iterator. */
 static __always_inline int send_vmas(__u32 pid, __u32 tid, __u64 now)
 {
+	if (!bpf_iter_task_vma_new)
+		return 0;
 	struct big_scratch *big = big_get();
 	if (!big)
 		return -1;
