@@ -16,6 +16,7 @@
 import ctypes
 import os
 import sys
+import time
 
 
 def check(name, rc):
@@ -31,6 +32,11 @@ class Driver:
 
     def start(self):
         check("cuInit", self.cuda.cuInit(0))
+        # The recorder locates the interpreter when it reads this process's
+        # exec; a failure before it has done so has no Python frames
+        # (docs/stacks.md). A slow recorder (the -race build on a busy
+        # machine) can take longer than the interpreter's start: wait.
+        time.sleep(0.3)
         dev = ctypes.c_int(0)
         check("cuDeviceGet", self.cuda.cuDeviceGet(ctypes.byref(dev), 0))
         ctx = ctypes.c_void_p(0)
