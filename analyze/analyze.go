@@ -88,6 +88,7 @@ type state struct {
 	samples *samplesPass
 	tl      *timelineBuilder // nil with Options.NoTimeline
 	marks   *landmarks
+	caps    *captures // nil: the source has no stack captures
 }
 
 // Analyze reads a run and produces its report.
@@ -109,6 +110,9 @@ func Analyze(r Source, opts Options) (*report.Report, error) {
 		return nil, err
 	}
 	s.pickUnrecovered()
+	if err := s.loadCaptures(); err != nil {
+		return nil, err
+	}
 	if err := s.passSamples(); err != nil {
 		return nil, err
 	}

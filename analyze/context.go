@@ -211,7 +211,7 @@ func (s *state) loss() error {
 	}
 	l := report.Loss{Calls: st.Calls, Events: st.Events, LostCalls: st.LostCalls, LostFirstNS: st.LostFirst,
 		LostInflight: st.LostInflight, TooDeep: st.TooDeep, Unmatched: st.Unmatched, LostProc: st.LostProc,
-		DecodeErrors: st.DecodeErrors, Untracked: st.Untracked, LostHolds: st.LostHolds, Known: known}
+		DecodeErrors: st.DecodeErrors, Untracked: st.Untracked, LostHolds: st.LostHolds, StackSkipped: st.StackSkipped, StackLost: st.StackLost, Known: known}
 	if s.first != nil {
 		l.BeforeFailure = (st.LostCalls > 0 && st.LostFirst != 0 && st.LostFirst <= s.first.e.End) ||
 			st.LostInflight > 0 || st.TooDeep > 0

@@ -2,6 +2,7 @@ package analyze
 
 import (
 	"fmt"
+	"strings"
 
 	"github.com/retrivium/forensic/cuda"
 	"github.com/retrivium/forensic/report"
@@ -113,9 +114,10 @@ func (s *state) failureList() {
 	var ff *report.Failure
 	for _, f := range s.failures {
 		fl := s.failure(f)
-		if f.e.Stack >= 0 && stacks < s.opts.MaxStacks {
-			fl.Stack = s.stack(f)
-			stacks++
+		if stacks < s.opts.MaxStacks {
+			if fl.Stack = s.stack(f); fl.Stack != nil {
+				stacks++
+			}
 		}
 		s.rep.Failures = append(s.rep.Failures, fl)
 		if f == s.first {
@@ -132,23 +134,59 @@ func (s *state) failureList() {
 		c := s.failure(s.first)
 		ff = &c
 	}
-	if ff.Stack == nil && s.first.e.Stack >= 0 {
+	if ff.Stack == nil {
 		ff.Stack = s.stack(s.first)
 	}
 	s.rep.FirstFailure = ff
 }
 
-// stack symbolizes a failure's user stack.
+// stack returns a failure's user stack: its capture unwound (with its
+// Python frames), else the kernel's frame-pointer walk symbolized; nil
+// when neither was recorded.
 func (s *state) stack(f *failed) *report.Stack {
+	if st := s.capturedStack(f); st != nil {
+		return st
+	}
+	if f.e.Stack < 0 {
+		return nil
+	}
 	frames, err := s.r.Stack(f.e.Stack)
 	if err != nil || len(frames) == 0 {
 		return &report.Stack{Frames: []report.Frame{}, Partial: true, Note: "stack not stored"}
 	}
 	var maps []store.Mapping
-	if p := s.procs[f.e.PID]; p != nil {
+	if p := s.processAt(f.e.PID, f.e.End); p != nil {
 		maps = p.Maps
 	}
-	return s.opts.Symbolizer.Symbolize(frames, s.files(), maps)
+	st := s.opts.Symbolizer.Symbolize(frames, s.files(), maps)
+	st.Method = "frame-pointers"
+	for i := range st.Frames {
+		if st.Frames[i].Language == "" {
+			st.Frames[i].Language = report.LangNative
+		}
+	}
+	if why := s.noCaptureWhy(); why != "" {
+		st.Note = strings.TrimPrefix(st.Note+"; "+why, "; ")
+	}
+	return st
+}
+
+// noCaptureWhy says why a failure of a run that captures stacks has only
+// the frame-pointer walk.
+func (s *state) noCaptureWhy() string {
+	if s.caps == nil || s.stop == nil {
+		return ""
+	}
+	st := s.stop.Stats
+	switch {
+	case st.StackSkipped > 0 && st.StackLost > 0:
+		return fmt.Sprintf("no registers and stack were captured at this call: %d captures were skipped by their rate limit and %d lost", st.StackSkipped, st.StackLost)
+	case st.StackSkipped > 0:
+		return fmt.Sprintf("no registers and stack were captured at this call: %d captures were skipped by their rate limit", st.StackSkipped)
+	case st.StackLost > 0:
+		return fmt.Sprintf("no registers and stack were captured at this call: %d captures were lost", st.StackLost)
+	}
+	return ""
 }
 
 // files lists every file the run saw, for resolving build ids: the files

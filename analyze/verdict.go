@@ -172,9 +172,7 @@ func (s *state) judged(j *judgement) *report.Judged {
 	if out.Missing == nil {
 		out.Missing = []report.Missing{}
 	}
-	if f := j.f; f.e.Stack >= 0 {
-		out.Stack = s.stack(f)
-	}
+	out.Stack = s.stack(j.f)
 	return out
 }
 

@@ -41,6 +41,8 @@ var counters = [counterMax]counter{
 	forensicFxCounterFX_CTR_UNTRACKED:          {sum, func(s *store.Stats, v uint64) { s.Untracked = v }},
 	forensicFxCounterFX_CTR_UNTRACKED_FIRST_NS: {earliest, func(s *store.Stats, v uint64) { s.UntrackedFirst = int64(v) }},
 	forensicFxCounterFX_CTR_LOST_HOLDS:         {sum, func(s *store.Stats, v uint64) { s.LostHolds = v }},
+	forensicFxCounterFX_CTR_STACK_SKIPPED:      {sum, func(s *store.Stats, v uint64) { s.StackSkipped = v }},
+	forensicFxCounterFX_CTR_STACK_LOST:         {sum, func(s *store.Stats, v uint64) { s.StackLost = v }},
 }
 
 // sumCPUs combines the per-CPU counter sets: the one place they are added.

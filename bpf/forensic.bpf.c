@@ -173,6 +173,8 @@ static __always_inline void count_first(enum fx_counter c, enum fx_counter first
 	s->c[c]++;
 }
 
+#include "stacks.h"
+
 static __always_inline void emit_proc(__u8 what, struct task_struct *task, __s32 exit_code)
 {
 	struct fx_proc *p = bpf_ringbuf_reserve(&events, sizeof(*p), 0);
@@ -587,6 +589,8 @@ int call_return(struct pt_regs *ctx)
 	r.s->c[FX_CTR_CALLS]++;
 	r.flags |= r.f->flags;
 	r.result = (__s32)PT_REGS_RC(ctx);
+	/* Read before the record is sent: the frame may be reused after. */
+	__u16 sym = r.f->symbol;
 	if (r.f->has_arr)
 		emit_array(&r);
 	else if (r.cfg->tail_len == 0)
@@ -595,6 +599,11 @@ int call_return(struct pt_regs *ctx)
 		emit_out8(&r);
 	else
 		emit_whole(&r);
+	/* Registers, stack and Python frames for unwinding offline, after the
+	 * call record, for the application's own failed calls (and its
+	 * allocations under --stacks): stacks.h. */
+	if ((r.result != 0 || r.cfg->stack) && r.depth == 0)
+		capture_stacks(ctx, (__u64)r.th->pid << 32 | r.th->tid, sym, r.now, r.result != 0);
 	return 0;
 }
 
@@ -612,6 +621,7 @@ int BPF_PROG(proc_fork, struct task_struct *parent, struct task_struct *child)
 		count_first(FX_CTR_UNTRACKED, FX_CTR_UNTRACKED_FIRST_NS, bpf_ktime_get_ns());
 		return 0;
 	}
+	stacks_fork(ptgid, ctgid);
 	emit_proc(FX_PROC_FORK, child, 0);
 	return 0;
 }
@@ -622,6 +632,7 @@ int BPF_PROG(proc_exec, struct task_struct *p)
 	__u32 tgid = p->tgid;
 	if (!bpf_map_lookup_elem(&tracked, &tgid))
 		return 0;
+	stacks_forget(tgid); /* another program now: user space locates it again */
 	emit_proc(FX_PROC_EXEC, p, 0);
 	return 0;
 }
@@ -637,6 +648,7 @@ int BPF_PROG(proc_exit, struct task_struct *p)
 		return 0;
 	emit_proc(FX_PROC_EXIT, p, p->exit_code);
 	bpf_map_delete_elem(&tracked, &tgid);
+	stacks_forget(tgid);
 	return 0;
 }
 

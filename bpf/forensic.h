@@ -38,17 +38,44 @@ enum fx_const {
 	FX_ARRAY_LEN = 96,
 	/* Bytes of a mapped file's name kept in a hold record. */
 	FX_NAME_LEN = 64,
+	/* Bytes of user stack a stack capture copies, from the stack pointer
+	 * up (a multiple of 4096): what an unwinder needs besides the
+	 * registers (stacks.h). */
+	FX_USTACK_MAX = 16384,
+	/* Python frames read at a captured call (innermost first). */
+	FX_PY_FRAMES = 32,
+	/* Bytes kept of a code object's file name, name and qualified name
+	 * (raw str data: length x kind bytes), and of its line table. */
+	FX_PY_FILENAME_LEN = 256,
+	FX_PY_NAME_LEN = 128,
+	FX_PY_LINETABLE_LEN = 65536,
+	/* Rows of the CPython layout table (one per supported minor version). */
+	FX_PY_LAYOUTS = 8,
+	/* Executable file mappings a stack capture lists, and the bytes kept
+	 * of each file's name. */
+	FX_MAX_VMAS = 128,
+	FX_VMA_NAME_LEN = 48,
 };
 
 /* The BPF code indexes and bounds with these masks. */
 _Static_assert((FX_MAX_DEPTH & (FX_MAX_DEPTH - 1)) == 0, "FX_MAX_DEPTH must be a power of two");
 _Static_assert((FX_ARGS_LEN & (FX_ARGS_LEN - 1)) == 0, "FX_ARGS_LEN must be a power of two");
+_Static_assert((FX_USTACK_MAX & 4095) == 0, "FX_USTACK_MAX must be a multiple of 4096");
+_Static_assert((FX_PY_FRAMES & (FX_PY_FRAMES - 1)) == 0, "FX_PY_FRAMES must be a power of two");
+_Static_assert((FX_PY_LINETABLE_LEN & (FX_PY_LINETABLE_LEN - 1)) == 0, "FX_PY_LINETABLE_LEN must be a power of two");
+_Static_assert((FX_MAX_VMAS & (FX_MAX_VMAS - 1)) == 0, "FX_MAX_VMAS must be a power of two");
 
 enum fx_kind {
 	FX_KIND_CALL = 1,       /* struct fx_call */
 	FX_KIND_PROC = 2,       /* struct fx_proc */
 	FX_KIND_CALL_ARRAY = 3, /* struct fx_call_array: a call of a symbol with an array argument */
 	FX_KIND_HOLD = 4,       /* struct fx_hold, on the holds ring only */
+	/* Stack captures (stacks.h), each after the fx_call it belongs to. */
+	FX_KIND_USTACK = 5,     /* struct fx_ustack: registers and user stack bytes */
+	FX_KIND_PYSTACK = 6,    /* struct fx_pystack: the failing thread's Python frames */
+	FX_KIND_PYCODE = 7,     /* struct fx_pycode: a code object, once per process while unchanged */
+	FX_KIND_STACK_REF = 8,  /* struct fx_stack_ref: a call at a call site captured before */
+	FX_KIND_VMAS = 9,       /* struct fx_vmas: the executable mappings at a capture */
 };
 
 /* Flags of a call. The same bits are stored with each event in run.db
@@ -199,12 +226,167 @@ enum fx_counter {
 	FX_CTR_UNTRACKED,          /* processes the tracked map had no room for */
 	FX_CTR_UNTRACKED_FIRST_NS,
 	FX_CTR_LOST_HOLDS,         /* libcuda mappings not held: the holds ring was full */
+	FX_CTR_STACK_SKIPPED,      /* stack captures not made: the rate limit (stacks.h) */
+	FX_CTR_STACK_LOST,         /* stack captures made but not delivered: ring full, or another capture in progress on the CPU */
 	FX_COUNTER_MAX,
 };
 
 struct fx_stats {
 	__u64 c[FX_COUNTER_MAX]; /* enum fx_counter */
 	__u64 unwoken;           /* state, not evidence: successful calls since the last forced wake-up */
+};
+
+/* Registers a stack capture keeps, from the user registers at the call's
+ * return: where an unwinder starts (ip, sp), the frame pointer and the
+ * callee-saved registers a CFI rule may name, and the thread's fs base
+ * (its pthread id on glibc). */
+struct fx_regs {
+	__u64 ip, sp, bp, bx, r12, r13, r14, r15;
+	__u64 fs_base;
+};
+
+enum fx_ustack_flags {
+	/* The copy stopped at an unreadable page before FX_USTACK_MAX: the
+	 * top of the thread's stack. */
+	FX_USTACK_FAULT = 1 << 0,
+	/* The capture is of a failed call (else an allocation under --stacks). */
+	FX_USTACK_FAILED = 1 << 1,
+};
+
+/* The registers and a copy of the user stack at a call's return (the
+ * failed call's caller, instruction after its call), for unwinding
+ * offline. Sent for 96 + stack_len bytes. Same pid, tid and ts_exit as
+ * the fx_call it follows. */
+struct fx_ustack {
+	__u8 kind;      /* FX_KIND_USTACK */
+	__u8 flags;     /* enum fx_ustack_flags */
+	__u16 symbol;
+	__u32 pid, tid;
+	__u32 stack_len; /* bytes in stack[], copied from regs.sp up */
+	__u64 ts_exit;
+	struct fx_regs regs;
+	__u8 stack[FX_USTACK_MAX];
+};
+
+/* One executable file mapping of the process at a capture. */
+struct fx_vma {
+	__u64 start, end; /* [start, end) */
+	__u64 pgoff;      /* file offset mapped at start, in bytes */
+	__u64 ino;        /* the inode of the file the pages come from */
+	__u32 dev;        /* its device, the kernel's dev_t (major << 20 | minor) */
+	__u32 pad;
+	char name[FX_VMA_NAME_LEN]; /* the file's name (last path component), cut */
+};
+
+enum fx_vmas_flags {
+	FX_VMAS_CUT = 1 << 0,  /* more executable mappings than FX_MAX_VMAS */
+	FX_VMAS_BUSY = 1 << 1, /* the address space was being changed: none listed */
+};
+
+/* The process's executable file mappings at the return of a captured
+ * call, read in the probe so that a process that exits right after its
+ * failure is unwound with the mappings it had. Sent for 24 + n * 88 bytes,
+ * before the fx_ustack of the same call. */
+struct fx_vmas {
+	__u8 kind;  /* FX_KIND_VMAS */
+	__u8 flags; /* enum fx_vmas_flags */
+	__u16 n;
+	__u32 pid, tid;
+	__u32 pad;
+	__u64 ts_exit;
+	struct fx_vma vmas[FX_MAX_VMAS];
+};
+
+/* What a Python walk found (fx_pystack.status). */
+enum fx_py_status {
+	FX_PY_OK = 0,
+	FX_PY_NO_THREAD = 1, /* the interpreter has no thread state for this thread */
+	FX_PY_FAULT = 2,     /* a read of the interpreter's memory failed */
+	FX_PY_TRUNCATED = 3, /* more frames than FX_PY_FRAMES: the outermost are left out */
+	FX_PY_NO_LAYOUT = 4, /* the process's layout row is missing */
+};
+
+/* One Python frame as read: its code object (3.13: f_executable) and
+ * instruction (3.11+: prev_instr/instr_ptr; 3.10: f_lasti, sign-extended). */
+struct fx_pyframe {
+	__u64 code;
+	__u64 instr;
+};
+
+/* The Python frames of the failing thread at the call's return,
+ * innermost first. Follows the fx_pycode records of code objects not sent
+ * before, and precedes the fx_ustack of the same call. */
+struct fx_pystack {
+	__u8 kind;    /* FX_KIND_PYSTACK */
+	__u8 status;  /* enum fx_py_status */
+	__u8 minor;   /* CPython 3.minor: the layout the frames were read with */
+	__u8 nframes;
+	__u32 pid, tid;
+	__u32 pad;
+	__u64 ts_exit;
+	__u64 tstate; /* the thread's PyThreadState */
+	struct fx_pyframe frames[FX_PY_FRAMES];
+	__u8 owner[FX_PY_FRAMES]; /* the frame's owner (3.11+); bit 7: is_entry (3.11) */
+};
+
+enum fx_pycode_flags {
+	FX_PYCODE_FAULT = 1 << 0, /* a string or the line table could not be read */
+};
+
+/* A code object as copied once per process while its fingerprint (the
+ * string and line table pointers, the first line) holds: what names a
+ * Python frame and turns its instruction into a line. Sent for 72 + 512
+ * + linetable_len bytes. */
+struct fx_pycode {
+	__u8 kind;   /* FX_KIND_PYCODE */
+	__u8 flags;  /* enum fx_pycode_flags */
+	__u8 minor;
+	__u8 pad;
+	__u32 pid;
+	__u64 code;  /* the code object's address */
+	__u64 ts;    /* the return time of the call whose capture copied it */
+	__u64 type;  /* ob_type */
+	__s32 firstlineno, firsttraceable;
+	__u32 state[3];  /* str state words: filename, name, qualname */
+	__u32 length[3]; /* their lengths in code points (at most 2^32-1) */
+	__u32 linetable_len;  /* bytes in linetable[] */
+	__u32 linetable_size; /* the table's full size (more when cut) */
+	char filename[FX_PY_FILENAME_LEN], name[FX_PY_NAME_LEN], qualname[FX_PY_NAME_LEN];
+	__u8 linetable[FX_PY_LINETABLE_LEN];
+};
+
+/* A call whose call site (process, symbol, ip, sp and Python frames) was
+ * captured before: the stack is that capture's, named by its thread and
+ * return time. */
+struct fx_stack_ref {
+	__u8 kind;   /* FX_KIND_STACK_REF */
+	__u8 pad[3];
+	__u32 pid, tid;
+	__u32 ref_tid;
+	__u64 ts_exit;
+	__u64 ref_ts;
+};
+
+/* The structure offsets (bytes) of one CPython minor version a Python walk
+ * reads; -1 for a field the version lacks. Filled from pystack's table. */
+struct fx_pylayout {
+	__u32 minor;
+	__s32 runtime_interpreters_head;
+	__s32 interp_next, interp_threads_head;
+	__s32 thread_next, thread_id, thread_native_id, thread_frame, cframe_current_frame;
+	__s32 frame_code, frame_previous, frame_instr, frame_is_entry, frame_owner, frame_size;
+	__s32 code_type, code_filename, code_name, code_qualname, code_firstlineno, code_linetable,
+	      code_firsttraceable, code_size;
+	__s32 unicode_length, unicode_state, ascii_size, compact_size;
+	__s32 bytes_size, bytes_data;
+	__u32 instr_int; /* 3.10: the instruction is f_lasti, an int */
+};
+
+/* A CPython process, set by user space when it locates the interpreter. */
+struct fx_pyproc {
+	__u64 runtime; /* address of _PyRuntime */
+	__u32 layout;  /* row of the layout table */
+	__u32 pad;
 };
 
 #endif

@@ -13,6 +13,12 @@ import (
 	"github.com/cilium/ebpf"
 )
 
+type forensicBigScratch struct {
+	_    structs.HostLayout
+	Code forensicFxPycode
+	Vmas forensicFxVmas
+}
+
 type forensicFxCall struct {
 	_       structs.HostLayout
 	Kind    uint8
@@ -53,21 +59,29 @@ const (
 type forensicFxConst uint32
 
 const (
-	forensicFxConstFX_MAX_SYMBOLS  forensicFxConst = 512
-	forensicFxConstFX_MAX_DEPTH    forensicFxConst = 4
-	forensicFxConstFX_IN_LEN       forensicFxConst = 32
-	forensicFxConstFX_OUTA_LEN     forensicFxConst = 32
-	forensicFxConstFX_OUTB_LEN     forensicFxConst = 8
-	forensicFxConstFX_TAIL_LEN     forensicFxConst = 72
-	forensicFxConstFX_CALL_FIXED   forensicFxConst = 88
-	forensicFxConstFX_COMM_LEN     forensicFxConst = 16
-	forensicFxConstFX_FILENAME_LEN forensicFxConst = 128
-	forensicFxConstFX_ARGS_LEN     forensicFxConst = 256
-	forensicFxConstFX_STACK_DEPTH  forensicFxConst = 64
-	forensicFxConstFX_IN_STACK     forensicFxConst = 6
-	forensicFxConstFX_ARRAY_MAX    forensicFxConst = 8
-	forensicFxConstFX_ARRAY_LEN    forensicFxConst = 96
-	forensicFxConstFX_NAME_LEN     forensicFxConst = 64
+	forensicFxConstFX_MAX_SYMBOLS      forensicFxConst = 512
+	forensicFxConstFX_MAX_DEPTH        forensicFxConst = 4
+	forensicFxConstFX_IN_LEN           forensicFxConst = 32
+	forensicFxConstFX_OUTA_LEN         forensicFxConst = 32
+	forensicFxConstFX_OUTB_LEN         forensicFxConst = 8
+	forensicFxConstFX_TAIL_LEN         forensicFxConst = 72
+	forensicFxConstFX_CALL_FIXED       forensicFxConst = 88
+	forensicFxConstFX_COMM_LEN         forensicFxConst = 16
+	forensicFxConstFX_FILENAME_LEN     forensicFxConst = 128
+	forensicFxConstFX_ARGS_LEN         forensicFxConst = 256
+	forensicFxConstFX_STACK_DEPTH      forensicFxConst = 64
+	forensicFxConstFX_IN_STACK         forensicFxConst = 6
+	forensicFxConstFX_ARRAY_MAX        forensicFxConst = 8
+	forensicFxConstFX_ARRAY_LEN        forensicFxConst = 96
+	forensicFxConstFX_NAME_LEN         forensicFxConst = 64
+	forensicFxConstFX_USTACK_MAX       forensicFxConst = 16384
+	forensicFxConstFX_PY_FRAMES        forensicFxConst = 32
+	forensicFxConstFX_PY_FILENAME_LEN  forensicFxConst = 256
+	forensicFxConstFX_PY_NAME_LEN      forensicFxConst = 128
+	forensicFxConstFX_PY_LINETABLE_LEN forensicFxConst = 65536
+	forensicFxConstFX_PY_LAYOUTS       forensicFxConst = 8
+	forensicFxConstFX_MAX_VMAS         forensicFxConst = 128
+	forensicFxConstFX_VMA_NAME_LEN     forensicFxConst = 48
 )
 
 type forensicFxCounter uint32
@@ -87,7 +101,9 @@ const (
 	forensicFxCounterFX_CTR_UNTRACKED          forensicFxCounter = 11
 	forensicFxCounterFX_CTR_UNTRACKED_FIRST_NS forensicFxCounter = 12
 	forensicFxCounterFX_CTR_LOST_HOLDS         forensicFxCounter = 13
-	forensicFxCounterFX_COUNTER_MAX            forensicFxCounter = 14
+	forensicFxCounterFX_CTR_STACK_SKIPPED      forensicFxCounter = 14
+	forensicFxCounterFX_CTR_STACK_LOST         forensicFxCounter = 15
+	forensicFxCounterFX_COUNTER_MAX            forensicFxCounter = 16
 )
 
 type forensicFxFile struct {
@@ -123,6 +139,11 @@ const (
 	forensicFxKindFX_KIND_PROC       forensicFxKind = 2
 	forensicFxKindFX_KIND_CALL_ARRAY forensicFxKind = 3
 	forensicFxKindFX_KIND_HOLD       forensicFxKind = 4
+	forensicFxKindFX_KIND_USTACK     forensicFxKind = 5
+	forensicFxKindFX_KIND_PYSTACK    forensicFxKind = 6
+	forensicFxKindFX_KIND_PYCODE     forensicFxKind = 7
+	forensicFxKindFX_KIND_STACK_REF  forensicFxKind = 8
+	forensicFxKindFX_KIND_VMAS       forensicFxKind = 9
 )
 
 type forensicFxProc struct {
@@ -151,9 +172,118 @@ const (
 	forensicFxProcWhatFX_PROC_FIRST_CALL forensicFxProcWhat = 4
 )
 
+type forensicFxPyStatus uint32
+
+const (
+	forensicFxPyStatusFX_PY_OK        forensicFxPyStatus = 0
+	forensicFxPyStatusFX_PY_NO_THREAD forensicFxPyStatus = 1
+	forensicFxPyStatusFX_PY_FAULT     forensicFxPyStatus = 2
+	forensicFxPyStatusFX_PY_TRUNCATED forensicFxPyStatus = 3
+	forensicFxPyStatusFX_PY_NO_LAYOUT forensicFxPyStatus = 4
+)
+
+type forensicFxPycode struct {
+	_              structs.HostLayout
+	Kind           uint8
+	Flags          uint8
+	Minor          uint8
+	Pad            uint8
+	Pid            uint32
+	Code           uint64
+	Ts             uint64
+	Type           uint64
+	Firstlineno    int32
+	Firsttraceable int32
+	State          [3]uint32
+	Length         [3]uint32
+	LinetableLen   uint32
+	LinetableSize  uint32
+	Filename       [256]int8
+	Name           [128]int8
+	Qualname       [128]int8
+	Linetable      [65536]uint8
+}
+
+type forensicFxPycodeFlags uint32
+
+const (
+	forensicFxPycodeFlagsFX_PYCODE_FAULT forensicFxPycodeFlags = 1
+)
+
+type forensicFxPylayout struct {
+	_                       structs.HostLayout
+	Minor                   uint32
+	RuntimeInterpretersHead int32
+	InterpNext              int32
+	InterpThreadsHead       int32
+	ThreadNext              int32
+	ThreadId                int32
+	ThreadNativeId          int32
+	ThreadFrame             int32
+	CframeCurrentFrame      int32
+	FrameCode               int32
+	FramePrevious           int32
+	FrameInstr              int32
+	FrameIsEntry            int32
+	FrameOwner              int32
+	FrameSize               int32
+	CodeType                int32
+	CodeFilename            int32
+	CodeName                int32
+	CodeQualname            int32
+	CodeFirstlineno         int32
+	CodeLinetable           int32
+	CodeFirsttraceable      int32
+	CodeSize                int32
+	UnicodeLength           int32
+	UnicodeState            int32
+	AsciiSize               int32
+	CompactSize             int32
+	BytesSize               int32
+	BytesData               int32
+	InstrInt                uint32
+}
+
+type forensicFxPyproc struct {
+	_       structs.HostLayout
+	Runtime uint64
+	Layout  uint32
+	Pad     uint32
+}
+
+type forensicFxPystack struct {
+	_       structs.HostLayout
+	Kind    uint8
+	Status  uint8
+	Minor   uint8
+	Nframes uint8
+	Pid     uint32
+	Tid     uint32
+	Pad     uint32
+	TsExit  uint64
+	Tstate  uint64
+	Frames  [32]struct {
+		_     structs.HostLayout
+		Code  uint64
+		Instr uint64
+	}
+	Owner [32]uint8
+}
+
+type forensicFxStackRef struct {
+	_      structs.HostLayout
+	Kind   uint8
+	Pad    [3]uint8
+	Pid    uint32
+	Tid    uint32
+	RefTid uint32
+	TsExit uint64
+	RefTs  uint64
+}
+
 type forensicFxStats struct {
 	_       structs.HostLayout
-	C       [14]uint64
+	C       [16]uint64
 	Unwoken uint64
 }
 
@@ -175,6 +305,130 @@ type forensicFxSymcfg struct {
 	TailOutb      uint8
 	TailIn        uint8
 	TailLen       uint8
+}
+
+type forensicFxUstack struct {
+	_        structs.HostLayout
+	Kind     uint8
+	Flags    uint8
+	Symbol   uint16
+	Pid      uint32
+	Tid      uint32
+	StackLen uint32
+	TsExit   uint64
+	Regs     struct {
+		_      structs.HostLayout
+		Ip     uint64
+		Sp     uint64
+		Bp     uint64
+		Bx     uint64
+		R12    uint64
+		R13    uint64
+		R14    uint64
+		R15    uint64
+		FsBase uint64
+	}
+	Stack [16384]uint8
+}
+
+type forensicFxUstackFlags uint32
+
+const (
+	forensicFxUstackFlagsFX_USTACK_FAULT  forensicFxUstackFlags = 1
+	forensicFxUstackFlagsFX_USTACK_FAILED forensicFxUstackFlags = 2
+)
+
+type forensicFxVma struct {
+	_     structs.HostLayout
+	Start uint64
+	End   uint64
+	Pgoff uint64
+	Ino   uint64
+	Dev   uint32
+	Pad   uint32
+	Name  [48]int8
+}
+
+type forensicFxVmas struct {
+	_      structs.HostLayout
+	Kind   uint8
+	Flags  uint8
+	N      uint16
+	Pid    uint32
+	Tid    uint32
+	Pad    uint32
+	TsExit uint64
+	Vmas   [128]forensicFxVma
+}
+
+type forensicFxVmasFlags uint32
+
+const (
+	forensicFxVmasFlagsFX_VMAS_CUT  forensicFxVmasFlags = 1
+	forensicFxVmasFlagsFX_VMAS_BUSY forensicFxVmasFlags = 2
+)
+
+type forensicPyCodeKey struct {
+	_    structs.HostLayout
+	Pid  uint32
+	Pad  uint32
+	Code uint64
+}
+
+type forensicPyCodePrint struct {
+	_           structs.HostLayout
+	Filename    uint64
+	Name        uint64
+	Linetable   uint64
+	Firstlineno int64
+}
+
+type forensicPyThread struct {
+	_       structs.HostLayout
+	Runtime uint64
+	Tstate  uint64
+}
+
+type forensicStackCapture struct {
+	_   structs.HostLayout
+	Tid uint32
+	Pad uint32
+	Ts  uint64
+}
+
+type forensicStackScratch struct {
+	_      structs.HostLayout
+	Busy   int64
+	Credit uint64
+	Last   uint64
+	W      struct {
+		_        structs.HostLayout
+		Lay      forensicFxPylayout
+		Key      uint64
+		Interp   uint64
+		Ts       uint64
+		Frame    uint64
+		Hash     uint64
+		Ninterp  uint32
+		Nthreads uint32
+		Pid      uint32
+		Pad      uint32
+		Now      uint64
+	}
+	Py    forensicFxPystack
+	Tmp   [264]uint8
+	Us    forensicFxUstack
+	Slack [4096]uint8
+}
+
+type forensicStackSite struct {
+	_      structs.HostLayout
+	Pid    uint32
+	Symbol uint16
+	Pad    uint16
+	Ip     uint64
+	Sp     uint64
+	Pyhash uint64
 }
 
 type forensicThread struct {
@@ -202,34 +456,55 @@ type forensicThread struct {
 //
 // Used for safe lookups in a Collection or CollectionSpec.
 const (
-	forensicMapAttachedFiles     = "attached_files"
-	forensicMapEvents            = "events"
-	forensicMapHolds             = "holds"
-	forensicMapStacks            = "stacks"
-	forensicMapStats             = "stats"
-	forensicMapSymcfg            = "symcfg"
-	forensicMapThreads           = "threads"
-	forensicMapTracked           = "tracked"
-	forensicProgCallEntry        = "call_entry"
-	forensicProgCallReturn       = "call_return"
-	forensicProgMapFile          = "map_file"
-	forensicProgProcExec         = "proc_exec"
-	forensicProgProcExit         = "proc_exit"
-	forensicProgProcFork         = "proc_fork"
-	forensicVarFreezeOnFailure   = "freeze_on_failure"
-	forensicVarSelfTgid          = "self_tgid"
-	forensicVarTraceAll          = "trace_all"
-	forensicVarUnusedFxCall      = "unused_fx_call"
-	forensicVarUnusedFxCallArray = "unused_fx_call_array"
-	forensicVarUnusedFxCallFlags = "unused_fx_call_flags"
-	forensicVarUnusedFxConst     = "unused_fx_const"
-	forensicVarUnusedFxCounter   = "unused_fx_counter"
-	forensicVarUnusedFxHold      = "unused_fx_hold"
-	forensicVarUnusedFxHoldFlags = "unused_fx_hold_flags"
-	forensicVarUnusedFxKind      = "unused_fx_kind"
-	forensicVarUnusedFxProc      = "unused_fx_proc"
-	forensicVarUnusedFxProcWhat  = "unused_fx_proc_what"
-	forensicVarWakeupEvery       = "wakeup_every"
+	forensicMapAttachedFiles       = "attached_files"
+	forensicMapBigScratch          = "big_scratch"
+	forensicMapEvents              = "events"
+	forensicMapHolds               = "holds"
+	forensicMapPyCodes             = "py_codes"
+	forensicMapPyLayouts           = "py_layouts"
+	forensicMapPyProcs             = "py_procs"
+	forensicMapPyThreads           = "py_threads"
+	forensicMapStackProcs          = "stack_procs"
+	forensicMapStackScratch        = "stack_scratch"
+	forensicMapStackSites          = "stack_sites"
+	forensicMapStacks              = "stacks"
+	forensicMapStats               = "stats"
+	forensicMapSymcfg              = "symcfg"
+	forensicMapThreads             = "threads"
+	forensicMapTracked             = "tracked"
+	forensicProgCallEntry          = "call_entry"
+	forensicProgCallReturn         = "call_return"
+	forensicProgMapFile            = "map_file"
+	forensicProgProcExec           = "proc_exec"
+	forensicProgProcExit           = "proc_exit"
+	forensicProgProcFork           = "proc_fork"
+	forensicVarFreezeOnFailure     = "freeze_on_failure"
+	forensicVarSelfTgid            = "self_tgid"
+	forensicVarStackBurst          = "stack_burst"
+	forensicVarStackRateNs         = "stack_rate_ns"
+	forensicVarTraceAll            = "trace_all"
+	forensicVarUnusedFxCall        = "unused_fx_call"
+	forensicVarUnusedFxCallArray   = "unused_fx_call_array"
+	forensicVarUnusedFxCallFlags   = "unused_fx_call_flags"
+	forensicVarUnusedFxConst       = "unused_fx_const"
+	forensicVarUnusedFxCounter     = "unused_fx_counter"
+	forensicVarUnusedFxHold        = "unused_fx_hold"
+	forensicVarUnusedFxHoldFlags   = "unused_fx_hold_flags"
+	forensicVarUnusedFxKind        = "unused_fx_kind"
+	forensicVarUnusedFxProc        = "unused_fx_proc"
+	forensicVarUnusedFxProcWhat    = "unused_fx_proc_what"
+	forensicVarUnusedFxPyStatus    = "unused_fx_py_status"
+	forensicVarUnusedFxPycode      = "unused_fx_pycode"
+	forensicVarUnusedFxPycodeFlags = "unused_fx_pycode_flags"
+	forensicVarUnusedFxPylayout    = "unused_fx_pylayout"
+	forensicVarUnusedFxPyproc      = "unused_fx_pyproc"
+	forensicVarUnusedFxPystack     = "unused_fx_pystack"
+	forensicVarUnusedFxStackRef    = "unused_fx_stack_ref"
+	forensicVarUnusedFxUstack      = "unused_fx_ustack"
+	forensicVarUnusedFxUstackFlags = "unused_fx_ustack_flags"
+	forensicVarUnusedFxVmas        = "unused_fx_vmas"
+	forensicVarUnusedFxVmasFlags   = "unused_fx_vmas_flags"
+	forensicVarWakeupEvery         = "wakeup_every"
 )
 
 // loadForensic returns the embedded CollectionSpec for forensic.
@@ -287,8 +562,16 @@ type forensicProgramSpecs struct {
 // It can be passed ebpf.CollectionSpec.Assign.
 type forensicMapSpecs struct {
 	AttachedFiles *ebpf.MapSpec `ebpf:"attached_files"`
+	BigScratch    *ebpf.MapSpec `ebpf:"big_scratch"`
 	Events        *ebpf.MapSpec `ebpf:"events"`
 	Holds         *ebpf.MapSpec `ebpf:"holds"`
+	PyCodes       *ebpf.MapSpec `ebpf:"py_codes"`
+	PyLayouts     *ebpf.MapSpec `ebpf:"py_layouts"`
+	PyProcs       *ebpf.MapSpec `ebpf:"py_procs"`
+	PyThreads     *ebpf.MapSpec `ebpf:"py_threads"`
+	StackProcs    *ebpf.MapSpec `ebpf:"stack_procs"`
+	StackScratch  *ebpf.MapSpec `ebpf:"stack_scratch"`
+	StackSites    *ebpf.MapSpec `ebpf:"stack_sites"`
 	Stacks        *ebpf.MapSpec `ebpf:"stacks"`
 	Stats         *ebpf.MapSpec `ebpf:"stats"`
 	Symcfg        *ebpf.MapSpec `ebpf:"symcfg"`
@@ -300,20 +583,33 @@ type forensicMapSpecs struct {
 //
 // It can be passed ebpf.CollectionSpec.Assign.
 type forensicVariableSpecs struct {
-	FreezeOnFailure   *ebpf.VariableSpec `ebpf:"freeze_on_failure"`
-	SelfTgid          *ebpf.VariableSpec `ebpf:"self_tgid"`
-	TraceAll          *ebpf.VariableSpec `ebpf:"trace_all"`
-	UnusedFxCall      *ebpf.VariableSpec `ebpf:"unused_fx_call"`
-	UnusedFxCallArray *ebpf.VariableSpec `ebpf:"unused_fx_call_array"`
-	UnusedFxCallFlags *ebpf.VariableSpec `ebpf:"unused_fx_call_flags"`
-	UnusedFxConst     *ebpf.VariableSpec `ebpf:"unused_fx_const"`
-	UnusedFxCounter   *ebpf.VariableSpec `ebpf:"unused_fx_counter"`
-	UnusedFxHold      *ebpf.VariableSpec `ebpf:"unused_fx_hold"`
-	UnusedFxHoldFlags *ebpf.VariableSpec `ebpf:"unused_fx_hold_flags"`
-	UnusedFxKind      *ebpf.VariableSpec `ebpf:"unused_fx_kind"`
-	UnusedFxProc      *ebpf.VariableSpec `ebpf:"unused_fx_proc"`
-	UnusedFxProcWhat  *ebpf.VariableSpec `ebpf:"unused_fx_proc_what"`
-	WakeupEvery       *ebpf.VariableSpec `ebpf:"wakeup_every"`
+	FreezeOnFailure     *ebpf.VariableSpec `ebpf:"freeze_on_failure"`
+	SelfTgid            *ebpf.VariableSpec `ebpf:"self_tgid"`
+	StackBurst          *ebpf.VariableSpec `ebpf:"stack_burst"`
+	StackRateNs         *ebpf.VariableSpec `ebpf:"stack_rate_ns"`
+	TraceAll            *ebpf.VariableSpec `ebpf:"trace_all"`
+	UnusedFxCall        *ebpf.VariableSpec `ebpf:"unused_fx_call"`
+	UnusedFxCallArray   *ebpf.VariableSpec `ebpf:"unused_fx_call_array"`
+	UnusedFxCallFlags   *ebpf.VariableSpec `ebpf:"unused_fx_call_flags"`
+	UnusedFxConst       *ebpf.VariableSpec `ebpf:"unused_fx_const"`
+	UnusedFxCounter     *ebpf.VariableSpec `ebpf:"unused_fx_counter"`
+	UnusedFxHold        *ebpf.VariableSpec `ebpf:"unused_fx_hold"`
+	UnusedFxHoldFlags   *ebpf.VariableSpec `ebpf:"unused_fx_hold_flags"`
+	UnusedFxKind        *ebpf.VariableSpec `ebpf:"unused_fx_kind"`
+	UnusedFxProc        *ebpf.VariableSpec `ebpf:"unused_fx_proc"`
+	UnusedFxProcWhat    *ebpf.VariableSpec `ebpf:"unused_fx_proc_what"`
+	UnusedFxPyStatus    *ebpf.VariableSpec `ebpf:"unused_fx_py_status"`
+	UnusedFxPycode      *ebpf.VariableSpec `ebpf:"unused_fx_pycode"`
+	UnusedFxPycodeFlags *ebpf.VariableSpec `ebpf:"unused_fx_pycode_flags"`
+	UnusedFxPylayout    *ebpf.VariableSpec `ebpf:"unused_fx_pylayout"`
+	UnusedFxPyproc      *ebpf.VariableSpec `ebpf:"unused_fx_pyproc"`
+	UnusedFxPystack     *ebpf.VariableSpec `ebpf:"unused_fx_pystack"`
+	UnusedFxStackRef    *ebpf.VariableSpec `ebpf:"unused_fx_stack_ref"`
+	UnusedFxUstack      *ebpf.VariableSpec `ebpf:"unused_fx_ustack"`
+	UnusedFxUstackFlags *ebpf.VariableSpec `ebpf:"unused_fx_ustack_flags"`
+	UnusedFxVmas        *ebpf.VariableSpec `ebpf:"unused_fx_vmas"`
+	UnusedFxVmasFlags   *ebpf.VariableSpec `ebpf:"unused_fx_vmas_flags"`
+	WakeupEvery         *ebpf.VariableSpec `ebpf:"wakeup_every"`
 }
 
 // forensicObjects contains all objects after they have been loaded into the kernel.
@@ -337,8 +633,16 @@ func (o *forensicObjects) Close() error {
 // It can be passed to loadForensicObjects or ebpf.CollectionSpec.LoadAndAssign.
 type forensicMaps struct {
 	AttachedFiles *ebpf.Map `ebpf:"attached_files"`
+	BigScratch    *ebpf.Map `ebpf:"big_scratch"`
 	Events        *ebpf.Map `ebpf:"events"`
 	Holds         *ebpf.Map `ebpf:"holds"`
+	PyCodes       *ebpf.Map `ebpf:"py_codes"`
+	PyLayouts     *ebpf.Map `ebpf:"py_layouts"`
+	PyProcs       *ebpf.Map `ebpf:"py_procs"`
+	PyThreads     *ebpf.Map `ebpf:"py_threads"`
+	StackProcs    *ebpf.Map `ebpf:"stack_procs"`
+	StackScratch  *ebpf.Map `ebpf:"stack_scratch"`
+	StackSites    *ebpf.Map `ebpf:"stack_sites"`
 	Stacks        *ebpf.Map `ebpf:"stacks"`
 	Stats         *ebpf.Map `ebpf:"stats"`
 	Symcfg        *ebpf.Map `ebpf:"symcfg"`
@@ -349,8 +653,16 @@ type forensicMaps struct {
 func (m *forensicMaps) Close() error {
 	return _ForensicClose(
 		m.AttachedFiles,
+		m.BigScratch,
 		m.Events,
 		m.Holds,
+		m.PyCodes,
+		m.PyLayouts,
+		m.PyProcs,
+		m.PyThreads,
+		m.StackProcs,
+		m.StackScratch,
+		m.StackSites,
 		m.Stacks,
 		m.Stats,
 		m.Symcfg,
@@ -363,20 +675,33 @@ func (m *forensicMaps) Close() error {
 //
 // It can be passed to loadForensicObjects or ebpf.CollectionSpec.LoadAndAssign.
 type forensicVariables struct {
-	FreezeOnFailure   *ebpf.Variable `ebpf:"freeze_on_failure"`
-	SelfTgid          *ebpf.Variable `ebpf:"self_tgid"`
-	TraceAll          *ebpf.Variable `ebpf:"trace_all"`
-	UnusedFxCall      *ebpf.Variable `ebpf:"unused_fx_call"`
-	UnusedFxCallArray *ebpf.Variable `ebpf:"unused_fx_call_array"`
-	UnusedFxCallFlags *ebpf.Variable `ebpf:"unused_fx_call_flags"`
-	UnusedFxConst     *ebpf.Variable `ebpf:"unused_fx_const"`
-	UnusedFxCounter   *ebpf.Variable `ebpf:"unused_fx_counter"`
-	UnusedFxHold      *ebpf.Variable `ebpf:"unused_fx_hold"`
-	UnusedFxHoldFlags *ebpf.Variable `ebpf:"unused_fx_hold_flags"`
-	UnusedFxKind      *ebpf.Variable `ebpf:"unused_fx_kind"`
-	UnusedFxProc      *ebpf.Variable `ebpf:"unused_fx_proc"`
-	UnusedFxProcWhat  *ebpf.Variable `ebpf:"unused_fx_proc_what"`
-	WakeupEvery       *ebpf.Variable `ebpf:"wakeup_every"`
+	FreezeOnFailure     *ebpf.Variable `ebpf:"freeze_on_failure"`
+	SelfTgid            *ebpf.Variable `ebpf:"self_tgid"`
+	StackBurst          *ebpf.Variable `ebpf:"stack_burst"`
+	StackRateNs         *ebpf.Variable `ebpf:"stack_rate_ns"`
+	TraceAll            *ebpf.Variable `ebpf:"trace_all"`
+	UnusedFxCall        *ebpf.Variable `ebpf:"unused_fx_call"`
+	UnusedFxCallArray   *ebpf.Variable `ebpf:"unused_fx_call_array"`
+	UnusedFxCallFlags   *ebpf.Variable `ebpf:"unused_fx_call_flags"`
+	UnusedFxConst       *ebpf.Variable `ebpf:"unused_fx_const"`
+	UnusedFxCounter     *ebpf.Variable `ebpf:"unused_fx_counter"`
+	UnusedFxHold        *ebpf.Variable `ebpf:"unused_fx_hold"`
+	UnusedFxHoldFlags   *ebpf.Variable `ebpf:"unused_fx_hold_flags"`
+	UnusedFxKind        *ebpf.Variable `ebpf:"unused_fx_kind"`
+	UnusedFxProc        *ebpf.Variable `ebpf:"unused_fx_proc"`
+	UnusedFxProcWhat    *ebpf.Variable `ebpf:"unused_fx_proc_what"`
+	UnusedFxPyStatus    *ebpf.Variable `ebpf:"unused_fx_py_status"`
+	UnusedFxPycode      *ebpf.Variable `ebpf:"unused_fx_pycode"`
+	UnusedFxPycodeFlags *ebpf.Variable `ebpf:"unused_fx_pycode_flags"`
+	UnusedFxPylayout    *ebpf.Variable `ebpf:"unused_fx_pylayout"`
+	UnusedFxPyproc      *ebpf.Variable `ebpf:"unused_fx_pyproc"`
+	UnusedFxPystack     *ebpf.Variable `ebpf:"unused_fx_pystack"`
+	UnusedFxStackRef    *ebpf.Variable `ebpf:"unused_fx_stack_ref"`
+	UnusedFxUstack      *ebpf.Variable `ebpf:"unused_fx_ustack"`
+	UnusedFxUstackFlags *ebpf.Variable `ebpf:"unused_fx_ustack_flags"`
+	UnusedFxVmas        *ebpf.Variable `ebpf:"unused_fx_vmas"`
+	UnusedFxVmasFlags   *ebpf.Variable `ebpf:"unused_fx_vmas_flags"`
+	WakeupEvery         *ebpf.Variable `ebpf:"wakeup_every"`
 }
 
 // forensicPrograms contains all programs after they have been loaded into the kernel.

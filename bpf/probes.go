@@ -58,6 +58,11 @@ type Options struct {
 	// StackAll captures the user stack of successful calls of symbols whose
 	// row asks for it (device allocations), not only of failures.
 	StackAll bool
+	// StackRate and StackBurst bound stack captures at call sites not
+	// captured before (other than a process's first failure): per CPU,
+	// StackRate a second on average (default 64), StackBurst at once
+	// (default 256).
+	StackRate, StackBurst int
 	// maxTracked replaces the size of the tracked-process map (tests fill
 	// it to see what the probes count when it is full).
 	maxTracked uint32
@@ -74,6 +79,12 @@ type Objects struct {
 // DefaultRingBytes is the default ring buffer size.
 const DefaultRingBytes = 16 << 20
 
+// Default bounds of stack captures at new call sites, per CPU.
+const (
+	DefaultStackRate  = 64  // a second, on average
+	DefaultStackBurst = 256 // at once
+)
+
 // Load loads the program into the kernel and fills the capture
 // configuration from the symbol table.
 func Load(opts Options) (*Objects, error) {
@@ -82,6 +93,12 @@ func Load(opts Options) (*Objects, error) {
 	}
 	if opts.RingBytes == 0 {
 		opts.RingBytes = DefaultRingBytes
+	}
+	if opts.StackRate <= 0 {
+		opts.StackRate = DefaultStackRate
+	}
+	if opts.StackBurst <= 0 {
+		opts.StackBurst = DefaultStackBurst
 	}
 	if opts.RingBytes&(opts.RingBytes-1) != 0 || opts.RingBytes < 4096 {
 		return nil, fmt.Errorf("ring buffer size %d is not a power of two of at least 4096", opts.RingBytes)
@@ -97,6 +114,9 @@ func Load(opts Options) (*Objects, error) {
 	spec.Maps[forensicMapEvents].MaxEntries = uint32(opts.RingBytes)
 	if opts.maxTracked > 0 {
 		spec.Maps[forensicMapTracked].MaxEntries = opts.maxTracked
+	}
+	if err := sizeScratch(spec); err != nil {
+		return nil, err
 	}
 	set := func(name string, v any) error {
 		vs, ok := spec.Variables[name]
@@ -120,6 +140,12 @@ func Load(opts Options) (*Objects, error) {
 	if err := set(forensicVarWakeupEvery, max(uint64(64), uint64(opts.RingBytes/recordBytes/8))); err != nil {
 		return nil, err
 	}
+	if err := set(forensicVarStackRateNs, uint64(1e9)/uint64(opts.StackRate)); err != nil {
+		return nil, err
+	}
+	if err := set(forensicVarStackBurst, uint64(opts.StackBurst)); err != nil {
+		return nil, err
+	}
 	o := &Objects{}
 	// Closing a per-symbol uprobe link waits for the kernel (about 100 ms
 	// each here): detaching ~150 of them took 15 s. A uprobe_multi link
@@ -136,6 +162,10 @@ func Load(opts Options) (*Objects, error) {
 			return nil, fmt.Errorf("load BPF program (verifier): %+v", ve)
 		}
 		return nil, fmt.Errorf("load BPF program: %w", err)
+	}
+	if err := o.fillPyLayouts(); err != nil {
+		o.Close()
+		return nil, err
 	}
 	for id := range cuda.Symbols {
 		cfg, err := SymCfg(&cuda.Symbols[id], opts.StackAll)

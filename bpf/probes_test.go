@@ -207,10 +207,26 @@ func FuzzDecodeRecord(f *testing.F) {
 	hold := make([]byte, unsafe.Sizeof(Hold{}))
 	hold[0] = KindHold
 	f.Add(hold)
+	for _, k := range []uint8{KindUStack, KindPyStack, KindPyCode, KindStackRef, KindVMAs} {
+		f.Add([]byte{k, 0, 0, 0, 0, 0, 0, 0})
+	}
 	f.Fuzz(func(t *testing.T, rec []byte) {
 		var h Hold
 		if DecodeHold(rec, &h) == nil {
 			_ = CString(h.Name[:])
+		}
+		if IsStackRecord(rec) {
+			var u UStack
+			var ps PyStack
+			var pc PyCode
+			var r StackRef
+			var v VMAs
+			DecodeUStack(rec, &u)
+			DecodePyStack(rec, &ps)
+			DecodePyCode(rec, &pc)
+			DecodeStackRef(rec, &r)
+			DecodeVMAs(rec, &v)
+			return
 		}
 		var c Call
 		var p Proc

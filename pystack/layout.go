@@ -141,6 +141,10 @@ var layouts = [...]Layout{
 	},
 }
 
+// IntInstr reports whether a frame's instruction is an int index (3.10's
+// f_lasti, in code units) rather than a pointer into the bytecode.
+func (l Layout) IntInstr() bool { return l.Lines == lines310 }
+
 // Layouts returns a copy of the offset table, one row per supported
 // version: what a BPF program's offsets map is filled from.
 func Layouts() []Layout { return slices.Clone(layouts[:]) }

@@ -177,3 +177,30 @@ func loadBias(f *elf.File, m unwind.Mapping) (uint64, error) {
 	}
 	return 0, fmt.Errorf("%s: mapping at file offset %#x is in no segment: %w", m.Path, m.Offset, ErrLayout)
 }
+
+// NewTarget rebuilds a located interpreter from what a recording kept of
+// it: its version ("3.11.2" or "3.11"), its file and the addresses of
+// _PyRuntime and PyCode_Type (0: not known). A version without a layout is
+// refused as Locate refuses it.
+func NewTarget(version, path string, runtime, codeType uint64) (*Target, error) {
+	v := Version{Micro: -1}
+	parts := strings.Split(version, ".")
+	var err error
+	if len(parts) < 2 || len(parts) > 3 {
+		return nil, fmt.Errorf("CPython version %q: %w", version, ErrUnsupported)
+	}
+	if v.Major, err = strconv.Atoi(parts[0]); err == nil {
+		v.Minor, err = strconv.Atoi(parts[1])
+	}
+	if err == nil && len(parts) == 3 {
+		v.Micro, err = strconv.Atoi(parts[2])
+	}
+	if err != nil {
+		return nil, fmt.Errorf("CPython version %q: %w", version, ErrUnsupported)
+	}
+	l, err := layoutFor(v.Major, v.Minor)
+	if err != nil {
+		return nil, err
+	}
+	return &Target{Version: v, Layout: l, Path: path, Runtime: runtime, CodeType: codeType}, nil
+}

@@ -62,6 +62,7 @@ type handler struct {
 	freeze  *freezer
 	files   *fileIndex
 	ids     *buildIDCache
+	py      *pythonFinder // nil: Python frames are not read
 
 	procs      map[uint32]*procState
 	late       map[uint32]bool // had libcuda mapped before its probes were in
@@ -81,7 +82,8 @@ type handler struct {
 	// failedCall, when set, is told of each failed application call.
 	failedCall func(e *store.Event, sym *cuda.Symbol, gpu int)
 
-	raw  cuda.Raw // scratch: decoding one call
+	vmas *bpf.VMAs // the mappings record of the capture whose stack comes next
+	raw  cuda.Raw  // scratch: decoding one call
 	call bpf.Call
 	pr   bpf.Proc
 }
@@ -126,6 +128,10 @@ func (h *handler) run(src recordSource) {
 
 // handle decodes and handles one ring record.
 func (h *handler) handle(raw []byte) {
+	if bpf.IsStackRecord(raw) {
+		h.onStack(raw)
+		return
+	}
 	kind, err := bpf.Decode(raw, &h.call, &h.pr)
 	if err != nil {
 		h.q.decodeError()
@@ -193,14 +199,17 @@ func (h *handler) event(c *bpf.Call, sym *cuda.Symbol) store.Event {
 	return e
 }
 
-// readMaps reads a process's executable mappings into its record and the
-// file index; a process already gone keeps what it had.
+// readMaps reads a process's executable mappings into its record (merged
+// with those seen before, see mergeMaps) and the file index, and looks
+// for a CPython interpreter among them; a process already gone keeps what
+// it had.
 func (h *handler) readMaps(p *procState, pid uint32) []store.Mapping {
 	maps := readMappings(h.proc, pid, h.ids)
 	if maps != nil {
-		p.rec.Maps = maps
+		p.rec.Maps = mergeMaps(p.rec.Maps, maps)
 		p.dirty = true
 		h.files.addMaps(maps, "seen")
+		h.py.locate(p, pid, h.proc)
 	}
 	return maps
 }
@@ -322,6 +331,9 @@ func (h *handler) forked(e *bpf.Proc, ts int64) {
 		st.Env = parent.rec.Env
 		st.Exe, st.Args = parent.rec.Exe, parent.rec.Args
 		st.Cgroup, st.Pod = parent.rec.Cgroup, parent.rec.Pod
+		// The same program in a copy of the parent's address space: the
+		// probes gave the child the parent's interpreter too.
+		st.Python = parent.rec.Python
 	}
 	h.procs[e.Pid] = newProcState(st)
 }
@@ -357,7 +369,11 @@ func (h *handler) executed(e *bpf.Proc, ts int64) {
 		p.rec.AttachedLate = h.late[e.Pid]
 	}
 	// The executable is mapped now: keep its mappings (and build ids) for
-	// symbolizing its stacks.
+	// symbolizing its stacks. Those of the program before the exec, and
+	// its interpreter, are gone.
+	if e.What == bpf.ProcExec {
+		p.rec.Maps, p.rec.Python = nil, nil
+	}
 	h.readMaps(p, e.Pid)
 	p.dirty = true
 }

@@ -1,9 +1,12 @@
 package recorder
 
 import (
+	"os"
 	"os/exec"
+	"path/filepath"
 	"strings"
 	"sync"
+	"syscall"
 
 	"github.com/retrivium/forensic/store"
 )
@@ -19,6 +22,12 @@ type fileIndex struct {
 	mu     sync.Mutex
 	known  map[string]store.File // build id -> a file with that build id
 	stored map[string]bool       // build ids already queued for run.db
+	// byKey finds a file by device and inode, as a capture's mapping list
+	// names it; dirs are the directories of the files known, where a
+	// file named only by the probes is looked for.
+	byKey     map[fileKey]store.File
+	dirs      map[string]bool
+	loaderKey bool // the loader cache's libraries are in byKey
 	// loader lists the loader cache's libraries (ldconfig -p); read once,
 	// the first time a build id is found nowhere else.
 	loader     func() []string
@@ -27,7 +36,8 @@ type fileIndex struct {
 }
 
 func newFileIndex(ids *buildIDCache) *fileIndex {
-	return &fileIndex{known: map[string]store.File{}, stored: map[string]bool{}, loader: loaderLibraries, ids: ids}
+	return &fileIndex{known: map[string]store.File{}, stored: map[string]bool{}, loader: loaderLibraries, ids: ids,
+		byKey: map[fileKey]store.File{}, dirs: map[string]bool{}}
 }
 
 // addMaps learns the files of a process's mappings.
@@ -35,19 +45,33 @@ func (x *fileIndex) addMaps(maps []store.Mapping, source string) {
 	x.mu.Lock()
 	defer x.mu.Unlock()
 	for _, m := range maps {
-		x.learn(store.File{BuildID: m.BuildID, Path: m.Path, Open: m.Host, Source: source})
+		f := store.File{BuildID: m.BuildID, Path: m.Path, Open: m.Host, Source: source}
+		x.learn(f)
+		if m.Inode != 0 {
+			x.byKey[fileKey{m.Dev, m.Inode}] = f
+		}
 	}
 }
 
 // add learns one file.
 func (x *fileIndex) add(f store.File) {
 	x.mu.Lock()
+	defer x.mu.Unlock()
 	x.learn(f)
-	x.mu.Unlock()
+	open := f.Path
+	if f.Open != "" {
+		open = f.Open
+	}
+	if k, ok := statKey(open); ok {
+		x.byKey[k] = f
+	}
 }
 
 // learn keeps the first file seen for a build id. Called with mu held.
 func (x *fileIndex) learn(f store.File) {
+	if filepath.IsAbs(f.Path) {
+		x.dirs[filepath.Dir(f.Path)] = true
+	}
 	if f.BuildID == "" || f.Path == "" {
 		return
 	}
@@ -141,4 +165,66 @@ func parseLdconfig(out, soname string) []string {
 		}
 	}
 	return paths
+}
+
+// statKey names a file as the kernel's mappings do.
+func statKey(path string) (fileKey, bool) {
+	st, err := os.Stat(path)
+	if err != nil {
+		return fileKey{}, false
+	}
+	sys, ok := st.Sys().(*syscall.Stat_t)
+	if !ok {
+		return fileKey{}, false
+	}
+	return fileKey{kernelDev(sys.Dev), sys.Ino}, true
+}
+
+// byDevIno finds a file by device and inode: among the files known, then
+// the loader cache's libraries, then as name in the directories of the
+// files known and in extra. A name the probes cut (at the end) matches
+// any file it starts.
+func (x *fileIndex) byDevIno(k fileKey, name string, extra []string) (store.File, bool) {
+	x.mu.Lock()
+	defer x.mu.Unlock()
+	if f, ok := x.byKey[k]; ok {
+		return f, true
+	}
+	if !x.loaderKey {
+		x.loaderKey = true
+		for _, p := range x.loader() {
+			if lk, ok := statKey(p); ok {
+				if _, known := x.byKey[lk]; !known {
+					x.byKey[lk] = store.File{Path: p, Source: "ldconfig"}
+				}
+			}
+		}
+		if f, ok := x.byKey[k]; ok {
+			return f, true
+		}
+	}
+	if name == "" || strings.ContainsRune(name, '/') {
+		return store.File{}, false
+	}
+	dirs := append([]string(nil), extra...)
+	for d := range x.dirs {
+		dirs = append(dirs, d)
+	}
+	for _, d := range dirs {
+		cands, _ := filepath.Glob(filepath.Join(d, globEscape(name)+"*"))
+		for _, p := range cands {
+			if pk, ok := statKey(p); ok && pk == k {
+				f := store.File{Path: p, Source: "name"}
+				x.byKey[k] = f
+				return f, true
+			}
+		}
+	}
+	return store.File{}, false
+}
+
+// globEscape quotes the characters filepath.Match treats specially.
+func globEscape(s string) string {
+	r := strings.NewReplacer("\\", "\\\\", "*", "\\*", "?", "\\?", "[", "\\[")
+	return r.Replace(s)
 }

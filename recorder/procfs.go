@@ -149,19 +149,17 @@ func readMappings(procRoot string, pid uint32, ids *buildIDCache) []store.Mappin
 	var out []store.Mapping
 	for _, line := range strings.Split(string(data), "\n") {
 		f := strings.Fields(line)
-		if len(f) < 6 || !strings.Contains(f[1], "x") || !strings.HasPrefix(f[5], "/") {
+		if len(f) < 6 || !strings.Contains(f[1], "x") {
 			continue
 		}
-		lo, hi, ok := strings.Cut(f[0], "-")
+		ml, ok := parseMapLine(line)
 		if !ok {
 			continue
 		}
-		start, _ := strconv.ParseUint(lo, 16, 64)
-		end, _ := strconv.ParseUint(hi, 16, 64)
 		off, _ := strconv.ParseUint(f[2], 16, 64)
-		path := strings.Join(f[5:], " ")
-		host := filepath.Join(dir, "root", path)
-		out = append(out, store.Mapping{Start: start, End: end, Offset: off, Path: path, Host: hostPathFor(path, host), BuildID: ids.get(host)})
+		host := filepath.Join(dir, "root", ml.Path)
+		out = append(out, store.Mapping{Start: ml.Start, End: ml.End, Offset: off, Path: ml.Path,
+			Host: hostPathFor(ml.Path, host), BuildID: ids.get(host), Dev: ml.Key.Dev, Inode: ml.Key.Ino})
 	}
 	return out
 }

@@ -68,6 +68,32 @@ func (q *queue) addCall(e *store.Event, frames []store.Frame, files []store.File
 	return true
 }
 
+// addCapture queues a stack capture; addPyStack, addPyCode and
+// addStackRef the records that come with captures.
+func (q *queue) addCapture(c store.Capture) {
+	q.mu.Lock()
+	q.pending.Captures = append(q.pending.Captures, c)
+	q.mu.Unlock()
+}
+
+func (q *queue) addPyStack(p store.PyStack) {
+	q.mu.Lock()
+	q.pending.PyStacks = append(q.pending.PyStacks, p)
+	q.mu.Unlock()
+}
+
+func (q *queue) addPyCode(c store.PyCode) {
+	q.mu.Lock()
+	q.pending.PyCodes = append(q.pending.PyCodes, c)
+	q.mu.Unlock()
+}
+
+func (q *queue) addStackRef(r store.StackRef) {
+	q.mu.Lock()
+	q.pending.StackRefs = append(q.pending.StackRefs, r)
+	q.mu.Unlock()
+}
+
 // decodeError counts a ring record that could not be decoded.
 func (q *queue) decodeError() {
 	q.mu.Lock()

@@ -225,6 +225,7 @@ func (s *Session) openNVML() error {
 	s.smp.first()
 	s.h = newHandler(s.q, s.objs, gpus, s.triggers, s.fz, s.files, s.ids)
 	s.h.evict = s.cfg.Flight != nil
+	s.h.py = newPythonFinder(s.objs)
 	s.hl = &holder{att: s.att, q: s.q, files: s.files, ids: s.ids, proc: "/proc", log: s.cfg.Log, cont: sigcont}
 	return nil
 }

@@ -236,20 +236,59 @@ type Grant struct {
 	Peer bool `json:"peer"`
 }
 
-// Stack is a symbolized user stack.
+// Stack is a symbolized user stack, innermost frame first. For a
+// CPython process the Python frames of the failing thread stand in for
+// the evaluation loop's native frames that ran them.
 type Stack struct {
-	Frames  []Frame `json:"frames"`
-	Partial bool    `json:"partial"`
-	Note    string  `json:"note,omitempty"`
+	Frames []Frame `json:"frames"`
+	// Partial: the walk did not reach the outermost frame (Stop says why
+	// when it was unwound), or the frames are the kernel's frame-pointer
+	// walk, which cannot tell.
+	Partial bool   `json:"partial"`
+	Note    string `json:"note,omitempty"`
+	// Method is how the native frames were found: "unwound" (the
+	// registers and stack copied at the call's return, unwound offline
+	// with the files' call-frame information, frame pointers where a file
+	// has none) or "frame-pointers" (the kernel's walk at the return).
+	Method string `json:"method,omitempty"`
+	// Stop is why an unwound walk ended: outermost (the only complete
+	// ending), stack-end, no-cfi, no-file, outside-mappings, bad-cfi or
+	// depth-limit (docs/stacks.md).
+	Stop string `json:"stop,omitempty"`
+	// Python says what became of the Python frames of a CPython process:
+	// "ok", "truncated" (the outermost were not read), or why there are
+	// none ("no-thread", "fault", "not-captured", an unsupported
+	// version, ...). Empty for other processes.
+	Python string `json:"python,omitempty"`
+	// SharedFrom is set when this call's site had been captured before:
+	// the stack is that capture's, taken at this time (the run clock).
+	SharedFrom *int64 `json:"shared_from_ns,omitempty"`
 }
 
 // Frame is one stack frame.
 type Frame struct {
+	// Address is the instruction address (the first native frame's) or
+	// a return address; 0 for Python frames.
 	Address  uint64 `json:"address"`
 	Function string `json:"function,omitempty"`
 	Offset   uint64 `json:"offset"`
 	Library  string `json:"library,omitempty"`
+	// Language is "native" or "python".
+	Language string `json:"language,omitempty"`
+	// File and Line: a Python frame's file and the line it was running
+	// (0 when unknown).
+	File string `json:"file,omitempty"`
+	Line int    `json:"line,omitempty"`
+	// Via says how a native frame was found: registers, cfi or
+	// frame-pointer.
+	Via string `json:"via,omitempty"`
 }
+
+// Frame languages.
+const (
+	LangNative = "native"
+	LangPython = "python"
+)
 
 // Cause is what the record shows behind a not-memory failure.
 type Cause struct {
@@ -448,8 +487,13 @@ type Loss struct {
 	// Untracked counts processes the recorder could not follow (its table
 	// of tracked processes was full); LostHolds libcuda mappings at which a
 	// process could not be held until the probes were in.
-	Untracked     uint64 `json:"untracked_processes"`
-	LostHolds     uint64 `json:"lost_holds"`
+	Untracked uint64 `json:"untracked_processes"`
+	LostHolds uint64 `json:"lost_holds"`
+	// StackSkipped and StackLost: stack captures the rate limit did not
+	// make, and captures made but not delivered (those calls keep the
+	// frame-pointer walk). Absent when 0.
+	StackSkipped  uint64 `json:"stack_captures_skipped,omitempty"`
+	StackLost     uint64 `json:"stack_captures_lost,omitempty"`
 	BeforeFailure bool   `json:"before_first_failure"`
 	Known         bool   `json:"counters_known"`
 }

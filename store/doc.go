@@ -48,6 +48,17 @@
 //	files       build id (hex) -> JSON File: the file a build id of the stored
 //	            stacks belongs to, resolved when the stack was stored (absent in
 //	            files written before it existed)
+//	captures    uint32 BE pid + uint32 BE tid + uint64 BE return time -> a stack
+//	            capture (binary, stacks.go): registers, mappings and user stack
+//	            copied at the call's return
+//	pystacks    the same key -> JSON PyStack: the Python frames of that call
+//	pycode      uint32 BE pid + uint64 BE code address + uint64 BE copy time ->
+//	            JSON PyCode: a code object as a capture copied it
+//	stackrefs   uint64 BE sequence -> a chunk of StackRefs (binary, stacks.go):
+//	            calls at a call site captured before, each naming the capture
+//
+// The four stack-capture buckets exist only in files written since they
+// were recorded; a reader finds no captures in older files.
 //
 // # Event chunks
 //

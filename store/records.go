@@ -201,7 +201,14 @@ type Stats struct {
 	// LostHolds counts libcuda mappings that could not hold their process
 	// (the holds ring was full): calls through that file may have been
 	// made before its probes were in.
-	LostHolds    uint64 `json:"lost_holds,omitempty"`
+	LostHolds uint64 `json:"lost_holds,omitempty"`
+	// StackSkipped counts stack captures not made because of their rate
+	// limit (a call site not captured before, past the per-CPU bucket, and
+	// not a process's first failure); StackLost those made but not
+	// delivered (ring buffer full, or another capture in progress on the
+	// CPU). Such a call keeps its frame-pointer stack only.
+	StackSkipped uint64 `json:"stack_skipped,omitempty"`
+	StackLost    uint64 `json:"stack_lost,omitempty"`
 	DecodeErrors uint64 `json:"decode_errors"`
 	Samples      uint64 `json:"samples"`
 	// SamplesThinned are periodic samples left out by thinning (a quiet
@@ -307,6 +314,14 @@ type File struct {
 	// executed, or an attached libcuda) or "ldconfig" (the loader's
 	// library directories); each was checked by its build id.
 	Source string `json:"source"`
+}
+
+// OpenPath is where this machine reads the file: Open when set, else Path.
+func (f File) OpenPath() string {
+	if f.Open != "" {
+		return f.Open
+	}
+	return f.Path
 }
 
 // Event is one completed call of an attached symbol.
@@ -518,6 +533,13 @@ type Mapping struct {
 	Path    string `json:"path"`
 	Host    string `json:"host_path,omitempty"` // through /proc/PID/root
 	BuildID string `json:"build_id,omitempty"`
+	// Dev (the kernel's dev_t, major << 20 | minor) and Inode name the
+	// file as the kernel does; absent in files written before them.
+	Dev   uint32 `json:"dev,omitempty"`
+	Inode uint64 `json:"inode,omitempty"`
+	// Name is the file's name as the probes read it, kept when its path
+	// could not be found (Path is then empty).
+	Name string `json:"name,omitempty"`
 }
 
 // Process is one recorded process.
@@ -542,7 +564,30 @@ type Process struct {
 	Exit         *Exit             `json:"exit,omitempty"`
 	Devices      []DeviceMap       `json:"devices,omitempty"`
 	Contexts     []Context         `json:"contexts,omitempty"`
-	Maps         []Mapping         `json:"maps,omitempty"`
+	// Maps are the process's executable file mappings, for unwinding and
+	// symbolizing its stacks: every mapping seen while it ran (read at its
+	// exec, its first call and each stack capture), a newer one replacing
+	// those it overlaps.
+	Maps []Mapping `json:"maps,omitempty"`
+	// Python is the CPython interpreter the process runs, when the
+	// recorder found one (absent in files written before it existed).
+	Python *Python `json:"python,omitempty"`
+}
+
+// Python is the CPython interpreter a process runs, as the recorder
+// located it: what a stack capture's Python frames are decoded with.
+type Python struct {
+	// Version is "3.11.2" (or "3.11" when the micro version is unknown).
+	Version string `json:"version"`
+	// Path is the interpreter's file (libpython3.X.so or python3.X).
+	Path string `json:"path"`
+	// Runtime and CodeType are the addresses of _PyRuntime and PyCode_Type
+	// in the process (CodeType 0: not exported).
+	Runtime  uint64 `json:"runtime"`
+	CodeType uint64 `json:"code_type,omitempty"`
+	// Error says why its Python frames are not read: a version or build
+	// with no known layout, or a layout its own debug offsets contradict.
+	Error string `json:"error,omitempty"`
 }
 
 // Pod names a Kubernetes pod: its UID from the cgroup path the kubelet

@@ -338,6 +338,10 @@ func readAll(r *Reader) {
 	r.Drops()
 	r.Stack(7)
 	r.Files()
+	r.Capture(5, 5, 20)
+	r.PyStack(5, 5, 20)
+	r.PyCodes(5)
+	r.StackRefs(func(*StackRef) error { return nil })
 }
 
 // FuzzOpen feeds the reader files whose pages after bbolt's two meta

@@ -181,12 +181,18 @@ type Batch struct {
 	Libraries []Library
 	Files     []File // by build id; a build id stored again replaces its record
 	Inventory *Inventory
+	// Stack captures (stacks.go).
+	Captures  []Capture
+	PyStacks  []PyStack
+	PyCodes   []PyCode
+	StackRefs []StackRef
 }
 
 // Len is the number of records in the batch.
 func (b *Batch) Len() int {
 	n := len(b.Events) + len(b.Samples) + len(b.Processes) + len(b.Stacks) + len(b.Kmsg) +
-		len(b.Markers) + len(b.Drops) + len(b.Libraries) + len(b.Files)
+		len(b.Markers) + len(b.Drops) + len(b.Libraries) + len(b.Files) +
+		len(b.Captures) + len(b.PyStacks) + len(b.PyCodes) + len(b.StackRefs)
 	if b.Inventory != nil {
 		n++
 	}
@@ -205,6 +211,10 @@ func (b *Batch) Reset() {
 	b.Libraries = b.Libraries[:0]
 	b.Files = b.Files[:0]
 	b.Inventory = nil
+	b.Captures = b.Captures[:0]
+	b.PyStacks = b.PyStacks[:0]
+	b.PyCodes = b.PyCodes[:0]
+	b.StackRefs = b.StackRefs[:0]
 }
 
 // appendJSON stores each record under the bucket's next sequence number.
@@ -309,7 +319,7 @@ func (w *Writer) Commit(b *Batch) error {
 				return err
 			}
 		}
-		return nil
+		return putStacks(tx, b)
 	})
 	if err != nil {
 		err = diskErr(err)

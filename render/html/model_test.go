@@ -320,6 +320,14 @@ func TestNewLoss(t *testing.T) {
 			t.Errorf("%s: lost %v, want %v", tc.name, got, tc.lost)
 		}
 	}
+	// Stack captures skipped or lost are said, and are no loss of calls.
+	v := newLoss(&report.Report{Loss: report.Loss{Known: true, StackSkipped: 3, StackLost: 1}})
+	if v.Lost || !strings.Contains(v.Calls, "stack captures: 3 skipped by their rate limit, 1 lost") {
+		t.Errorf("stack captures: lost %v, %q", v.Lost, v.Calls)
+	}
+	if v := newLoss(&report.Report{Loss: report.Loss{Known: true}}); strings.Contains(v.Calls, "stack captures") {
+		t.Errorf("no stack capture skipped, yet %q", v.Calls)
+	}
 }
 
 func TestDrawnProcesses(t *testing.T) {
@@ -426,5 +434,33 @@ func TestNewProcRow(t *testing.T) {
 				}
 			}
 		}
+	}
+}
+
+// A stack's Python frames are listed apart and first, with file:line;
+// each list is bounded.
+func TestNewStack(t *testing.T) {
+	st := &report.Stack{Partial: true, Note: "ran past the copied stack", Frames: []report.Frame{
+		{Address: 0x7f00, Library: "libffi.so.8", Language: report.LangNative},
+		{Function: "Model.forward", File: "train.py", Line: 42, Language: report.LangPython},
+		{Function: "main", File: "train.py", Language: report.LangPython},
+		{Function: "Py_RunMain", Offset: 9, Library: "python3.11", Language: report.LangNative},
+	}}
+	v := newStack(st)
+	want := stackView{Recorded: true, Note: "partial: ran past the copied stack",
+		Python: []frameRow{{"Model.forward", "train.py:42"}, {"main", "train.py"}},
+		Frames: []frameRow{{"0x7f00", "libffi.so.8"}, {"Py_RunMain+0x9", "python3.11"}}}
+	if !reflect.DeepEqual(v, want) {
+		t.Errorf("stack view\n%+v\nwant\n%+v", v, want)
+	}
+	long := &report.Stack{}
+	for range maxFrames + 2 {
+		long.Frames = append(long.Frames, report.Frame{Function: "f", Language: report.LangPython}, report.Frame{Function: "g"})
+	}
+	if v := newStack(long); len(v.Python) != maxFrames || v.MorePy != 2 || len(v.Frames) != maxFrames || v.More != 2 {
+		t.Errorf("%d Python (%d more), %d native (%d more)", len(v.Python), v.MorePy, len(v.Frames), v.More)
+	}
+	if v := newStack(nil); v.Recorded {
+		t.Error("no stack is recorded")
 	}
 }

@@ -336,6 +336,10 @@ func newLoss(rep *report.Report) lossView {
 		NVML: fmt.Sprintf("%s, %d thinned out, %s triggered by failures", report.Plural(sm.Samples, "sample"), sm.Thinned,
 			report.Plural(sm.Triggered, "round")),
 		Unsupported: strings.Join(sm.Unsupported, ", "), Interval: report.Duration(rep.Run.Interval)}
+	if l.StackSkipped+l.StackLost > 0 {
+		v.Calls += fmt.Sprintf("; stack captures: %d skipped by their rate limit, %d lost (those calls have the frame-pointer walk only)",
+			l.StackSkipped, l.StackLost)
+	}
 	if sm.DelayMedian != nil && sm.DelayMax != nil {
 		v.Delay = fmt.Sprintf("median %s, max %s", report.Duration(*sm.DelayMedian), report.Duration(*sm.DelayMax))
 	}

@@ -171,18 +171,23 @@ func grantText(g report.Grant) string {
 	return s + ": the memory's owner"
 }
 
-// stackView is a symbolized user stack, shortened to its first frames.
+// stackView is a symbolized user stack, shortened to its first frames:
+// for a Python process its Python frames (listed first), then the native
+// ones.
 type stackView struct {
 	Recorded bool
 	Note     string
+	Python   []frameRow
 	Frames   []frameRow
-	More     int
+	More     int // native frames left out
+	MorePy   int // Python frames left out
 }
 
-// frameRow is one stack frame.
+// frameRow is one stack frame: a native function+offset and its library,
+// or a Python function and its file:line.
 type frameRow struct{ Name, Library string }
 
-// maxFrames is how many frames of a stack the page lists.
+// maxFrames is how many frames of a stack the page lists (of each kind).
 const maxFrames = 32
 
 func newStack(st *report.Stack) stackView {
@@ -197,10 +202,26 @@ func newStack(st *report.Stack) stackView {
 		notes = append(notes, st.Note)
 	}
 	v := stackView{Recorded: true, Note: strings.Join(notes, ": ")}
-	for i, fr := range st.Frames {
-		if i == maxFrames {
-			v.More = len(st.Frames) - i
-			break
+	for _, fr := range st.Frames {
+		if fr.Language == report.LangPython {
+			if len(v.Python) == maxFrames {
+				v.MorePy++
+				continue
+			}
+			where := fr.File
+			if fr.Line > 0 {
+				where += fmt.Sprintf(":%d", fr.Line)
+			}
+			name := fr.Function
+			if name == "" {
+				name = "?"
+			}
+			v.Python = append(v.Python, frameRow{Name: name, Library: where})
+			continue
+		}
+		if len(v.Frames) == maxFrames {
+			v.More++
+			continue
 		}
 		name := fmt.Sprintf("0x%x", fr.Address)
 		if fr.Function != "" {

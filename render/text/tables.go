@@ -254,6 +254,10 @@ func (t *writer) loss(rep *report.Report) {
 	} else {
 		t.wrap("  ", "loss counters were not recorded (the recorder did not stop cleanly)")
 	}
+	if l.StackSkipped+l.StackLost > 0 {
+		t.wrap("  ", fmt.Sprintf("stack captures: %d skipped by their rate limit, %d lost; those calls have the frame-pointer walk only",
+			l.StackSkipped, l.StackLost))
+	}
 	sm := rep.Sampling
 	delay := "no failure-triggered samples"
 	if sm.DelayMedian != nil {

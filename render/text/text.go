@@ -300,6 +300,12 @@ func matchMethod(m string) string {
 	return "matched by " + m
 }
 
+// maxFrames is how many frames of each kind a stack lists.
+const maxFrames = 12
+
+// stack prints a failure's user stack, innermost first: for a Python
+// process its Python frames first (function, file and line), then the
+// native frames.
 func (t *writer) stack(st *report.Stack) {
 	if st == nil {
 		return
@@ -309,11 +315,45 @@ func (t *writer) stack(st *report.Stack) {
 	} else {
 		t.printf("  stack\n")
 	}
+	var py, native []report.Frame
+	for _, fr := range st.Frames {
+		if fr.Language == report.LangPython {
+			py = append(py, fr)
+		} else {
+			native = append(native, fr)
+		}
+	}
+	if len(py) == 0 {
+		t.frames("            ", native)
+		return
+	}
+	t.frames("  python    ", py)
+	t.frames("  native    ", native)
+}
+
+// frames prints frames under a label, at most maxFrames.
+func (t *writer) frames(label string, frames []report.Frame) {
 	room := t.o.Width - 12
-	for i, fr := range st.Frames {
-		if i >= 12 {
-			t.printf("            ... %d more frames\n", len(st.Frames)-i)
+	for i, fr := range frames {
+		if i > 0 {
+			label = "            "
+		}
+		if i >= maxFrames {
+			t.printf("%s... %d more frames\n", label, len(frames)-i)
 			break
+		}
+		if fr.Language == report.LangPython {
+			where := " (" + fr.File
+			if fr.Line > 0 {
+				where += fmt.Sprintf(":%d", fr.Line)
+			}
+			where += ")"
+			name := fr.Function
+			if name == "" {
+				name = "?"
+			}
+			t.printf("%s%s%s\n", label, clip(name, max(room/2, 20)), clipMiddle(where, max(room-min(utf8.RuneCountInString(name), room/2), 20)))
+			continue
 		}
 		name := fr.Function
 		if name == "" {
@@ -322,7 +362,7 @@ func (t *writer) stack(st *report.Stack) {
 			name = fmt.Sprintf("%s+0x%x", name, fr.Offset)
 		}
 		lib := " (" + fr.Library + ")"
-		t.printf("            %s%s\n", clip(name, max(room-utf8.RuneCountInString(lib), 20)), clip(lib, room/2))
+		t.printf("%s%s%s\n", label, clip(name, max(room-utf8.RuneCountInString(lib), 20)), clip(lib, room/2))
 	}
 }
 

@@ -98,3 +98,51 @@ func TestTextNotesReconciledValue(t *testing.T) {
 		})
 	}
 }
+
+// A Python process's stack lists its Python frames first, each with its
+// file and line, then the native frames; every line fits the width.
+func TestTextPythonFramesFirst(t *testing.T) {
+	file := "/srv/" + strings.Repeat("deep/", 30) + "train.py"
+	ff := report.Failure{Symbol: "cuMemAlloc_v2", Operation: "allocation", Stack: &report.Stack{Method: "unwound", Stop: "outermost",
+		Python: "ok", Frames: []report.Frame{
+			{Function: "ffi_call", Offset: 0xcd, Library: "libffi.so.8", Language: report.LangNative},
+			{Function: "Model.forward", File: file, Line: 42, Language: report.LangPython},
+			{Function: "main", File: "train.py", Language: report.LangPython},
+			{Function: "Py_RunMain", Offset: 9, Library: "python3.11", Language: report.LangNative},
+		}}}
+	var b bytes.Buffer
+	if err := Write(&b, &report.Report{FirstFailure: &ff}, Options{Width: 80}); err != nil {
+		t.Fatal(err)
+	}
+	out := b.String()
+	order := []string{"  python    Model.forward (/srv/", "train.py:42)", "            main (train.py)",
+		"  native    ffi_call+0xcd (libffi.so.8)", "            Py_RunMain+0x9 (python3.11)"}
+	at := 0
+	for _, s := range order {
+		i := strings.Index(out[at:], s)
+		if i < 0 {
+			t.Fatalf("%q not after byte %d of:\n%s", s, at, out)
+		}
+		at += i + len(s)
+	}
+	for i, line := range strings.Split(out, "\n") {
+		if n := utf8.RuneCountInString(line); n > 80 {
+			t.Errorf("line %d has %d columns: %q", i+1, n, line)
+		}
+	}
+}
+
+// Stack captures the rate limit skipped, or that were lost, are said in
+// the loss section, and only then.
+func TestTextStackCaptureLoss(t *testing.T) {
+	for _, l := range []report.Loss{{Known: true}, {Known: true, StackSkipped: 7, StackLost: 2}} {
+		var b bytes.Buffer
+		if err := Write(&b, &report.Report{Loss: l}, Options{}); err != nil {
+			t.Fatal(err)
+		}
+		want := l.StackSkipped > 0
+		if got := strings.Contains(b.String(), "stack captures: 7 skipped by their rate limit, 2 lost"); got != want {
+			t.Errorf("loss %+v: stack capture line shown %v:\n%s", l, got, b.String())
+		}
+	}
+}
