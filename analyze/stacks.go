@@ -15,9 +15,9 @@ import (
 )
 
 // CaptureSource is what a Source offers when its recording has stack
-// captures (*store.Reader does): the registers, stack bytes, mappings and
-// Python frames copied at a call's return, and the references from calls
-// at a call site captured before. A Source without it is analyzed with the
+// captures (*store.Reader and *store.Set do): the registers, stack bytes,
+// mappings and Python frames copied at a call's return, and the
+// references from calls at a call site captured before. A Source without it is analyzed with the
 // frame-pointer stacks only.
 type CaptureSource interface {
 	Capture(pid, tid uint32, t int64) (*store.Capture, error)
@@ -26,7 +26,10 @@ type CaptureSource interface {
 	StackRefs(fn func(*store.StackRef) error) error
 }
 
-var _ CaptureSource = (*store.Reader)(nil)
+var (
+	_ CaptureSource = (*store.Reader)(nil)
+	_ CaptureSource = (*store.Set)(nil)
+)
 
 // callKey names a call: its process, thread and return time.
 type callKey struct {

@@ -23,12 +23,14 @@ func (s *Set) eachSegment(fnErr *error, read func(*segment) error) error {
 }
 
 // remap gives an event of seg the set's symbol id.
-func (seg *segment) remap(e *Event) {
-	if int(e.Symbol) < len(seg.symbols) {
-		e.Symbol = seg.symbols[e.Symbol]
-	} else {
-		e.Symbol = unknownSymbol
+func (seg *segment) remap(e *Event) { e.Symbol = seg.setSymbol(e.Symbol) }
+
+// setSymbol is the set's id of seg's symbol id.
+func (seg *segment) setSymbol(id uint16) uint16 {
+	if int(id) < len(seg.symbols) {
+		return seg.symbols[id]
 	}
+	return unknownSymbol
 }
 
 // Events calls fn for every call event, segment after segment, each in
