@@ -329,3 +329,25 @@ func TestStackCapturesOfAllocations(t *testing.T) {
 		t.Errorf("%d allocations: %d captured, %d referring; want 5: 1, 4", allocs, caps, refs)
 	}
 }
+
+// The same failure recorded in flight mode: analyze of the recording's
+// directory unwinds the capture stored in its segment, as for a run.db.
+func TestStackInFlightRecording(t *testing.T) {
+	w := newWorld(t)
+	e2eenv.Need(t, exists(callchainO2), "callchain_o2 is not built (run make)")
+	dir := filepath.Join(w.dir, "flight")
+	cmd := exec.Command(binPath, "record", "--flight", "-o", dir, "--libcuda", simCUDA, "--libnvidia-ml", simNVML,
+		"--", callchainO2, simCUDA)
+	cmd.Env = w.environ()
+	if out, err := cmd.CombinedOutput(); err == nil || cmd.ProcessState.ExitCode() != 1 {
+		t.Fatalf("record --flight: %v, want exit 1:\n%s", err, out)
+	}
+	rep, _ := analyzeJSON(t, dir)
+	ff := rep.FirstFailure
+	if ff == nil || ff.Stack == nil {
+		t.Fatalf("first failure %+v", ff)
+	}
+	if names := functions(ff.Stack); ff.Stack.Method != "unwound" || !inOrder(names, []string{"alloc_weights", "load_model", "run_job", "main"}) {
+		t.Errorf("stack %s %q; want unwound through alloc_weights, load_model, run_job, main", ff.Stack.Method, names)
+	}
+}
