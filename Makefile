@@ -69,11 +69,14 @@ e2e-race: bin/forensic-race
 		$(GO) test -count=1 -timeout 12m ./e2e/
 
 # Each fuzz target briefly (the seed corpora always run as plain tests).
+# Budgets are counts, about 10 s each here, not -fuzztime durations: Go
+# 1.26's coordinator can fail a duration run at its deadline with a bare
+# "context deadline exceeded" and no crasher (go.dev/issue/75804).
 fuzz-smoke:
-	$(GO) test -run '^$$' -fuzz '^FuzzDecodeChunk$$' -fuzztime 10s -fuzzminimizetime 0x ./store
-	$(GO) test -run '^$$' -fuzz '^FuzzOpen$$' -fuzztime 10s -fuzzminimizetime 0x ./store
-	$(GO) test -run '^$$' -fuzz '^FuzzDecodeRecord$$' -fuzztime 10s -fuzzminimizetime 0x ./bpf
-	$(GO) test -run '^$$' -fuzz '^FuzzCFI$$' -fuzztime 10s -fuzzminimizetime 0x ./unwind
+	$(GO) test -run '^$$' -fuzz '^FuzzDecodeChunk$$' -fuzztime 300000x -fuzzminimizetime 0x ./store
+	$(GO) test -run '^$$' -fuzz '^FuzzOpen$$' -fuzztime 15000x -fuzzminimizetime 0x ./store
+	$(GO) test -run '^$$' -fuzz '^FuzzDecodeRecord$$' -fuzztime 250000x -fuzzminimizetime 0x ./bpf
+	$(GO) test -run '^$$' -fuzz '^FuzzCFI$$' -fuzztime 300000x -fuzzminimizetime 0x ./unwind
 
 # Unit tests only (no root needed).
 test-unit:

@@ -146,11 +146,12 @@ func (c *fileCheck) tree(id uint64, depth int) error {
 	if err != nil {
 		return err
 	}
-	return c.node(p, depth)
+	return c.node(p, depth, false)
 }
 
-// node validates one branch or leaf page held in p.
-func (c *fileCheck) node(p []byte, depth int) error {
+// node validates one branch or leaf page held in p, which is an inline
+// bucket's value when inline is set.
+func (c *fileCheck) node(p []byte, depth int, inline bool) error {
 	if len(p) < pageHeaderSize {
 		return fmt.Errorf("short page")
 	}
@@ -158,6 +159,13 @@ func (c *fileCheck) node(p []byte, depth int) error {
 	count := int(binary.LittleEndian.Uint16(p[10:]))
 	switch flags {
 	case flagBranch:
+		// bbolt's cursor reads a branch's first element whatever its
+		// count, and an inline bucket's page ids all name the inline page
+		// itself: an empty branch, or any branch inline, is a descent
+		// that never ends.
+		if count == 0 || inline {
+			return fmt.Errorf("empty or inline branch page")
+		}
 		if pageHeaderSize+count*branchElemSize > len(p) {
 			return fmt.Errorf("branch page elements overrun the page")
 		}
@@ -197,7 +205,7 @@ func (c *fileCheck) node(p []byte, depth int) error {
 				if err := c.tree(root, depth+1); err != nil {
 					return err
 				}
-			} else if err := c.node(v[bucketHdrSize:], depth+1); err != nil {
+			} else if err := c.node(v[bucketHdrSize:], depth+1, true); err != nil {
 				// An inline bucket carries its single leaf page in the value.
 				return err
 			}
