@@ -208,11 +208,7 @@ func generate(path string, nCalls, nSamples int, seed uint64) error {
 	for i, s := range cuda.Symbols {
 		names[i] = s.Name
 	}
-	run := store.RunInfo{ID: "genrun", Version: "bench", Clock: store.ClockName, ClockStart: clockStart,
-		WallStart: time.Date(2025, 11, 3, 9, 0, 0, 0, time.UTC), Hostname: "bench", Kernel: "6.1.0",
-		Mode: "spawn", Command: []string{"torchrun", "--nproc-per-node", "3", "train.py"}, RecorderPID: 30999,
-		Interval: time.Duration(interval), FlushInterval: 100 * time.Millisecond, RingBytes: 16 << 20,
-		Env: map[string]string{"PYTORCH_CUDA_ALLOC_CONF": "expandable_segments:False"}}
+	run := runInfo()
 	os.Remove(path)
 	w, err := store.Create(path, store.CreateOptions{}, run, names)
 	if err != nil {
@@ -225,28 +221,7 @@ func generate(path string, nCalls, nSamples int, seed uint64) error {
 	b.Libraries = []store.Library{{Path: "/usr/lib/x86_64-linux-gnu/libcuda.so.1", HostPath: "/usr/lib/x86_64-linux-gnu/libcuda.so.1",
 		BuildID: "6f2c0e8d1a4b39c57e2d90ab13c4f5e6a7b8c9d0", Device: 2049, Inode: 1234567, Attached: names, Absent: []string{},
 		Time: clockStart + 1_000_000}}
-	var processes []store.Process
-	for p := 0; p < procs; p++ {
-		pid := uint32(basePID + p*100)
-		g.ctx[p] = 0x5555_0000_0000 + uint64(p)<<20
-		pr := store.Process{PID: pid, PPID: uint32(basePID), Start: clockStart + int64(p)*50_000_000, Comm: "python3",
-			Exe: "/usr/bin/python3.11", Args: []string{"python3", "train.py", fmt.Sprintf("--local-rank=%d", p)},
-			Env:      map[string]string{"CUDA_VISIBLE_DEVICES": fmt.Sprint(p % gpus)},
-			Devices:  []store.DeviceMap{{Ordinal: 0, UUID: uuids[p%gpus], GPU: p % gpus, Method: "visible-devices-index"}},
-			Contexts: []store.Context{{Index: 1, Handle: g.ctx[p], Device: 0}},
-			Maps: []store.Mapping{{Start: 0x400000, End: 0x6f0000, Path: "/usr/bin/python3.11", BuildID: "0a1b2c3d4e5f60718293a4b5c6d7e8f901234567"},
-				{Start: 0x7f1000000000, End: 0x7f1002000000, Offset: 0, Path: "/usr/lib/x86_64-linux-gnu/libcuda.so.1",
-					BuildID: "6f2c0e8d1a4b39c57e2d90ab13c4f5e6a7b8c9d0"}}}
-		if p == 0 {
-			pr.Root, pr.PPID = true, 30999
-			pr.PID = basePID
-		}
-		processes = append(processes, pr)
-		for k := 0; k < threadsPer; k++ {
-			g.threads = append(g.threads, &thread{pid: pr.PID, tid: pr.PID + uint32(k), proc: p,
-				nextPtr: 0x7f2000000000 + uint64(p)<<40 + uint64(k)<<36})
-		}
-	}
+	processes := g.processes()
 	b.Processes = processes
 	b.Markers = []store.Marker{{Time: clockStart + duration/20, Label: "warmup done"}, {Time: clockStart + duration/2, Label: "epoch 2"}}
 
@@ -308,6 +283,50 @@ func generate(path string, nCalls, nSamples int, seed uint64) error {
 	}
 	end := t + 50_000_000
 	takeRound(end, nil, "last")
+	return finish(w, b, run, processes, end, stats, delays)
+}
+
+// runInfo is the recording's run record: a three-worker torchrun job.
+func runInfo() store.RunInfo {
+	return store.RunInfo{ID: "genrun", Version: "bench", Clock: store.ClockName, ClockStart: clockStart,
+		WallStart: time.Date(2025, 11, 3, 9, 0, 0, 0, time.UTC), Hostname: "bench", Kernel: "6.1.0",
+		Mode: "spawn", Command: []string{"torchrun", "--nproc-per-node", "3", "train.py"}, RecorderPID: 30999,
+		Interval: time.Duration(interval), FlushInterval: 100 * time.Millisecond, RingBytes: 16 << 20,
+		Env: map[string]string{"PYTORCH_CUDA_ALLOC_CONF": "expandable_segments:False"}}
+}
+
+// processes makes the job's processes (the launcher and its workers, each
+// on one GPU) and their threads.
+func (g *gen) processes() []store.Process {
+	var processes []store.Process
+	for p := 0; p < procs; p++ {
+		pid := uint32(basePID + p*100)
+		g.ctx[p] = 0x5555_0000_0000 + uint64(p)<<20
+		pr := store.Process{PID: pid, PPID: uint32(basePID), Start: clockStart + int64(p)*50_000_000, Comm: "python3",
+			Exe: "/usr/bin/python3.11", Args: []string{"python3", "train.py", fmt.Sprintf("--local-rank=%d", p)},
+			Env:      map[string]string{"CUDA_VISIBLE_DEVICES": fmt.Sprint(p % gpus)},
+			Devices:  []store.DeviceMap{{Ordinal: 0, UUID: uuids[p%gpus], GPU: p % gpus, Method: "visible-devices-index"}},
+			Contexts: []store.Context{{Index: 1, Handle: g.ctx[p], Device: 0}},
+			Maps: []store.Mapping{{Start: 0x400000, End: 0x6f0000, Path: "/usr/bin/python3.11", BuildID: "0a1b2c3d4e5f60718293a4b5c6d7e8f901234567"},
+				{Start: 0x7f1000000000, End: 0x7f1002000000, Offset: 0, Path: "/usr/lib/x86_64-linux-gnu/libcuda.so.1",
+					BuildID: "6f2c0e8d1a4b39c57e2d90ab13c4f5e6a7b8c9d0"}}}
+		if p == 0 {
+			pr.Root, pr.PPID = true, 30999
+			pr.PID = basePID
+		}
+		processes = append(processes, pr)
+		for k := 0; k < threadsPer; k++ {
+			g.threads = append(g.threads, &thread{pid: pr.PID, tid: pr.PID + uint32(k), proc: p,
+				nextPtr: 0x7f2000000000 + uint64(p)<<40 + uint64(k)<<36})
+		}
+	}
+	return processes
+}
+
+// finish commits the last records (the processes' exits, the counters)
+// and the stop record, and closes the file.
+func finish(w *store.Writer, b *store.Batch, run store.RunInfo, processes []store.Process, end int64,
+	stats store.Stats, delays []int64) error {
 	for i := range processes {
 		code := 0
 		processes[i].Exit = &store.Exit{Time: end - int64(procs-i)*1_000_000, Code: &code}
