@@ -486,30 +486,19 @@ func between(changes []change, failure, s, e int64) (lo, hi int64) {
 		if c.end <= failure {
 			inF = 1
 		}
-		var ks []int64
+		var k0, k1 int64 // the coefficient's bounds
 		switch {
 		case c.end < s: // the sample saw it
-			ks = []int64{inF - 1}
+			k0, k1 = inF-1, inF-1
 		case c.start > e: // the sample did not
-			ks = []int64{inF}
+			k0, k1 = inF, inF
 		default: // it overlaps the query: either
-			ks = []int64{inF, inF - 1}
+			k0, k1 = inF-1, inF
 		}
-		first := true
-		var clo, chi int64
-		for _, k := range ks {
-			for _, d := range []int64{c.lo, c.hi} {
-				if v := k * d; first || v < clo {
-					clo = v
-				}
-				if v := k * d; first || v > chi {
-					chi = v
-				}
-				first = false
-			}
-		}
-		lo += clo
-		hi += chi
+		// k*d over k in [k0, k1] and d in [c.lo, c.hi]: at a corner.
+		a, b, x, y := k0*c.lo, k0*c.hi, k1*c.lo, k1*c.hi
+		lo += min(a, b, x, y)
+		hi += max(a, b, x, y)
 	}
 	return lo, hi
 }

@@ -19,14 +19,16 @@ func (s *state) story(j *judgement) string {
 	f := j.f
 	var b strings.Builder
 	gpu, mig, _ := s.gpuOfDev(f.e.PID, f.e.Dev)
-	if j.cap.gpu >= 0 {
-		gpu = j.cap.gpu // an import's aperture is the exporter's GPU
+	own := true
+	if j.cap.gpu >= 0 && j.cap.gpu != gpu {
+		// An import is judged on the exporter's GPU, not the caller's.
+		gpu, mig, own = j.cap.gpu, nil, false
 	}
 	where := "on an unknown GPU"
 	switch {
 	case gpu >= 0 && mig != nil:
 		where = fmt.Sprintf("on GPU %d MIG instance %d", gpu, *mig)
-	case gpu >= 0 && s.migOn(gpu):
+	case gpu >= 0 && own && s.migOn(gpu):
 		where = fmt.Sprintf("on GPU %d (an unknown MIG instance of it)", gpu)
 	case gpu >= 0:
 		where = fmt.Sprintf("on GPU %d", gpu)
