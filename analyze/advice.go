@@ -27,9 +27,9 @@ func (s *state) nextSteps(j *judgement) []string {
 		return s.fbExhaustedSteps(j)
 	case report.CapFBHadRoom:
 		return []string{
-			"look at what else held the GPU at the failure (EVIDENCE: NVML usage of other processes, reserved memory)",
 			"fragmentation: a caching allocator may hold free but unusable blocks (PyTorch: PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True)",
-			"per-process limits: MPS (CUDA_MPS_PINNED_DEVICE_MEM_LIMIT), a framework's memory fraction",
+			"per-process limits: MPS (CUDA_MPS_PINNED_DEVICE_MEM_LIMIT), a container's or vGPU's GPU memory limit, a framework's memory fraction or a memory pool's maximum size",
+			"an injected fault: a fault-injection or interposing library (LD_PRELOAD) in the process",
 		}
 	case report.CapBAR1Exhausted:
 		return bar1Steps(fd)

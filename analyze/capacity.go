@@ -2,11 +2,16 @@ package analyze
 
 import (
 	"fmt"
+	"strings"
 
 	"github.com/retrivium/forensic/cuda"
 	"github.com/retrivium/forensic/report"
 	"github.com/retrivium/forensic/store"
 )
+
+// nvmlMIGEnabled is NVML_DEVICE_MIG_ENABLE: the GPU's CUDA devices are
+// its MIG instances.
+const nvmlMIGEnabled = 1
 
 // memView is the memory view a request is judged against.
 type memView uint8
@@ -41,6 +46,11 @@ type finding struct {
 	size       uint64
 	sized      bool
 	sizeSource string
+	// most is the most the request may need of its view: size, except for
+	// an access grant to several peers through the owner's aperture, which
+	// may cost one mapping of the range per peer (peers of them).
+	most  uint64
+	peers int
 	// notApplicable says why no GPU view applies; bar1Irrelevant that it is
 	// a mapping whose path does not use the aperture.
 	notApplicable  string
@@ -57,6 +67,9 @@ type finding struct {
 	// that much in between; for an earlier one, that they allocated it.
 	delta      int64
 	deltaExact bool
+	// rangedBetween: a grant to several peers, of uncertain cost, lies
+	// between the sample and the failure (it widens lo..hi).
+	rangedBetween bool
 	// miss is the decisive missing evidence when capacity is unknown.
 	miss *report.Missing
 }
@@ -74,6 +87,7 @@ func (s *state) capacity(f *failed, attribution report.Attribution) finding {
 	}
 	fd.gpu, fd.mig, fd.method = s.gpuOfDev(f.e.PID, f.e.Dev)
 	fd.size, fd.sized = f.e.Size, f.e.Has&cuda.FieldSize != 0
+	fd.peers = 1
 	switch f.sym.Op {
 	case cuda.OpHostAllocation:
 		fd.notApplicable = "it is a host allocation; no GPU memory view holds it"
@@ -89,13 +103,74 @@ func (s *state) capacity(f *failed, attribution report.Attribution) finding {
 			return fd
 		}
 		fd.view, fd.mig = viewBAR1, nil // BAR1 is whole-GPU
+		fd.peers = max(grantPeersMost(f.sym, &f.e), 1)
 	default:
 		// Device allocation or context creation: the framebuffer of its
 		// GPU (of its MIG instance when it runs on one).
 		fd.view = viewFramebuffer
+		if fd.gpu >= 0 && fd.mig == nil && s.migOn(fd.gpu) {
+			// The whole GPU's framebuffer is not the instance's.
+			fd.capacity, fd.miss = report.CapUnknown, s.unknownInstance(f, fd.gpu)
+			return fd
+		}
 	}
+	fd.most = fd.size * uint64(fd.peers)
 	s.judgeView(f, &fd)
 	return fd
+}
+
+// migOn reports whether the inventory says a GPU has MIG enabled: its
+// CUDA devices are then MIG instances, each with its own framebuffer.
+func (s *state) migOn(gpu int) bool {
+	if s.inv == nil {
+		return false
+	}
+	for _, g := range s.inv.GPUs {
+		if g.Index == gpu {
+			return g.MIGMode.Value != nil && *g.MIGMode.Value == nvmlMIGEnabled
+		}
+	}
+	return false
+}
+
+// anyMIG lists the GPUs with MIG enabled.
+func (s *state) anyMIG() []int {
+	var out []int
+	if s.inv != nil {
+		for _, g := range s.inv.GPUs {
+			if s.migOn(g.Index) {
+				out = append(out, g.Index)
+			}
+		}
+	}
+	return out
+}
+
+// migFix is what would pin a CUDA device to its MIG instance next time.
+func (s *state) migFix(gpu int) string {
+	var uuids []string
+	if s.inv != nil {
+		for _, g := range s.inv.GPUs {
+			for _, m := range g.MIG {
+				if (gpu < 0 || g.Index == gpu) && m.UUID.Value != nil {
+					uuids = append(uuids, fmt.Sprintf("%s (GPU %d instance %d)", *m.UUID.Value, g.Index, m.Index))
+				}
+			}
+		}
+	}
+	fix := "run the process with CUDA_VISIBLE_DEVICES=MIG-<uuid> naming its MIG instance (nvidia-smi -L lists them), so the recorder knows which instance each CUDA device is"
+	if len(uuids) > 0 && len(uuids) <= 4 {
+		fix += "; this run's instances: " + strings.Join(uuids, ", ")
+	}
+	return fix
+}
+
+// unknownInstance says that a failing call ran on one of a GPU's MIG
+// instances, and the record does not say which.
+func (s *state) unknownInstance(f *failed, gpu int) *report.Missing {
+	what := fmt.Sprintf("GPU %d has MIG enabled, so CUDA device %d of pid %d is one of its MIG instances, and the record does not say which: the whole GPU's framebuffer is not the instance's",
+		gpu, f.e.Dev, f.e.PID)
+	return &report.Missing{Decisive: true, What: what, Fix: s.migFix(gpu)}
 }
 
 // mappingRequest finds what an import maps: the exporter's GPU aperture
@@ -124,6 +199,7 @@ type candidate struct {
 	lo, hi   uint64
 	xlo, xhi int64
 	relation string
+	ranged   bool // a grant of uncertain cost lies between it and the failure
 }
 
 // judgeView picks the reference sample, reconciles it, and compares.
@@ -152,6 +228,7 @@ func (s *state) judgeView(f *failed, fd *finding) {
 	}
 	fd.seen, fd.lo, fd.hi = *best.smp.Free, best.lo, best.hi
 	fd.delta, fd.deltaExact = best.xlo, best.xlo == best.xhi
+	fd.rangedBetween = best.ranged
 	fd.capacity = fd.compare()
 	if fd.capacity == report.CapUnknown {
 		fd.miss = fd.undecided(f.name)
@@ -181,11 +258,12 @@ func (s *state) candidates(f *failed, fd *finding, t *target) []candidate {
 		if smp == nil || !smp.Usable() || smp.Free == nil {
 			return
 		}
-		xlo, xhi := between(s.replay.changes[vk], f.e.End, smp.Start, smp.End)
+		changes := s.replay.changes[vk]
+		xlo, xhi := between(changes, f.e.End, smp.Start, smp.End)
 		// free at the failure = free seen - (traced at failure - traced seen)
 		clamp := func(v int64) uint64 { return uint64(max(v, 0)) }
 		out = append(out, candidate{smp: smp, lo: clamp(int64(*smp.Free) - xhi), hi: clamp(int64(*smp.Free) - xlo),
-			xlo: xlo, xhi: xhi, relation: relation})
+			xlo: xlo, xhi: xhi, relation: relation, ranged: rangedBetween(changes, f.e.End, smp.Start, smp.End)})
 	}
 	if ref := t.ref[key]; ref != nil {
 		if _, ok := triggeredBy(ref, f); ok {
@@ -210,12 +288,19 @@ func (fd *finding) compare() report.Capacity {
 	case !fd.sized:
 		return report.CapUnknown
 	case fd.size > fd.hi:
-		return exhausted
-	case fd.size <= fd.lo:
-		return hadRoom
+		return exhausted // even the least it may need did not fit
+	case fd.needMost() <= fd.lo:
+		return hadRoom // even the most it may need fitted
 	}
 	return report.CapUnknown
 }
+
+// needMost is the most the request may need: its size, or for a grant to
+// several peers one mapping of the range per peer.
+func (fd *finding) needMost() uint64 { return max(fd.most, fd.size) }
+
+// needRange reports whether the request's need is itself a range.
+func (fd *finding) needRange() bool { return fd.sized && fd.needMost() > fd.size }
 
 // undecided says why a sample with values could not decide capacity.
 func (fd *finding) undecided(name string) *report.Missing {
@@ -224,13 +309,29 @@ func (fd *finding) undecided(name string) *report.Missing {
 			What: fmt.Sprintf("%s has no request size (an import whose exporter was not recorded, or a peer grant)", name),
 			Fix:  "record the exporting process too (forensic record --all)"}
 	}
+	if fd.needRange() && (fd.lo == fd.hi || (fd.size <= fd.lo && fd.needMost() > fd.hi)) {
+		// Free is known well enough; the request's own cost is the doubt.
+		return &report.Missing{Decisive: true,
+			What: fmt.Sprintf("the grant maps %s for %d peers through GPU %d's BAR1 aperture, which costs between %s (the range mapped once) and %s (once per peer) depending on the driver, and %s was free at the failure: enough for the one, not the other",
+				report.HumanBytes(fd.size), fd.peers, fd.gpu, report.HumanBytes(fd.size), report.HumanBytes(fd.needMost()), fd.freeText()),
+			Fix: "to settle it, grant one peer per cuMemSetAccess call (each then maps the range once), or read BAR1 used (nvidia-smi -q -d MEMORY) before and after a grant to several peers to learn the driver's per-peer cost"}
+	}
+	why := "the sample overlapped traced calls"
+	if fd.rangedBetween {
+		why = "between the sample and the failure lies a grant to several peers, whose cost is between one mapping of its range and one per peer"
+	}
+	need := report.HumanBytes(fd.size) + " were requested"
+	if fd.needRange() {
+		need = fmt.Sprintf("the request needed between %s and %s", report.HumanBytes(fd.size), report.HumanBytes(fd.needMost()))
+	}
 	return &report.Missing{Decisive: true,
-		What: fmt.Sprintf("the %s sample overlapped traced calls: free at the failure was between %s and %s, and %s were requested",
-			fd.view, report.HumanBytes(fd.lo), report.HumanBytes(fd.hi), report.HumanBytes(fd.size)),
+		What: fmt.Sprintf("%s: %s free at the failure was between %s and %s, and %s",
+			why, fd.view, report.HumanBytes(fd.lo), report.HumanBytes(fd.hi), need),
 		Fix: "record with --freeze-on-failure, so the failure's own sample is taken before the process moves on"}
 }
 
-// unknownGPU says why the failing call's GPU is unknown.
+// unknownGPU says why the failing call's GPU is unknown, and what would
+// tell it next time: the advice follows the reason.
 func (s *state) unknownGPU(f *failed, method string) *report.Missing {
 	why := method
 	if p := s.procs[f.e.PID]; p != nil {
@@ -240,11 +341,27 @@ func (s *state) unknownGPU(f *failed, method string) *report.Missing {
 			}
 		}
 	}
-	if f.e.Dev < 0 {
+	m := &report.Missing{Decisive: true}
+	switch {
+	case f.e.Dev < 0:
 		why = "no current context was seen for the thread"
+		m.Fix = "start the recorder before the process creates its CUDA context, so the context and its device are recorded"
+	case s.inv == nil || s.inv.Init.Code != 0:
+		m.Fix = "point --libnvidia-ml at the driver's libnvidia-ml.so.1, or install and load the NVIDIA driver: without NVML the recorder cannot list the GPUs"
+	case len(s.inv.GPUs) == 0:
+		m.Fix = "check that the NVIDIA driver sees the GPUs (nvidia-smi -L), and point --libnvidia-ml at that driver's libnvidia-ml.so.1"
+	case strings.HasPrefix(why, "NVIDIA_VISIBLE_DEVICES"):
+		m.Fix = "check NVIDIA_VISIBLE_DEVICES (set by the container runtime) against the host's GPUs (nvidia-smi -L)"
+	case len(s.anyMIG()) > 0:
+		m.Fix = s.migFix(-1)
+	default:
+		m.Fix = "set CUDA_DEVICE_ORDER=PCI_BUS_ID, or CUDA_VISIBLE_DEVICES=GPU-<uuid>, so CUDA's device numbers match NVML's"
+		if p := s.procs[f.e.PID]; p != nil && p.AttachedLate {
+			m.Fix += "; or start the recorder before the process, so the device identity it queries at start is recorded"
+		}
 	}
-	return &report.Missing{Decisive: true, What: "the GPU of the failing call is unknown: " + why,
-		Fix: "set CUDA_DEVICE_ORDER=PCI_BUS_ID or CUDA_VISIBLE_DEVICES=GPU-<uuid>, or start the recorder before the process creates its context"}
+	m.What = "the GPU of the failing call is unknown: " + why
+	return m
 }
 
 // noSample says why no sample could stand for the view at the failure.
@@ -298,6 +415,12 @@ func (fd *finding) evidence(s *state) []report.Evidence {
 	if fd.sizeSource != "" {
 		out = append(out, report.Evidence{Field: "mapped size", Value: ptr(fd.size), Unit: "bytes",
 			Source: fd.sizeSource, Status: "recorded", Note: "the call names no size; the import maps the whole exported allocation"})
+	}
+	if fd.needRange() {
+		out = append(out, report.Evidence{Field: "BAR1 the grant needs", Value: ptr(fd.size), Unit: "bytes",
+			Text:   fmt.Sprintf("between %s and %s", report.HumanBytes(fd.size), report.HumanBytes(fd.needMost())),
+			Source: "the grant's size and access descriptors (uprobe)", Status: "recorded", TimeNS: fd.failAt, Rule: rulePeerCost,
+			Note: fmt.Sprintf("the range mapped once, or once for each of its %d peers: the driver's per-peer cost is not recorded", fd.peers)})
 	}
 	if fd.sample == nil {
 		return out
@@ -422,6 +545,46 @@ func grantsPeer(sym *cuda.Symbol, e *store.Event) bool {
 	}
 	for _, g := range e.Grants {
 		if g.Type != cuda.LocationDevice || g.Device != e.Dev {
+			return true
+		}
+	}
+	return false
+}
+
+// grantPeersMost is the most mappings of its range an access grant may
+// make through the owner's aperture: the distinct locations other than the
+// owner that it grants access to (a descriptor of no access revokes and
+// maps nothing), plus the descriptors the recorder did not read. It is 1
+// for every other call, and for a file from before descriptors were read.
+func grantPeersMost(sym *cuda.Symbol, e *store.Event) int {
+	if sym.BAR1 != cuda.BAR1Peer || e.Has&cuda.FieldItems == 0 {
+		return 1
+	}
+	seen := map[cuda.Grant]bool{}
+	for _, g := range e.Grants {
+		if g.Flags == 0 || (g.Type == cuda.LocationDevice && g.Device == e.Dev && e.Dev >= 0) {
+			continue
+		}
+		seen[cuda.Grant{Type: g.Type, Device: g.Device}] = true
+	}
+	n := len(seen)
+	if e.Flags&(store.EventArrayCut|store.EventArrayFault) != 0 && e.Has&cuda.FieldCount != 0 && e.Count > uint64(len(e.Grants)) {
+		n += int(min(e.Count-uint64(len(e.Grants)), 1<<16))
+	}
+	return n
+}
+
+// rangedBetween reports whether a change of uncertain size (a grant to
+// several peers) counts in the difference between a sample whose query
+// ran from s to e and the failure.
+func rangedBetween(changes []change, failure, s, e int64) bool {
+	for _, c := range changes {
+		if c.lo == c.hi {
+			continue
+		}
+		before := c.end <= failure
+		saw, missed := c.end < s, c.start > e
+		if !(saw && before) && !(missed && !before) {
 			return true
 		}
 	}

@@ -10,9 +10,14 @@ import (
 	"github.com/retrivium/forensic/store"
 )
 
-// liveRes is one live resource created by a traced call.
+// liveRes is one live resource created by a traced call. An access grant
+// to several peers through the owner's aperture costs between one mapping
+// of the range (size) and one per peer (most): the driver's per-peer cost
+// is not something the record shows. Totals count size; reconciling a
+// sample with the traced calls uses the whole range.
 type liveRes struct {
 	size  uint64
+	most  uint64 // the most it may cost; == size for all but multi-peer grants
 	gpu   int
 	mig   int // MIG instance, -1 for the whole GPU
 	sized bool
@@ -39,11 +44,12 @@ type viewKey struct {
 	view cuda.View
 }
 
-// change is one traced change of a total: d bytes, taking effect at some
-// moment between start and end (the call's entry and return).
+// change is one traced change of a total: between lo and hi bytes (equal
+// unless it is a grant to several peers), taking effect at some moment
+// between start and end (the call's entry and return).
 type change struct {
 	start, end int64
-	d          int64
+	lo, hi     int64
 }
 
 // reconcileHorizon bounds how far from a failure traced changes are kept
@@ -269,7 +275,7 @@ func (p *replayer) apply(e *store.Event, sym *cuda.Symbol) {
 		if l, ok := p.live[k]; ok {
 			delete(p.live, k)
 			if l.counted() {
-				p.add(l.key(), e.Start, e.End, -int64(l.size))
+				p.addRange(l.key(), e.Start, e.End, -int64(l.size), -int64(l.most))
 			}
 		}
 	}
@@ -293,12 +299,12 @@ func (p *replayer) create(e *store.Event, sym *cuda.Symbol) {
 		l.mig = *mig
 	}
 	if e.Has&cuda.FieldSize != 0 {
-		l.size, l.sized = e.Size, true
+		l.size, l.most, l.sized = e.Size, e.Size*uint64(max(grantPeersMost(sym, e), 1)), true
 	}
 	if sym.Imports {
 		if ref, ok := p.exportKeys[string(e.Key)]; ok {
 			if sz, ok := p.exportSize[string(e.Key)]; ok {
-				l.size, l.sized = sz, true
+				l.size, l.most, l.sized = sz, sz, true
 			}
 			if g, _, _ := p.s.gpuOfDev(ref.pid, ref.dev); g >= 0 {
 				l.gpu = g // the aperture used is the exporting GPU's
@@ -310,19 +316,21 @@ func (p *replayer) create(e *store.Event, sym *cuda.Symbol) {
 	}
 	k := resKey{e.PID, sym.Creates, e.Ptr}
 	if old, ok := p.live[k]; ok && old.counted() {
-		p.add(old.key(), e.Start, e.End, -int64(old.size))
+		p.addRange(old.key(), e.Start, e.End, -int64(old.size), -int64(old.most))
 	}
 	p.live[k] = l
 	if l.counted() {
-		p.add(l.key(), e.Start, e.End, int64(l.size))
+		p.addRange(l.key(), e.Start, e.End, int64(l.size), int64(l.most))
 	}
 }
 
-// add changes a traced total by d bytes between start and end.
-func (p *replayer) add(vk viewKey, start, end, d int64) {
+// addRange changes a traced total by d bytes between start and end, where
+// the change may in truth have been as large as most (same sign): the
+// total counts d, the reconciliation of samples the whole range.
+func (p *replayer) addRange(vk viewKey, start, end, d, most int64) {
 	sl := p.slot(vk)
 	sl.total = uint64(int64(sl.total) + d)
-	p.logChange(vk, start, end, d)
+	p.logChange(vk, start, end, min(d, most), max(d, most))
 	sl.acc.observe(sl.total, end, p.s.landmarks())
 	if p.tl != nil && vk.view == cuda.ViewFramebuffer {
 		p.tl.traced(vk.gpu, end, p.fbTotal(vk.gpu))
@@ -353,21 +361,21 @@ func (p *replayer) liveOn(e *store.Event) *uint64 {
 
 // logChange keeps a change that lies near a failure, for reconciling the
 // samples taken around it.
-func (p *replayer) logChange(vk viewKey, start, end, d int64) {
+func (p *replayer) logChange(vk viewKey, start, end, lo, hi int64) {
 	i := sort.Search(len(p.failTimes), func(i int) bool { return p.failTimes[i] >= start-reconcileHorizon })
 	if i == len(p.failTimes) || p.failTimes[i] > end+reconcileHorizon {
 		return
 	}
 	if len(p.changes[vk]) < maxChanges {
-		p.changes[vk] = append(p.changes[vk], change{start, end, d})
+		p.changes[vk] = append(p.changes[vk], change{start, end, lo, hi})
 	}
 }
 
 // releaseUpTo releases what the processes that exited by t still held
 // (the driver frees it at exit).
 func (p *replayer) releaseUpTo(t int64) {
-	p.exits.releaseUpTo(t, p.live, func(vk viewKey, at int64, n uint64) {
-		p.add(vk, at, at, -int64(n))
+	p.exits.releaseUpTo(t, p.live, func(vk viewKey, at int64, n, most uint64) {
+		p.addRange(vk, at, at, -int64(n), -int64(most))
 	})
 }
 
@@ -470,25 +478,27 @@ func (d *devCache) gpu(pid uint32, dev int32) (int, *int) {
 // sample's minus X (for a "used" quantity; plus X for "free"). A change that
 // ended before the failure counts at the failure; whether the sample saw a
 // change is certain unless the change overlaps the query, and then X is a
-// range: lo and hi.
+// range: lo and hi. A change whose size is itself a range (a grant to
+// several peers) widens it too.
 func between(changes []change, failure, s, e int64) (lo, hi int64) {
 	for _, c := range changes {
 		inF := int64(0)
 		if c.end <= failure {
 			inF = 1
 		}
+		var k0, k1 int64 // the coefficient's bounds
 		switch {
 		case c.end < s: // the sample saw it
-			lo += c.d * (inF - 1)
-			hi += c.d * (inF - 1)
+			k0, k1 = inF-1, inF-1
 		case c.start > e: // the sample did not
-			lo += c.d * inF
-			hi += c.d * inF
+			k0, k1 = inF, inF
 		default: // it overlaps the query: either
-			a, b := c.d*inF, c.d*(inF-1)
-			lo += min(a, b)
-			hi += max(a, b)
+			k0, k1 = inF-1, inF
 		}
+		// k*d over k in [k0, k1] and d in [c.lo, c.hi]: at a corner.
+		a, b, x, y := k0*c.lo, k0*c.hi, k1*c.lo, k1*c.hi
+		lo += min(a, b, x, y)
+		hi += max(a, b, x, y)
 	}
 	return lo, hi
 }
@@ -510,17 +520,18 @@ func newExitQueue(exits []procExit) exitQueue {
 
 // releaseUpTo removes from live everything held by the processes that
 // exited by t, in exit order, and reports each traced total that lost
-// sized bytes: freed(total, exit time, bytes).
-func (q *exitQueue) releaseUpTo(t int64, live map[resKey]liveRes, freed func(vk viewKey, at int64, n uint64)) {
+// sized bytes: freed(total, exit time, bytes, the most they may have been).
+func (q *exitQueue) releaseUpTo(t int64, live map[resKey]liveRes, freed func(vk viewKey, at int64, n, most uint64)) {
 	for len(*q) > 0 && (*q)[0].t <= t {
 		x := (*q)[0]
 		*q = (*q)[1:]
-		lost := map[viewKey]uint64{}
+		lost := map[viewKey][2]uint64{}
 		for k, l := range live {
 			if k.pid == x.pid {
 				delete(live, k)
 				if l.counted() {
-					lost[l.key()] += l.size
+					n := lost[l.key()]
+					lost[l.key()] = [2]uint64{n[0] + l.size, n[1] + l.most}
 				}
 			}
 		}
@@ -530,7 +541,7 @@ func (q *exitQueue) releaseUpTo(t int64, live map[resKey]liveRes, freed func(vk 
 		}
 		sort.Slice(keys, func(i, j int) bool { return viewKeyLess(keys[i], keys[j]) })
 		for _, vk := range keys {
-			freed(vk, x.t, lost[vk])
+			freed(vk, x.t, lost[vk][0], lost[vk][1])
 		}
 	}
 }

@@ -18,12 +18,19 @@ const bar1Explained = "BAR1 is the PCIe window through which the CPU and other G
 func (s *state) story(j *judgement) string {
 	f := j.f
 	var b strings.Builder
-	gpu := j.cap.gpu
-	if gpu < 0 {
-		gpu, _, _ = s.gpuOfDev(f.e.PID, f.e.Dev)
+	gpu, mig, _ := s.gpuOfDev(f.e.PID, f.e.Dev)
+	own := true
+	if j.cap.gpu >= 0 && j.cap.gpu != gpu {
+		// An import is judged on the exporter's GPU, not the caller's.
+		gpu, mig, own = j.cap.gpu, nil, false
 	}
 	where := "on an unknown GPU"
-	if gpu >= 0 {
+	switch {
+	case gpu >= 0 && mig != nil:
+		where = fmt.Sprintf("on GPU %d MIG instance %d", gpu, *mig)
+	case gpu >= 0 && own && s.migOn(gpu):
+		where = fmt.Sprintf("on GPU %d (an unknown MIG instance of it)", gpu)
+	case gpu >= 0:
 		where = fmt.Sprintf("on GPU %d", gpu)
 	}
 	exe := ""
@@ -79,10 +86,10 @@ func (s *state) capacitySentence(j *judgement) string {
 	free := fd.freeText()
 	switch fd.capacity {
 	case report.CapFBExhausted:
-		return fmt.Sprintf("The framebuffer was exhausted: %s free at the failure, %s requested.", free, report.HumanBytes(fd.size))
+		return fmt.Sprintf("The %s was exhausted: %s free at the failure, %s requested.", fd.fbName(), free, report.HumanBytes(fd.size))
 	case report.CapFBHadRoom:
-		return fmt.Sprintf("The framebuffer had room (%s free at the failure, %s requested), so the limit was elsewhere: %s.",
-			free, report.HumanBytes(fd.size), s.elsewhere(j))
+		return fmt.Sprintf("The %s had room (%s free at the failure, %s requested), so the limit was elsewhere: %s.",
+			fd.fbName(), free, report.HumanBytes(fd.size), s.elsewhere(j))
 	case report.CapBAR1Exhausted:
 		return s.bar1Sentence(fd, "The mapping did not fit in the aperture. ") + " " + bar1Explained + " Framebuffer free does not help a mapping."
 	case report.CapBAR1HadRoom:
@@ -96,16 +103,27 @@ func (s *state) capacitySentence(j *judgement) string {
 	return "Capacity cannot be judged: " + decisiveWhat(j.missing) + "."
 }
 
+// fbName names the framebuffer a request was judged against.
+func (fd *finding) fbName() string {
+	if fd.mig != nil {
+		return fmt.Sprintf("framebuffer of MIG instance %d", *fd.mig)
+	}
+	return "framebuffer"
+}
+
 // bar1Sentence states the aperture's numbers for a judged mapping.
 func (s *state) bar1Sentence(fd *finding, lead string) string {
 	need := "an unknown size"
-	if fd.sized {
+	if fd.needRange() {
+		need = fmt.Sprintf("between %s (the range mapped once) and %s (once for each of %d peers)",
+			report.HumanBytes(fd.size), report.HumanBytes(fd.needMost()), fd.peers)
+	} else if fd.sized {
 		need = report.HumanBytes(fd.size)
 	}
 	total := "of an aperture of unknown size"
 	if t := fd.apertureTotal(); t != nil {
 		total = "of " + report.HumanBytes(*t)
-		if fd.sized && fd.size > *t {
+		if fd.sized && fd.size > *t && !fd.needRange() {
 			return lead + fmt.Sprintf("It needed %s of GPU %d's BAR1 aperture, which is only %s in all: it can never succeed on this GPU.",
 				need, fd.gpu, report.HumanBytes(*t))
 		}
@@ -133,25 +151,16 @@ func (fd *finding) freeText() string {
 	return report.HumanBytes(fd.lo)
 }
 
-// elsewhere says what the evidence shows when an allocation failed with
-// room to spare.
+// elsewhere says what can refuse an allocation that the framebuffer had
+// room for. Not the driver's reserved memory nor other processes' usage:
+// NVML's free already leaves both out.
 func (s *state) elsewhere(j *judgement) string {
-	var parts []string
-	if smp := j.cap.sample; smp != nil && smp.Reserved != nil && *smp.Reserved > 0 {
-		parts = append(parts, report.HumanBytes(*smp.Reserved)+" reserved by the driver")
+	limit := "a per-process limit (a framework's memory pool or fraction, an MPS client's or a container's GPU memory limit)"
+	if p := s.procs[j.f.e.PID]; p != nil && p.Env["CUDA_MPS_PIPE_DIRECTORY"] != "" {
+		limit = "a per-process limit (the process is an MPS client, CUDA_MPS_PIPE_DIRECTORY is set, and MPS can cap each client's memory; or a framework's pool or a container's limit)"
 	}
-	t := s.samples.targetOf(j.f)
-	if t != nil {
-		for _, p := range t.procUse() {
-			if p.Used != nil && p.PID != j.f.e.PID {
-				parts = append(parts, fmt.Sprintf("process %d held %s", p.PID, report.HumanBytes(*p.Used)))
-			}
-		}
-	}
-	if len(parts) == 0 {
-		parts = append(parts, "the driver refused it although the samples show free memory (fragmentation, a per-process limit, or an injected fault)")
-	}
-	return strings.Join(parts, "; ")
+	return "not the driver's reserved memory or other processes' usage, which NVML's free already leaves out, but fragmentation of the free memory, " +
+		limit + ", or an injected fault"
 }
 
 // grantedPeers lists, for an access grant, the granted devices other than

@@ -19,6 +19,7 @@ const (
 	ruleReconcile   = "reconciled-with-traced-calls"
 	ruleRecovered   = "recovered"
 	ruleInterrupted = "interrupted-is-not-crashed"
+	rulePeerCost    = "peer-grant-cost"
 )
 
 // attributionOf is the verdict rule for a failure: the operation class and

@@ -49,8 +49,10 @@ var scenarios = []scenario{
 			if strings.Contains(rep.Verdict, "exhausted") {
 				t.Errorf("verdict claims exhaustion the samples contradict: %s", rep.Verdict)
 			}
-			if !strings.Contains(rep.Verdict, "reserved") {
-				t.Errorf("verdict does not name what else the evidence shows: %s", rep.Verdict)
+			// NVML's free already leaves reserved memory out: it is not
+			// what refused a request that had room.
+			if strings.Contains(rep.Verdict, "reserved by the driver") || !strings.Contains(rep.Verdict, "fragmentation") {
+				t.Errorf("verdict does not say what can refuse a request with room: %s", rep.Verdict)
 			}
 		},
 	},

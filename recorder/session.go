@@ -244,6 +244,7 @@ func gpusOf(inv *store.Inventory) []gpuID {
 		if g.Name.Value != nil {
 			id.Name = *g.Name.Value
 		}
+		id.MIGOn = g.MIGMode.Value != nil && *g.MIGMode.Value == migEnabled
 		for _, m := range g.MIG {
 			u := ""
 			if m.UUID.Value != nil {

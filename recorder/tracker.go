@@ -79,9 +79,10 @@ func (p *procState) annotate(e *store.Event, sym *cuda.Symbol, gpus []gpuID) {
 			p.ensureDevice(g.Device, gpus)
 		}
 	}
-	if e.Dev < 0 && len(gpus) == 1 && p.vis.CUDAVisible == "" {
-		// No context seen (a process attached late), but one GPU and no
-		// restriction: the only ordinal is 0.
+	if e.Dev < 0 && len(gpus) == 1 && !gpus[0].MIGOn && p.vis.CUDAVisible == "" {
+		// No context seen (a process attached late), but one GPU (not
+		// split into MIG instances) and no restriction: the only ordinal
+		// is 0.
 		e.Dev = 0
 		p.ensureDevice(0, gpus)
 	}
@@ -139,7 +140,7 @@ func (p *procState) annotate(e *store.Event, sym *cuda.Symbol, gpus []gpuID) {
 	switch sym.Identity {
 	case cuda.IdentityUUID:
 		if e.Has&cuda.FieldKey != 0 && e.Has&cuda.FieldDevice != 0 {
-			if u := uuidString(e.Key); u != "" && p.uuid[e.Device] != u {
+			if u := moreSpecificUUID(p.uuid[e.Device], uuidString(e.Key), gpus); u != "" && p.uuid[e.Device] != u {
 				p.uuid[e.Device] = u
 				p.resolve(e.Device, gpus)
 			}

@@ -514,6 +514,8 @@ type DeviceMap struct {
 	// Method: uuid, pci-bus-id, visible-devices-uuid,
 	// visible-devices-index+order-pci-bus-id, visible-devices-index+order-same-model,
 	// single-gpu, order-pci-bus-id, order-same-model, or unknown (with Why).
+	// Why is also set when the GPU has MIG enabled and MIG is nil: the
+	// device is one of its instances, and which one is not known.
 	Method string `json:"method"`
 	Why    string `json:"why,omitempty"`
 }

@@ -16,6 +16,8 @@ func rules() []rule {
 	return []rule{
 		{"views-apart", "Framebuffer and BAR1 are different memory views: their values are never added, subtracted or compared; " +
 			"free BAR1 is never room for an allocation, and free framebuffer never helps a mapping."},
+		{"room-is-not-reserved", "An allocation that failed although the framebuffer had room is not blamed on reserved memory or " +
+			"other processes, which NVML's free already leaves out: fragmentation, a per-process limit or an injected fault refused it."},
 		{"bar1-only-on-aperture-paths", "BAR1 evidence counts only when the failed operation's path can use the aperture: " +
 			"an IPC open or pool import of another process's memory, peer access, a third-party device's mapping, " +
 			"or an access grant to a device other than the memory's owner."},
@@ -31,6 +33,9 @@ func rules() []rule {
 		{"reconciled-with-traced-calls", "A sample taken a moment after (or before) the failure is corrected by what the " +
 			"recorded processes allocated and released on that GPU and view in between; a traced call that overlapped " +
 			"the query makes the value a range."},
+		{"peer-grant-cost", "A grant of a range to k peers through the owner's BAR1 aperture costs between one mapping of " +
+			"the range and k, the driver's per-peer cost being unrecorded: BAR1 is judged exhausted or with room only when " +
+			"both agree, else unknown."},
 		{"recovered", "A failure is recovered when the same process later succeeded at the same operation for at least " +
 			"the same size; the first unrecovered failure is then judged just as fully, and the verdict leads with it."},
 		{"interrupted-is-not-crashed", "A run or workload stopped by SIGINT, SIGTERM or SIGHUP was interrupted, not " +

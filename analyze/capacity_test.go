@@ -1,0 +1,322 @@
+package analyze
+
+import (
+	"fmt"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/retrivium/forensic/cuda"
+	"github.com/retrivium/forensic/report"
+	"github.com/retrivium/forensic/store"
+)
+
+const msNS = int64(time.Millisecond)
+
+// capRun is a one-process run (pid 7) for judging capacity: its
+// inventory, how its CUDA devices were matched, its calls and samples.
+type capRun struct {
+	inv     *store.Inventory
+	devices []store.DeviceMap
+	syms    []string
+	events  []store.Event
+	samples []store.Sample
+	env     map[string]string
+	exit    *store.Exit
+}
+
+func (c capRun) analyze(t *testing.T) *report.Report {
+	t.Helper()
+	path := filepath.Join(t.TempDir(), "run.db")
+	run := store.RunInfo{ID: "capacity", Version: "test", Clock: store.ClockName, ClockStart: tClock, Mode: "spawn", TargetPID: 7,
+		Interval: 100 * time.Millisecond}
+	w, err := store.Create(path, store.CreateOptions{}, run, c.syms)
+	if err != nil {
+		t.Fatal(err)
+	}
+	w.Reserve = 0
+	procs := []store.Process{{PID: 7, Start: tClock, Exe: "/bin/app", Root: true, Env: c.env, Exit: c.exit, Devices: c.devices}}
+	if err := w.Commit(&store.Batch{Events: c.events, Processes: procs, Samples: c.samples, Inventory: c.inv}); err != nil {
+		t.Fatal(err)
+	}
+	if err := w.Stop(store.StopInfo{Time: tClock + int64(time.Second), Reason: "workload-exited"}); err != nil {
+		t.Fatal(err)
+	}
+	w.Close()
+	_, rep := openAnalyzed(t, path)
+	return rep
+}
+
+// gpuInventory is one GPU, with MIG enabled and migs instances when
+// migs > 0, or no GPU at all when n is 0.
+func gpuInventory(n, migs int) *store.Inventory {
+	ok := store.Status{Name: "NVML_SUCCESS"}
+	inv := &store.Inventory{Time: tClock, Library: "libnvidia-ml.so.1", InitAPI: "nvmlInit_v2", Init: ok}
+	for i := 0; i < n; i++ {
+		u, name := fmt.Sprintf("GPU-%08d-0000-0000-0000-000000000000", i), "H100"
+		mode := 0
+		if migs > 0 {
+			mode = 1
+		}
+		g := store.GPUInventory{Index: i, UUID: store.Obs[string]{Value: &u, Status: ok}, Name: store.Obs[string]{Value: &name, Status: ok},
+			MIGMode: store.Obs[int]{Value: &mode, Status: ok}}
+		for m := 0; m < migs; m++ {
+			mu := fmt.Sprintf("MIG-%08d-%04d-0000-0000-000000000000", i, m)
+			g.MIG = append(g.MIG, store.MIGInventory{Index: m, UUID: store.Obs[string]{Value: &mu, Status: ok}})
+		}
+		inv.GPUs = append(inv.GPUs, g)
+	}
+	return inv
+}
+
+// memSample is a successful sample of GPU 0 at t (mig < 0: the whole GPU).
+func memSample(kind string, mig int, t int64, total, reserved, free uint64, trig ...store.Trigger) store.Sample {
+	ref := store.GPURef{Index: 0}
+	scope := store.ScopeDevice
+	switch {
+	case kind == store.KindBAR1:
+		scope = store.ScopeAperture
+	case mig >= 0:
+		scope, ref.MIGIndex = store.ScopeMIG, &mig
+	}
+	s := store.Sample{GPU: ref, Kind: kind, Scope: scope, API: "nvmlDeviceGetMemoryInfo_v2", Status: store.Status{Name: "NVML_SUCCESS"},
+		Start: t, End: t + 20_000, Total: ptr(total), Used: ptr(total - reserved - free), Free: ptr(free), Triggers: trig}
+	if reserved > 0 {
+		s.Reserved = ptr(reserved)
+	}
+	return s
+}
+
+func missingFix(rep *report.Report) string {
+	for _, m := range rep.Missing {
+		if m.Decisive {
+			return m.Fix
+		}
+	}
+	return ""
+}
+
+func decisiveMissing(rep *report.Report) string {
+	for _, m := range rep.Missing {
+		if m.Decisive {
+			return m.What
+		}
+	}
+	return ""
+}
+
+// Under MIG, CUDA's devices are instances: a device whose instance the
+// record does not name is not judged against the whole GPU, whose free
+// memory says nothing about the instance's.
+func TestMIGCapacity(t *testing.T) {
+	zero, one := 0, 1
+	samples := []store.Sample{
+		// 7 GiB live on instance 0: the whole GPU still shows 8.5 GiB free.
+		memSample(store.KindFramebuffer, -1, tClock+200*msNS, 16*gib, 512*mibB, 8*gib+512*mibB),
+		memSample(store.KindFramebuffer, 0, tClock+200*msNS, 8*gib, 0, 768*mibB),
+		memSample(store.KindFramebuffer, 1, tClock+200*msNS, 8*gib, 0, 7*gib+768*mibB),
+	}
+	events := []store.Event{
+		callAt(0, tClock+100*msNS, 0, cuda.Fields{Has: cuda.FieldSize | cuda.FieldPtr, Size: 7 * gib, Ptr: 0x1000}),
+		callAt(0, tClock+300*msNS, 2, cuda.Fields{Has: cuda.FieldSize, Size: gib}),
+	}
+	why := "GPU 0 has MIG enabled: CUDA device 0 is one of its MIG instances, and which one is not recorded"
+	tests := []struct {
+		name     string
+		inv      *store.Inventory
+		dev      store.DeviceMap
+		capacity report.Capacity
+		fix      string
+	}{
+		{"instance not recorded", gpuInventory(1, 2), store.DeviceMap{GPU: 0, Method: "single-gpu", Why: why},
+			report.CapUnknown, "CUDA_VISIBLE_DEVICES=MIG-"},
+		{"an older file that matched the whole GPU", gpuInventory(1, 2), store.DeviceMap{GPU: 0, Method: "single-gpu"},
+			report.CapUnknown, "MIG-00000000-0001"},
+		{"instance 0, nearly full", gpuInventory(1, 2), store.DeviceMap{GPU: 0, MIG: &zero, Method: "uuid"}, report.CapFBExhausted, ""},
+		{"instance 1, with room", gpuInventory(1, 2), store.DeviceMap{GPU: 0, MIG: &one, Method: "uuid"}, report.CapFBHadRoom, ""},
+		{"MIG off: the whole GPU", gpuInventory(1, 0), store.DeviceMap{GPU: 0, Method: "single-gpu"}, report.CapFBHadRoom, ""},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			rep := capRun{inv: tt.inv, devices: []store.DeviceMap{tt.dev}, syms: []string{"cuMemAlloc_v2"},
+				events: events, samples: samples}.analyze(t)
+			if rep.Capacity == nil || *rep.Capacity != tt.capacity {
+				t.Fatalf("capacity %v, want %s: %s", rep.Capacity, tt.capacity, rep.Verdict)
+			}
+			if tt.fix != "" {
+				if !strings.Contains(missingFix(rep), tt.fix) {
+					t.Errorf("next time %q, want it to name %q", missingFix(rep), tt.fix)
+				}
+				if len(rep.NextSteps) != 1 || rep.NextSteps[0] != missingFix(rep) {
+					t.Errorf("next steps %q, want the MIG advice alone", rep.NextSteps)
+				}
+			}
+			if tt.dev.MIG != nil && tt.capacity == report.CapFBExhausted && !strings.Contains(rep.Verdict, "768.0 MiB free") {
+				t.Errorf("not judged on the instance's own sample: %s", rep.Verdict)
+			}
+		})
+	}
+}
+
+// accessGrant is a cuMemSetAccess of size bytes by device 0, granting the
+// given devices read-write (a negative device: no access, a revoke).
+func accessGrant(at int64, res int32, size uint64, devs ...int32) store.Event {
+	f := cuda.Fields{Has: cuda.FieldSize | cuda.FieldPtr | cuda.FieldCount | cuda.FieldItems, Size: size,
+		Ptr: 0x100000 + uint64(at/msNS)<<24, Count: uint64(len(devs)), Items: uint32(len(devs))}
+	for _, d := range devs {
+		g := cuda.Grant{Type: cuda.LocationDevice, Device: d, Flags: 3}
+		if d < 0 {
+			g.Device, g.Flags = -d, 0
+		}
+		f.Grants = append(f.Grants, g)
+	}
+	return callAt(0, at, map[bool]int32{true: 0, false: 205}[res == 0], f)
+}
+
+// A grant of a range to several peers may cost one mapping of the range
+// or one per peer: the verdict is said only when both agree.
+func TestPeerGrantCost(t *testing.T) {
+	devs := []store.DeviceMap{{Ordinal: 0, GPU: 0, Method: "uuid"}}
+	cut := accessGrant(tClock+300*msNS, 205, 100*mibB, 0, 1, 2, 3)
+	cut.Flags, cut.Count = store.EventArrayCut, 6
+	tests := []struct {
+		name     string
+		grant    store.Event
+		free     uint64
+		capacity report.Capacity
+		figures  []string // in the decisive missing evidence
+	}{
+		{"3 peers, room for one mapping, not three", accessGrant(tClock+300*msNS, 205, 100*mibB, 0, 1, 2, 3), 188 * mibB,
+			report.CapUnknown, []string{"100.0 MiB", "300.0 MiB", "188.0 MiB"}},
+		{"3 peers, owner not granted", accessGrant(tClock+300*msNS, 205, 100*mibB, 2, 3, 1), 188 * mibB,
+			report.CapUnknown, []string{"300.0 MiB"}},
+		{"3 peers, room for three", accessGrant(tClock+300*msNS, 205, 100*mibB, 0, 1, 2, 3), 350 * mibB, report.CapBAR1HadRoom, nil},
+		{"3 peers, no room for one", accessGrant(tClock+300*msNS, 205, 100*mibB, 0, 1, 2, 3), 50 * mibB, report.CapBAR1Exhausted, nil},
+		{"one peer: exact", accessGrant(tClock+300*msNS, 205, 100*mibB, 0, 1), 188 * mibB, report.CapBAR1HadRoom, nil},
+		{"one peer and two revokes: exact", accessGrant(tClock+300*msNS, 205, 100*mibB, 0, 1, -2, -3), 188 * mibB, report.CapBAR1HadRoom, nil},
+		{"list cut: unread descriptors may be peers", cut, 350 * mibB, report.CapUnknown, []string{"500.0 MiB"}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			rep := capRun{inv: gpuInventory(1, 0), devices: devs, syms: []string{"cuMemSetAccess"}, events: []store.Event{tt.grant},
+				samples: []store.Sample{memSample(store.KindBAR1, -1, tClock+200*msNS, 512*mibB, 0, tt.free)}}.analyze(t)
+			if rep.Capacity == nil || *rep.Capacity != tt.capacity {
+				t.Fatalf("capacity %v, want %s: %s", rep.Capacity, tt.capacity, rep.Verdict)
+			}
+			what := decisiveMissing(rep)
+			for _, f := range tt.figures {
+				if !strings.Contains(what, f) {
+					t.Errorf("missing evidence %q does not name %s", what, f)
+				}
+			}
+			if tt.capacity == report.CapUnknown && strings.Contains(strings.Join(rep.NextSteps, " "), "had room") {
+				t.Errorf("next steps still say the aperture had room: %q", rep.NextSteps)
+			}
+		})
+	}
+}
+
+// Grants made before the failure and released (at the process's exit)
+// before the failure's own sample: the sample is corrected by them, and a
+// grant to several peers corrects it by a range.
+func TestEarlierPeerGrantReconciled(t *testing.T) {
+	failAt := tClock + 300*msNS
+	trig := store.Trigger{PID: 7, TID: 7, Symbol: "cuMemSetAccess", End: failAt + 1000}
+	tests := []struct {
+		name     string
+		first    store.Event
+		capacity report.Capacity
+		text     string
+	}{
+		// 64 MiB to peers 1 and 2, 100 MiB to peer 1: at the failure 24 MiB
+		// (the driver charges per peer) or 88 MiB (once) was free.
+		{"an earlier grant to two peers", accessGrant(tClock+100*msNS, 0, 64*mibB, 0, 1, 2), report.CapUnknown, "between 24.0 MiB and 88.0 MiB"},
+		{"earlier grants to one peer each", accessGrant(tClock+100*msNS, 0, 64*mibB, 0, 1), report.CapBAR1HadRoom, "88.0 MiB"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			events := []store.Event{tt.first, accessGrant(tClock+200*msNS, 0, 100*mibB, 0, 1), accessGrant(failAt, 205, 30*mibB, 0, 1)}
+			rep := capRun{inv: gpuInventory(1, 0), devices: []store.DeviceMap{{Ordinal: 0, GPU: 0, Method: "uuid"}},
+				syms: []string{"cuMemSetAccess"}, events: events, exit: &store.Exit{Time: failAt + 50*msNS, Code: ptrInt(1)},
+				samples: []store.Sample{memSample(store.KindBAR1, -1, failAt+60*msNS, 256*mibB, 0, 252*mibB, trig)}}.analyze(t)
+			if rep.Capacity == nil || *rep.Capacity != tt.capacity {
+				t.Fatalf("capacity %v, want %s: %s", rep.Capacity, tt.capacity, rep.Verdict)
+			}
+			if !strings.Contains(rep.Verdict+decisiveMissing(rep), tt.text) {
+				t.Errorf("verdict and missing evidence do not say %q: %s / %s", tt.text, rep.Verdict, decisiveMissing(rep))
+			}
+		})
+	}
+}
+
+func ptrInt(v int) *int { return &v }
+
+// An allocation that failed with room to spare is not blamed on what
+// NVML's free already leaves out: reserved memory, other processes.
+func TestHadRoomNotBlamedOnReserved(t *testing.T) {
+	other := uint64(2 * gib)
+	smp := memSample(store.KindFramebuffer, -1, tClock+200*msNS, 16*gib, 512*mibB, 13*gib+512*mibB)
+	smp.Processes = nil
+	procs := memSample(store.KindFramebuffer, -1, tClock+200*msNS, 16*gib, 512*mibB, 13*gib+512*mibB)
+	procs.Kind, procs.Scope, procs.Processes = store.KindProcesses, "process", []store.ProcUsage{{PID: 99, Used: &other}}
+	rep := capRun{inv: gpuInventory(1, 0), devices: []store.DeviceMap{{Ordinal: 0, GPU: 0, Method: "uuid"}}, syms: []string{"cuMemAlloc_v2"},
+		events:  []store.Event{callAt(0, tClock+300*msNS, 2, cuda.Fields{Has: cuda.FieldSize, Size: gib})},
+		samples: []store.Sample{smp, procs}}.analyze(t)
+	if rep.Capacity == nil || *rep.Capacity != report.CapFBHadRoom {
+		t.Fatalf("capacity %v, want framebuffer-had-room: %s", rep.Capacity, rep.Verdict)
+	}
+	for _, bad := range []string{"reserved by the driver", "process 99 held"} {
+		if strings.Contains(rep.Verdict, bad) {
+			t.Errorf("the verdict blames %q: %s", bad, rep.Verdict)
+		}
+	}
+	for _, want := range []string{"fragmentation", "per-process limit", "injected fault"} {
+		if !strings.Contains(rep.Verdict, want) {
+			t.Errorf("the verdict does not name %q: %s", want, rep.Verdict)
+		}
+	}
+	for _, s := range rep.NextSteps {
+		if strings.Contains(s, "reserved memory") {
+			t.Errorf("a next step points at reserved memory: %q", s)
+		}
+	}
+}
+
+// The advice for an unknown GPU follows why it is unknown.
+func TestUnknownGPUAdvice(t *testing.T) {
+	failedNVML := gpuInventory(0, 0)
+	failedNVML.Init = store.Status{Code: 12, Name: "NVML_ERROR_LIBRARY_NOT_FOUND"}
+	twoGPUs := gpuInventory(2, 0)
+	tests := []struct {
+		name      string
+		inv       *store.Inventory
+		dev       int32
+		why       string
+		want, not string
+	}{
+		{"NVML did not start", failedNVML, 0, "NVML listed no GPUs", "--libnvidia-ml", "CUDA_DEVICE_ORDER"},
+		{"NVML listed none", gpuInventory(0, 0), 0, "NVML listed no GPUs", "nvidia-smi -L", "CUDA_DEVICE_ORDER"},
+		{"ambiguous order", twoGPUs, 0, "several unlike GPUs", "CUDA_DEVICE_ORDER=PCI_BUS_ID", "--libnvidia-ml"},
+		{"MIG", gpuInventory(2, 2), 0, "MIG is enabled on GPU 0, 1", "CUDA_VISIBLE_DEVICES=MIG-", "CUDA_DEVICE_ORDER"},
+		{"container", twoGPUs, 0, `NVIDIA_VISIBLE_DEVICES entry "7" matches no GPU`, "NVIDIA_VISIBLE_DEVICES", "CUDA_DEVICE_ORDER"},
+		{"no context", twoGPUs, -1, "", "before the process creates its CUDA context", "CUDA_DEVICE_ORDER"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			e := callAt(0, tClock+300*msNS, 2, cuda.Fields{Has: cuda.FieldSize, Size: gib})
+			e.Dev = tt.dev
+			rep := capRun{inv: tt.inv, devices: []store.DeviceMap{{Ordinal: 0, GPU: -1, Method: "unknown", Why: tt.why}},
+				syms: []string{"cuMemAlloc_v2"}, events: []store.Event{e}}.analyze(t)
+			fix := missingFix(rep)
+			if !strings.Contains(fix, tt.want) || strings.Contains(fix, tt.not) {
+				t.Errorf("next time %q: want %q, not %q", fix, tt.want, tt.not)
+			}
+			for _, s := range rep.NextSteps {
+				if strings.Contains(s, tt.not) {
+					t.Errorf("next steps repeat the wrong advice: %q", s)
+				}
+			}
+		})
+	}
+}
