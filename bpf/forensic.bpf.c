@@ -144,6 +144,7 @@ const enum fx_const *unused_fx_const __attribute__((unused));
 const enum fx_kind *unused_fx_kind __attribute__((unused));
 const enum fx_call_flags *unused_fx_call_flags __attribute__((unused));
 const enum fx_proc_what *unused_fx_proc_what __attribute__((unused));
+const enum fx_proc_flags *unused_fx_proc_flags __attribute__((unused));
 const enum fx_counter *unused_fx_counter __attribute__((unused));
 const struct fx_hold *unused_fx_hold __attribute__((unused));
 const enum fx_hold_flags *unused_fx_hold_flags __attribute__((unused));
@@ -175,38 +176,86 @@ static __always_inline void count_first(enum fx_counter c, enum fx_counter first
 
 #include "stacks.h"
 
-static __always_inline void emit_proc(__u8 what, struct task_struct *task, __s32 exit_code)
+/* read_argv copies the process's argv (current's memory: it runs in the
+ * process itself) and says how much of it was copied. */
+static __always_inline void read_argv(struct fx_proc *p, struct task_struct *task)
+{
+	unsigned long start = BPF_CORE_READ(task, mm, arg_start);
+	unsigned long end = BPF_CORE_READ(task, mm, arg_end);
+	if (!start || end <= start)
+		return;
+	/* Never read past argv: the environment follows it. */
+	unsigned long len = end - start;
+	if (len > FX_ARGS_LEN) {
+		len = FX_ARGS_LEN;
+		p->flags |= FX_PROC_ARGS_CUT;
+	}
+	if (bpf_probe_read_user(&p->args, len, (void *)start) == 0)
+		p->args_len = len;
+	else
+		p->flags |= FX_PROC_ARGS_FAULT;
+}
+
+/* read_exe names the file the process runs: its inode (both at exec and
+ * first call) and, at exec, the name the exec call gave it, so a process
+ * that exits before user space looks at /proc is still named. */
+static __always_inline void read_exe(struct fx_proc *p, struct task_struct *task, struct linux_binprm *bprm)
+{
+	struct inode *inode = BPF_CORE_READ(task, mm, exe_file, f_inode);
+	if (inode) {
+		p->exe_ino = BPF_CORE_READ(inode, i_ino);
+		p->exe_dev = BPF_CORE_READ(inode, i_sb, s_dev);
+	}
+	if (!bprm)
+		return;
+	const char *name = BPF_CORE_READ(bprm, interp);
+	long n = bpf_probe_read_kernel_str(&p->filename, sizeof(p->filename), name);
+	if (n < 0) {
+		p->filename[0] = 0;
+		return;
+	}
+	char next = 0;
+	if (n == sizeof(p->filename) &&
+	    (bpf_probe_read_kernel(&next, 1, name + sizeof(p->filename) - 1) || next)) {
+		p->filename[0] = 0;
+		p->flags |= FX_PROC_FILENAME_CUT;
+	}
+}
+
+/* emit_proc sends a lifecycle record. bprm is the program being executed
+ * (exec only, else NULL). */
+static __always_inline void emit_proc(__u8 what, struct task_struct *task, __s32 exit_code,
+				      struct linux_binprm *bprm)
 {
 	struct fx_proc *p = bpf_ringbuf_reserve(&events, sizeof(*p), 0);
 	if (!p) {
 		count_first(FX_CTR_LOST_PROC, FX_CTR_LOST_PROC_FIRST_NS, bpf_ktime_get_ns());
 		return;
 	}
+	/* Ring memory is not zeroed: every field is set, and the arrays'
+	 * contents end where their lengths and NULs say. */
 	p->kind = FX_KIND_PROC;
 	p->what = what;
+	p->flags = 0;
 	p->pad = 0;
-	p->pad2 = 0;
 	p->pid = BPF_CORE_READ(task, tgid);
 	p->tid = BPF_CORE_READ(task, pid);
 	p->ppid = BPF_CORE_READ(task, real_parent, tgid);
 	p->exit_code = exit_code;
+	p->args_len = 0;
+	p->pad2 = 0;
 	p->ts = bpf_ktime_get_ns();
 	p->cgroup_id = bpf_get_current_cgroup_id();
+	p->exe_ino = 0;
+	p->exe_dev = 0;
+	p->pad3 = 0;
 	BPF_CORE_READ_STR_INTO(&p->comm, task, comm);
 	p->filename[0] = 0;
-	p->args[0] = 0;
 	if (what == FX_PROC_EXEC || what == FX_PROC_FIRST_CALL) {
 		/* Runs in the process itself: its argv is readable now, and a
 		 * short-lived process may be gone before user space looks. */
-		unsigned long start = BPF_CORE_READ(task, mm, arg_start);
-		unsigned long end = BPF_CORE_READ(task, mm, arg_end);
-		unsigned long len = end - start;
-		/* Never read past argv: the environment follows it. */
-		if (len > FX_ARGS_LEN - 1)
-			len = FX_ARGS_LEN - 1;
-		if (start && len)
-			bpf_probe_read_user(&p->args, len & (FX_ARGS_LEN - 1), (void *)start);
-		p->args[FX_ARGS_LEN - 1] = 0;
+		read_argv(p, task);
+		read_exe(p, task, bprm);
 	}
 	bpf_ringbuf_submit(p, BPF_RB_FORCE_WAKEUP);
 }
@@ -220,7 +269,7 @@ static __always_inline int admit(__u32 tgid)
 	__u32 one = 1;
 	long err = bpf_map_update_elem(&tracked, &tgid, &one, BPF_NOEXIST);
 	if (err == 0)
-		emit_proc(FX_PROC_FIRST_CALL, (struct task_struct *)bpf_get_current_task(), 0);
+		emit_proc(FX_PROC_FIRST_CALL, (struct task_struct *)bpf_get_current_task(), 0, NULL);
 	else if (err != -EEXIST)
 		/* The map is full: the thread's calls are recorded, but the
 		 * process's exit is not followed. Counted once per thread that
@@ -622,18 +671,18 @@ int BPF_PROG(proc_fork, struct task_struct *parent, struct task_struct *child)
 		return 0;
 	}
 	stacks_fork(ptgid, ctgid);
-	emit_proc(FX_PROC_FORK, child, 0);
+	emit_proc(FX_PROC_FORK, child, 0, NULL);
 	return 0;
 }
 
 SEC("tp_btf/sched_process_exec")
-int BPF_PROG(proc_exec, struct task_struct *p)
+int BPF_PROG(proc_exec, struct task_struct *p, pid_t old_pid, struct linux_binprm *bprm)
 {
 	__u32 tgid = p->tgid;
 	if (!bpf_map_lookup_elem(&tracked, &tgid))
 		return 0;
 	stacks_forget(tgid); /* another program now: user space locates it again */
-	emit_proc(FX_PROC_EXEC, p, 0);
+	emit_proc(FX_PROC_EXEC, p, 0, bprm);
 	return 0;
 }
 
@@ -646,7 +695,7 @@ int BPF_PROG(proc_exit, struct task_struct *p)
 	/* Only the last thread's exit ends the process. */
 	if (BPF_CORE_READ(p, signal, live.counter) != 0)
 		return 0;
-	emit_proc(FX_PROC_EXIT, p, p->exit_code);
+	emit_proc(FX_PROC_EXIT, p, p->exit_code, NULL);
 	bpf_map_delete_elem(&tracked, &tgid);
 	stacks_forget(tgid);
 	return 0;
