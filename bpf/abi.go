@@ -33,8 +33,8 @@ const (
 	ProcArgsCut = uint8(forensicFxProcFlagsFX_PROC_ARGS_CUT)
 	// ProcArgsFault: argv could not be read; Argv returns nil.
 	ProcArgsFault = uint8(forensicFxProcFlagsFX_PROC_ARGS_FAULT)
-	// ProcFilenameCut: the executed file's name did not fit; Exe returns
-	// "".
+	// ProcFilenameCut: the executable's path did not fit; Exe returns
+	// its last components after "...".
 	ProcFilenameCut = uint8(forensicFxProcFlagsFX_PROC_FILENAME_CUT)
 )
 

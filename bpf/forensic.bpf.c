@@ -196,36 +196,93 @@ static __always_inline void read_argv(struct fx_proc *p, struct task_struct *tas
 		p->flags |= FX_PROC_ARGS_FAULT;
 }
 
-/* read_exe names the file the process runs: its inode (both at exec and
- * first call) and, at exec, the name the exec call gave it, so a process
- * that exits before user space looks at /proc is still named. */
-static __always_inline void read_exe(struct fx_proc *p, struct task_struct *task, struct linux_binprm *bprm)
+/* One walk from a file up to its mount namespace's root (exe_path); the
+ * bpf_loop callback finds it on the caller's stack. */
+struct path_walk {
+	struct fx_proc *p;
+	struct dentry *d;
+	struct mount *m;
+	__u32 off;   /* the path so far is p->filename[off:] */
+	__u32 whole; /* the walk reached the root */
+};
+
+/* path_step goes up one dentry, writing its name before the path so far,
+ * or up one mount. The writes are bounded by masks alone: one that reached
+ * past filename would land in args, which is read after it. */
+static long path_step(__u64 i, void *ctx)
 {
-	struct inode *inode = BPF_CORE_READ(task, mm, exe_file, f_inode);
-	if (inode) {
-		p->exe_ino = BPF_CORE_READ(inode, i_ino);
-		p->exe_dev = BPF_CORE_READ(inode, i_sb, s_dev);
+	struct path_walk *w = ctx;
+	struct fx_proc *p = w->p;
+	/* Locals: a CO-RE read of w->d would relocate path_walk too. */
+	struct dentry *d = w->d;
+	struct mount *m = w->m;
+	if (d == BPF_CORE_READ(m, mnt.mnt_root)) {
+		struct mount *up = BPF_CORE_READ(m, mnt_parent);
+		if (up == m) {
+			w->whole = 1; /* the namespace's root */
+			return 1;
+		}
+		w->d = BPF_CORE_READ(m, mnt_mountpoint);
+		w->m = up;
+		return 0;
 	}
-	if (!bprm)
-		return;
-	const char *name = BPF_CORE_READ(bprm, interp);
-	long n = bpf_probe_read_kernel_str(&p->filename, sizeof(p->filename), name);
-	if (n < 0) {
-		p->filename[0] = 0;
-		return;
+	struct dentry *parent = BPF_CORE_READ(d, d_parent);
+	if (d == parent) {
+		w->whole = 1; /* a file system's root outside any mount */
+		return 1;
 	}
-	char next = 0;
-	if (n == sizeof(p->filename) &&
-	    (bpf_probe_read_kernel(&next, 1, name + sizeof(p->filename) - 1) || next)) {
-		p->filename[0] = 0;
-		p->flags |= FX_PROC_FILENAME_CUT;
-	}
+	__u32 len = BPF_CORE_READ(d, d_name.len);
+	__u32 off = w->off;
+	if (len == 0 || len + 1 > off || off > FX_FILENAME_LEN)
+		return 1;
+	off -= len + 1;
+	if (bpf_probe_read_kernel(&p->filename[(off + 1) & (FX_FILENAME_LEN - 1)],
+				  len & (FX_FILENAME_LEN - 1), BPF_CORE_READ(d, d_name.name)))
+		return 1;
+	p->filename[off & (FX_FILENAME_LEN - 1)] = '/';
+	w->off = off;
+	w->d = parent;
+	return 0;
 }
 
-/* emit_proc sends a lifecycle record. bprm is the program being executed
- * (exec only, else NULL). */
-static __always_inline void emit_proc(__u8 what, struct task_struct *task, __s32 exit_code,
-				      struct linux_binprm *bprm)
+/* exe_path writes the path of file f as /proc/PID/exe shows it (d_path:
+ * its dentries' names up to the root of its mount, then the mount point's,
+ * up to the root of the mount namespace) at the end of p->filename, and
+ * says how long it is in filename_len. A path with more components or
+ * bytes than fit keeps its last ones and is marked cut. */
+static __always_inline void exe_path(struct fx_proc *p, struct file *f)
+{
+	struct vfsmount *vm = BPF_CORE_READ(f, f_path.mnt);
+	struct path_walk w = {
+		.p = p,
+		.d = BPF_CORE_READ(f, f_path.dentry),
+		.m = (void *)vm - bpf_core_field_offset(struct mount, mnt),
+		.off = FX_FILENAME_LEN,
+	};
+	bpf_loop(FX_PATH_STEPS, path_step, &w, 0);
+	if (w.off > FX_FILENAME_LEN)
+		return;
+	p->filename_len = FX_FILENAME_LEN - w.off;
+	if (!w.whole)
+		p->flags |= FX_PROC_FILENAME_CUT;
+}
+
+/* read_exe names the file the process runs (mm->exe_file, at exec the
+ * file just executed): its inode, and its path, so a process that exits
+ * before user space looks at /proc is still named. */
+static __always_inline void read_exe(struct fx_proc *p, struct task_struct *task)
+{
+	struct file *f = BPF_CORE_READ(task, mm, exe_file);
+	if (!f)
+		return;
+	struct inode *inode = BPF_CORE_READ(f, f_inode);
+	p->exe_ino = BPF_CORE_READ(inode, i_ino);
+	p->exe_dev = BPF_CORE_READ(inode, i_sb, s_dev);
+	exe_path(p, f);
+}
+
+/* emit_proc sends a lifecycle record. */
+static __always_inline void emit_proc(__u8 what, struct task_struct *task, __s32 exit_code)
 {
 	struct fx_proc *p = bpf_ringbuf_reserve(&events, sizeof(*p), 0);
 	if (!p) {
@@ -243,19 +300,18 @@ static __always_inline void emit_proc(__u8 what, struct task_struct *task, __s32
 	p->ppid = BPF_CORE_READ(task, real_parent, tgid);
 	p->exit_code = exit_code;
 	p->args_len = 0;
-	p->pad2 = 0;
+	p->filename_len = 0;
 	p->ts = bpf_ktime_get_ns();
 	p->cgroup_id = bpf_get_current_cgroup_id();
 	p->exe_ino = 0;
 	p->exe_dev = 0;
 	p->pad3 = 0;
 	BPF_CORE_READ_STR_INTO(&p->comm, task, comm);
-	p->filename[0] = 0;
 	if (what == FX_PROC_EXEC || what == FX_PROC_FIRST_CALL) {
 		/* Runs in the process itself: its argv is readable now, and a
 		 * short-lived process may be gone before user space looks. */
 		read_argv(p, task);
-		read_exe(p, task, bprm);
+		read_exe(p, task);
 	}
 	bpf_ringbuf_submit(p, BPF_RB_FORCE_WAKEUP);
 }
@@ -269,7 +325,7 @@ static __always_inline int admit(__u32 tgid)
 	__u32 one = 1;
 	long err = bpf_map_update_elem(&tracked, &tgid, &one, BPF_NOEXIST);
 	if (err == 0)
-		emit_proc(FX_PROC_FIRST_CALL, (struct task_struct *)bpf_get_current_task(), 0, NULL);
+		emit_proc(FX_PROC_FIRST_CALL, (struct task_struct *)bpf_get_current_task(), 0);
 	else if (err != -EEXIST)
 		/* The map is full: the thread's calls are recorded, but the
 		 * process's exit is not followed. Counted once per thread that
@@ -671,18 +727,18 @@ int BPF_PROG(proc_fork, struct task_struct *parent, struct task_struct *child)
 		return 0;
 	}
 	stacks_fork(ptgid, ctgid);
-	emit_proc(FX_PROC_FORK, child, 0, NULL);
+	emit_proc(FX_PROC_FORK, child, 0);
 	return 0;
 }
 
 SEC("tp_btf/sched_process_exec")
-int BPF_PROG(proc_exec, struct task_struct *p, pid_t old_pid, struct linux_binprm *bprm)
+int BPF_PROG(proc_exec, struct task_struct *p)
 {
 	__u32 tgid = p->tgid;
 	if (!bpf_map_lookup_elem(&tracked, &tgid))
 		return 0;
 	stacks_forget(tgid); /* another program now: user space locates it again */
-	emit_proc(FX_PROC_EXEC, p, 0, bprm);
+	emit_proc(FX_PROC_EXEC, p, 0);
 	return 0;
 }
 
@@ -695,7 +751,7 @@ int BPF_PROG(proc_exit, struct task_struct *p)
 	/* Only the last thread's exit ends the process. */
 	if (BPF_CORE_READ(p, signal, live.counter) != 0)
 		return 0;
-	emit_proc(FX_PROC_EXIT, p, p->exit_code, NULL);
+	emit_proc(FX_PROC_EXIT, p, p->exit_code);
 	bpf_map_delete_elem(&tracked, &tgid);
 	stacks_forget(tgid);
 	return 0;

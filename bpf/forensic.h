@@ -23,6 +23,8 @@ enum fx_const {
 	FX_CALL_FIXED = 88,
 	FX_COMM_LEN = 16,
 	FX_FILENAME_LEN = 256,
+	/* Dentries and mounts an executable's path walk visits at most. */
+	FX_PATH_STEPS = 48,
 	FX_ARGS_LEN = 1024,
 	/* User stack frames kept per failed call. Frames are stored by the
 	 * kernel as (build id, file offset), so they stay resolvable after
@@ -60,6 +62,8 @@ enum fx_const {
 /* The BPF code indexes and bounds with these masks. */
 _Static_assert((FX_MAX_DEPTH & (FX_MAX_DEPTH - 1)) == 0, "FX_MAX_DEPTH must be a power of two");
 _Static_assert((FX_ARGS_LEN & (FX_ARGS_LEN - 1)) == 0, "FX_ARGS_LEN must be a power of two");
+_Static_assert((FX_FILENAME_LEN & (FX_FILENAME_LEN - 1)) == 0, "FX_FILENAME_LEN must be a power of two");
+_Static_assert(FX_ARGS_LEN >= FX_FILENAME_LEN, "a path write bounded by masks stays inside fx_proc");
 _Static_assert((FX_USTACK_MAX & 4095) == 0, "FX_USTACK_MAX must be a multiple of 4096");
 _Static_assert((FX_PY_FRAMES & (FX_PY_FRAMES - 1)) == 0, "FX_PY_FRAMES must be a power of two");
 _Static_assert((FX_PY_LINETABLE_LEN & (FX_PY_LINETABLE_LEN - 1)) == 0, "FX_PY_LINETABLE_LEN must be a power of two");
@@ -140,7 +144,8 @@ enum fx_proc_flags {
 	/* argv could not be read (its pages were not in memory): args_len
 	 * is 0. */
 	FX_PROC_ARGS_FAULT = 1 << 1,
-	/* The executed file's name was longer than filename: not sent. */
+	/* The executable's path was longer than filename (or deeper than
+	 * FX_PATH_STEPS): filename holds its last components. */
 	FX_PROC_FILENAME_CUT = 1 << 2,
 };
 
@@ -156,8 +161,8 @@ struct fx_proc {
 	__u32 tid;
 	__u32 ppid;
 	__s32 exit_code; /* wait status: (code << 8) | signal, as task->exit_code */
-	__u16 args_len;  /* bytes of argv in args (exec, first call) */
-	__u16 pad2;
+	__u16 args_len;     /* bytes of argv in args (exec, first call) */
+	__u16 filename_len; /* bytes of the path at the end of filename */
 	__u64 ts;
 	__u64 cgroup_id;
 	/* At exec and first call: the inode and device (the kernel's dev_t,
@@ -167,9 +172,9 @@ struct fx_proc {
 	__u32 exe_dev;
 	__u32 pad3;
 	char comm[FX_COMM_LEN]; /* NUL terminated */
-	/* At exec: the file the kernel executed (bprm->interp: the program,
-	 * or a script's interpreter), as the exec call named it, possibly
-	 * relative to the working directory; NUL terminated, empty if none. */
+	/* At exec and first call: the path of the file the process runs (at
+	 * exec: the program, or a script's interpreter), as /proc/PID/exe
+	 * names it: its last filename_len bytes, not NUL terminated. */
 	char filename[FX_FILENAME_LEN];
 	/* argv as it lies in the process's memory: args_len bytes, each
 	 * argument NUL terminated (an argument may be empty). */

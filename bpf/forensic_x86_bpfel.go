@@ -68,6 +68,7 @@ const (
 	forensicFxConstFX_CALL_FIXED       forensicFxConst = 88
 	forensicFxConstFX_COMM_LEN         forensicFxConst = 16
 	forensicFxConstFX_FILENAME_LEN     forensicFxConst = 256
+	forensicFxConstFX_PATH_STEPS       forensicFxConst = 48
 	forensicFxConstFX_ARGS_LEN         forensicFxConst = 1024
 	forensicFxConstFX_STACK_DEPTH      forensicFxConst = 64
 	forensicFxConstFX_IN_STACK         forensicFxConst = 6
@@ -147,25 +148,25 @@ const (
 )
 
 type forensicFxProc struct {
-	_        structs.HostLayout
-	Kind     uint8
-	What     uint8
-	Flags    uint8
-	Pad      uint8
-	Pid      uint32
-	Tid      uint32
-	Ppid     uint32
-	ExitCode int32
-	ArgsLen  uint16
-	Pad2     uint16
-	Ts       uint64
-	CgroupId uint64
-	ExeIno   uint64
-	ExeDev   uint32
-	Pad3     uint32
-	Comm     [16]int8
-	Filename [256]int8
-	Args     [1024]int8
+	_           structs.HostLayout
+	Kind        uint8
+	What        uint8
+	Flags       uint8
+	Pad         uint8
+	Pid         uint32
+	Tid         uint32
+	Ppid        uint32
+	ExitCode    int32
+	ArgsLen     uint16
+	FilenameLen uint16
+	Ts          uint64
+	CgroupId    uint64
+	ExeIno      uint64
+	ExeDev      uint32
+	Pad3        uint32
+	Comm        [16]int8
+	Filename    [256]int8
+	Args        [1024]int8
 }
 
 type forensicFxProcFlags uint32

@@ -535,14 +535,19 @@ func (p *Proc) Argv() []string {
 	return Args(p.Args[:n])
 }
 
-// Exe returns the file an exec record says the kernel executed, as the
-// exec call named it (possibly relative to the process's working
-// directory); "" for other records and for a name the record cuts.
+// Exe returns the path of the file a process runs, as an exec or
+// first-call record names it (/proc/PID/exe's name for it); a path cut to
+// its last components begins with "...". "" when the record names none.
 func (p *Proc) Exe() string {
-	if p.What != ProcExec || p.Flags&ProcFilenameCut != 0 {
+	n := min(int(p.FilenameLen), len(p.Filename))
+	if n == 0 {
 		return ""
 	}
-	return CString(p.Filename[:])
+	name := CString(p.Filename[len(p.Filename)-n:])
+	if p.Flags&ProcFilenameCut != 0 {
+		return "..." + name
+	}
+	return name
 }
 
 // Args splits an argv area as a process holds it (and /proc/PID/cmdline

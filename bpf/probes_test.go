@@ -328,41 +328,42 @@ func TestCallFlagsAreStoredFlags(t *testing.T) {
 
 // A process record's argv is exactly the bytes the probe copied: the ring
 // memory after them (left from earlier records) is not an argument, empty
-// arguments stay, and a cut list keeps its cut last argument. Its file
-// name is the exec's, whole.
+// arguments stay, and a cut list keeps its cut last argument. Its path is
+// the last bytes of the file name buffer the probe says it wrote.
 func TestProcArgvAndExe(t *testing.T) {
 	junk := "d\x00\x01\x00\x01\x00\xff\xfe\x00"
 	tests := []struct {
-		name     string
-		what     uint8
-		flags    uint8
-		args     string // copied bytes
-		filename string
-		want     []string
-		wantExe  string
+		name    string
+		flags   uint8
+		args    string // copied bytes
+		path    string // at the end of the file name buffer
+		want    []string
+		wantExe string
 	}{
-		{"argv then old ring bytes", ProcExec, 0, "/bin/simwork\x00init; exit 0\x00", "/bin/simwork",
+		{"argv then old ring bytes", 0, "/bin/simwork\x00init; exit 0\x00", "/bin/simwork",
 			[]string{"/bin/simwork", "init; exit 0"}, "/bin/simwork"},
-		{"empty arguments", ProcExec, 0, "prog\x00\x00x\x00\x00", "prog",
-			[]string{"prog", "", "x", ""}, "prog"},
-		{"one empty argument", ProcExec, 0, "\x00", "/bin/true", []string{""}, "/bin/true"},
-		{"cut list", ProcExec, ProcArgsCut, "prog\x00a very long argu", "prog",
-			[]string{"prog", "a very long argu"}, "prog"},
-		{"nothing copied", ProcExec, ProcArgsFault, "", "prog", nil, "prog"},
-		{"name too long", ProcExec, ProcFilenameCut, "prog\x00", "/a/b", []string{"prog"}, ""},
-		{"first call names no file", ProcFirstCall, 0, "prog\x00", "/old", []string{"prog"}, ""},
+		{"empty arguments", 0, "prog\x00\x00x\x00\x00", "/usr/bin/prog",
+			[]string{"prog", "", "x", ""}, "/usr/bin/prog"},
+		{"one empty argument", 0, "\x00", "/bin/true", []string{""}, "/bin/true"},
+		{"cut list", ProcArgsCut, "prog\x00a very long argu", "/p",
+			[]string{"prog", "a very long argu"}, "/p"},
+		{"nothing copied", ProcArgsFault, "", "/p", nil, "/p"},
+		{"path cut", ProcFilenameCut, "prog\x00", "/bin/prog", []string{"prog"}, ".../bin/prog"},
+		{"no path", 0, "prog\x00", "", []string{"prog"}, ""},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			p := Proc{Kind: KindProc, What: tt.what, Flags: tt.flags, ArgsLen: uint16(len(tt.args))}
+			p := Proc{Kind: KindProc, What: ProcExec, Flags: tt.flags,
+				ArgsLen: uint16(len(tt.args)), FilenameLen: uint16(len(tt.path))}
 			full := tt.args + junk
 			for i := range p.Args {
 				p.Args[i] = int8(full[i%len(full)])
 			}
-			for i := range p.Filename {
-				p.Filename[i] = 'z'
+			name := unsafe.Slice((*byte)(unsafe.Pointer(&p.Filename[0])), len(p.Filename))
+			for i := range name {
+				name[i] = 'z'
 			}
-			copy(unsafe.Slice((*byte)(unsafe.Pointer(&p.Filename[0])), len(p.Filename)), tt.filename+"\x00")
+			copy(name[len(name)-len(tt.path):], tt.path)
 			var rec Proc
 			if _, err := Decode(unsafe.Slice((*byte)(unsafe.Pointer(&p)), procSize), nil, &rec); err != nil {
 				t.Fatal(err)

@@ -131,3 +131,41 @@ true
 		t.Errorf("the analysis does not name simwork as the failing program:\n%s", out)
 	}
 }
+
+// A program deeper than the probe's path walk reaches is named by the last
+// components of its path (or, while /proc still shows it, the whole path),
+// never by the shell that ran it.
+func TestReviewFixpDeepExecutablePath(t *testing.T) {
+	w := newWorld(t)
+	dir := filepath.Join(w.dir, strings.Repeat("deep/", 60))
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	prog := filepath.Join(dir, "simwork")
+	b, err := os.ReadFile(simwork)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(prog, b, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	sh := w.script("deep.sh", "for i in 1 2 3; do "+prog+" 'init; exit 0'; done\n")
+	res := w.record(nil, sh)
+	if res.code != 0 {
+		t.Fatalf("exit %d: %s", res.code, res.stderr)
+	}
+	n := 0
+	for _, p := range processesOf(t, res.db) {
+		if len(p.Args) == 0 || p.Args[0] != prog {
+			continue
+		}
+		n++
+		cut, isCut := strings.CutPrefix(p.Exe, "...")
+		if p.Exe != prog && !(isCut && strings.HasSuffix(prog, cut) && strings.HasSuffix(cut, "/deep/simwork")) {
+			t.Errorf("pid %d: exe %q, want %s or its last components after ...", p.PID, p.Exe, prog)
+		}
+	}
+	if n != 3 {
+		t.Errorf("%d processes ran the deep simwork, want 3", n)
+	}
+}

@@ -346,10 +346,13 @@ func (h *handler) forked(e *bpf.Proc, ts int64) {
 // call) with what BPF captured and what /proc still shows.
 func (h *handler) executed(e *bpf.Proc, ts int64) {
 	p := h.process(e.Pid, ts)
+	exe := e.Exe()
 	if e.What == bpf.ProcExec {
 		// A new program: neither the name nor the arguments of the one
 		// before (the parent's, copied at fork) describe it.
-		p.rec.Exe, p.rec.Args, p.rec.ArgsCut = resolveExe(e), nil, false
+		p.rec.Exe, p.rec.Args, p.rec.ArgsCut = exe, nil, false
+	} else if exe != "" {
+		p.rec.Exe = exe
 	}
 	if e.Flags&bpf.ProcArgsFault == 0 && e.ArgsLen > 0 {
 		p.rec.Args, p.rec.ArgsCut = e.Argv(), e.Flags&bpf.ProcArgsCut != 0
@@ -358,7 +361,9 @@ func (h *handler) executed(e *bpf.Proc, ts int64) {
 	p.rec.CgroupID = e.CgroupId
 	if pi := readProc(h.proc, e.Pid); pi.Readable {
 		if sameProgram(h.proc, e) {
-			p.rec.Exe = cmp.Or(pi.Exe, p.rec.Exe)
+			if exe == "" || e.Flags&bpf.ProcFilenameCut != 0 {
+				p.rec.Exe = cmp.Or(pi.Exe, p.rec.Exe)
+			}
 			if (p.rec.Args == nil || p.rec.ArgsCut) && extendsArgs(pi.Args, p.rec.Args) {
 				p.rec.Args, p.rec.ArgsCut = pi.Args, false
 			}
@@ -390,31 +395,13 @@ func (h *handler) executed(e *bpf.Proc, ts int64) {
 // sameProgram says whether /proc/PID/exe still names the file the record
 // says the process runs: a process that exits or execs again before its
 // record is read shows another program there, or none. A record that
-// names no file (0) trusts /proc.
+// names no file (inode 0) trusts /proc.
 func sameProgram(procRoot string, e *bpf.Proc) bool {
 	if e.ExeIno == 0 {
 		return true
 	}
 	k, ok := statKey(filepath.Join(procRoot, strconv.FormatUint(uint64(e.Pid), 10), "exe"))
 	return ok && k.Dev == e.ExeDev && k.Ino == e.ExeIno
-}
-
-// resolveExe names the file an exec record says the kernel executed as
-// /proc/PID/exe would have (symbolic links resolved), when the name
-// resolves here to that very file; else as the exec call named it.
-func resolveExe(e *bpf.Proc) string {
-	name := e.Exe()
-	if !filepath.IsAbs(name) || e.ExeIno == 0 {
-		return name
-	}
-	real, err := filepath.EvalSymlinks(name)
-	if err != nil {
-		return name
-	}
-	if k, ok := statKey(real); ok && k.Dev == e.ExeDev && k.Ino == e.ExeIno {
-		return real
-	}
-	return name
 }
 
 // extendsArgs says whether full is the argument list cut (or empty)

@@ -232,10 +232,11 @@ func TestParseLdconfig(t *testing.T) {
 }
 
 // execRecord is an exec record as the probe fills it: the argv bytes it
-// copied followed by bytes an earlier record left in the ring.
-func execRecord(pid uint32, comm, filename string, key fileKey, args string, flags uint8) []byte {
+// copied followed by bytes an earlier record left in the ring, and the
+// program's path at the end of the file name buffer.
+func execRecord(pid uint32, comm, path string, key fileKey, args string, flags uint8) []byte {
 	p := bpf.Proc{Kind: bpf.KindProc, What: bpf.ProcExec, Flags: flags, Pid: pid, Tid: pid, Ts: 2000,
-		ExeIno: key.Ino, ExeDev: key.Dev, ArgsLen: uint16(len(args))}
+		ExeIno: key.Ino, ExeDev: key.Dev, ArgsLen: uint16(len(args)), FilenameLen: uint16(len(path))}
 	junk := "\x01\x00\xff\x02\x00x"
 	for i := range p.Args {
 		if i < len(args) {
@@ -245,14 +246,16 @@ func execRecord(pid uint32, comm, filename string, key fileKey, args string, fla
 		}
 	}
 	copy(unsafe.Slice((*byte)(unsafe.Pointer(&p.Comm[0])), len(p.Comm)), comm+"\x00")
-	copy(unsafe.Slice((*byte)(unsafe.Pointer(&p.Filename[0])), len(p.Filename)), filename+"\x00")
+	name := unsafe.Slice((*byte)(unsafe.Pointer(&p.Filename[0])), len(p.Filename))
+	copy(name, junk)
+	copy(name[len(name)-len(path):], path)
 	return recordOf(&p)
 }
 
 // A shell's child that execs a program and exits before its exec record
-// is read is named after the program the probe saw executed, not the
-// shell it was forked from, with exactly the argv the probe copied; /proc
-// is trusted only while it still shows that program.
+// is read is named after the program the probe saw, not the shell it was
+// forked from, with exactly the argv the probe copied; /proc completes a
+// cut record only while it still shows that program.
 func TestHandlerExecNamesTheProgram(t *testing.T) {
 	bin := t.TempDir()
 	prog, shell := filepath.Join(bin, "simwork"), filepath.Join(bin, "bash")
@@ -261,33 +264,30 @@ func TestHandlerExecNamesTheProgram(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	link := filepath.Join(bin, "sw")
-	if err := os.Symlink(prog, link); err != nil {
-		t.Fatal(err)
-	}
 	key, _ := statKey(prog)
 	const argv = "sw\x00init; exit 0\x00\x00x\x00"
 	exact := []string{"sw", "init; exit 0", "", "x"}
+	cutPath := prog[len(prog)-12:]
 	tests := []struct {
 		name     string
-		procExe  string // what /proc/101/exe links to ("" gone)
+		procExe  string // what /proc/101/exe links to ("": the process is gone)
 		cmdline  string
-		filename string
+		path     string
 		args     string
 		flags    uint8
 		wantExe  string
 		wantArgs []string
 		wantCut  bool
 	}{
-		{"gone", "", "", link, argv, 0, prog, exact, false},
-		{"execed again", shell, "bash\x00-c\x00true\x00", link, argv, 0, prog, exact, false},
-		{"alive, cut", prog, argv + "more\x00", link, argv[:10], bpf.ProcArgsCut, prog,
+		{"gone", "", "", prog, argv, 0, prog, exact, false},
+		{"execed again", shell, "bash\x00-c\x00true\x00", prog, argv, 0, prog, exact, false},
+		{"alive, argv cut", prog, argv + "more\x00", prog, argv[:10], bpf.ProcArgsCut, prog,
 			[]string{"sw", "init; exit 0", "", "x", "more"}, false},
-		{"gone, cut", "", "", link, argv[:10], bpf.ProcArgsCut, prog, []string{"sw", "init; e"}, true},
-		{"gone, argv unreadable", "", "", link, "", bpf.ProcArgsFault, prog, nil, false},
-		{"gone, relative name", "", "", "./sw", argv, 0, "./sw", exact, false},
-		{"gone, name not here", "", "", "/nonexistent/sw", argv, 0, "/nonexistent/sw", exact, false},
-		{"gone, name too long", "", "", link, argv, bpf.ProcFilenameCut, "", exact, false},
+		{"gone, argv cut", "", "", prog, argv[:10], bpf.ProcArgsCut, prog, []string{"sw", "init; e"}, true},
+		{"gone, argv unreadable", "", "", prog, "", bpf.ProcArgsFault, prog, nil, false},
+		{"gone, path cut", "", "", cutPath, argv, bpf.ProcFilenameCut, "..." + cutPath, exact, false},
+		{"alive, path cut", prog, argv, cutPath, argv, bpf.ProcFilenameCut, prog, exact, false},
+		{"execed again, path cut", shell, "bash\x00", cutPath, argv, bpf.ProcFilenameCut, "..." + cutPath, exact, false},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -304,7 +304,7 @@ func TestHandlerExecNamesTheProgram(t *testing.T) {
 			h.addRoot(store.Process{PID: 100, Exe: shell, Args: []string{"bash", "-c", "exec sw"}})
 			h.run(&ring{recs: [][]byte{
 				procRecord(bpf.ProcFork, 101, 100, 1000, 0),
-				execRecord(101, "simwork", tt.filename, key, tt.args, tt.flags),
+				execRecord(101, "simwork", tt.path, key, tt.args, tt.flags),
 				procRecord(bpf.ProcExit, 101, 100, 3000, 0),
 			}})
 			var got *store.Process
