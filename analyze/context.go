@@ -158,7 +158,7 @@ func (s *state) context() error {
 // processes lists every recorded process record, oldest first.
 func (s *state) processes() {
 	for _, p := range s.procList {
-		pi := report.ProcessInfo{PID: p.PID, PPID: p.PPID, Exe: p.Exe, Args: p.Args, Root: p.Root, StartNS: p.Start,
+		pi := report.ProcessInfo{PID: p.PID, PPID: p.PPID, Exe: p.Exe, Args: p.Args, ArgsCut: p.ArgsCut, Root: p.Root, StartNS: p.Start,
 			Exit: exitOf(p.Exit), Cgroup: p.Cgroup, AttachedLate: p.AttachedLate, Env: p.Env, Devices: []report.DeviceMap{}}
 		if pi.Args == nil {
 			pi.Args = []string{}

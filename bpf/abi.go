@@ -26,6 +26,18 @@ const (
 	ProcFirstCall = uint8(forensicFxProcWhatFX_PROC_FIRST_CALL)
 )
 
+// Flags of a lifecycle record (enum fx_proc_flags).
+const (
+	// ProcArgsCut: argv was longer than the record holds; Argv returns
+	// its beginning.
+	ProcArgsCut = uint8(forensicFxProcFlagsFX_PROC_ARGS_CUT)
+	// ProcArgsFault: argv could not be read; Argv returns nil.
+	ProcArgsFault = uint8(forensicFxProcFlagsFX_PROC_ARGS_FAULT)
+	// ProcFilenameCut: the executable's path did not fit; Exe returns
+	// its last components after "...".
+	ProcFilenameCut = uint8(forensicFxProcFlagsFX_PROC_FILENAME_CUT)
+)
+
 // Call flags (enum fx_call_flags). run.db stores the same bits with each
 // event (store.Event.Flags): bits 0-7 are set by the probes, bits 8-15 by
 // the recorder, bits 16-31 never stored.

@@ -144,6 +144,7 @@ const enum fx_const *unused_fx_const __attribute__((unused));
 const enum fx_kind *unused_fx_kind __attribute__((unused));
 const enum fx_call_flags *unused_fx_call_flags __attribute__((unused));
 const enum fx_proc_what *unused_fx_proc_what __attribute__((unused));
+const enum fx_proc_flags *unused_fx_proc_flags __attribute__((unused));
 const enum fx_counter *unused_fx_counter __attribute__((unused));
 const struct fx_hold *unused_fx_hold __attribute__((unused));
 const enum fx_hold_flags *unused_fx_hold_flags __attribute__((unused));
@@ -175,6 +176,112 @@ static __always_inline void count_first(enum fx_counter c, enum fx_counter first
 
 #include "stacks.h"
 
+/* read_argv copies the process's argv (current's memory: it runs in the
+ * process itself) and says how much of it was copied. */
+static __always_inline void read_argv(struct fx_proc *p, struct task_struct *task)
+{
+	unsigned long start = BPF_CORE_READ(task, mm, arg_start);
+	unsigned long end = BPF_CORE_READ(task, mm, arg_end);
+	if (!start || end <= start)
+		return;
+	/* Never read past argv: the environment follows it. */
+	unsigned long len = end - start;
+	if (len > FX_ARGS_LEN) {
+		len = FX_ARGS_LEN;
+		p->flags |= FX_PROC_ARGS_CUT;
+	}
+	if (bpf_probe_read_user(&p->args, len, (void *)start) == 0)
+		p->args_len = len;
+	else
+		p->flags |= FX_PROC_ARGS_FAULT;
+}
+
+/* One walk from a file up to its mount namespace's root (exe_path); the
+ * bpf_loop callback finds it on the caller's stack. */
+struct path_walk {
+	struct fx_proc *p;
+	struct dentry *d;
+	struct mount *m;
+	__u32 off;   /* the path so far is p->filename[off:] */
+	__u32 whole; /* the walk reached the root */
+};
+
+/* path_step goes up one dentry, writing its name before the path so far,
+ * or up one mount. The writes are bounded by masks alone: one that reached
+ * past filename would land in args, which is read after it. */
+static long path_step(__u64 i, void *ctx)
+{
+	struct path_walk *w = ctx;
+	struct fx_proc *p = w->p;
+	/* Locals: a CO-RE read of w->d would relocate path_walk too. */
+	struct dentry *d = w->d;
+	struct mount *m = w->m;
+	if (d == BPF_CORE_READ(m, mnt.mnt_root)) {
+		struct mount *up = BPF_CORE_READ(m, mnt_parent);
+		if (up == m) {
+			w->whole = 1; /* the namespace's root */
+			return 1;
+		}
+		w->d = BPF_CORE_READ(m, mnt_mountpoint);
+		w->m = up;
+		return 0;
+	}
+	struct dentry *parent = BPF_CORE_READ(d, d_parent);
+	if (d == parent) {
+		w->whole = 1; /* a file system's root outside any mount */
+		return 1;
+	}
+	__u32 len = BPF_CORE_READ(d, d_name.len);
+	__u32 off = w->off;
+	if (len == 0 || len + 1 > off || off > FX_FILENAME_LEN)
+		return 1;
+	off -= len + 1;
+	if (bpf_probe_read_kernel(&p->filename[(off + 1) & (FX_FILENAME_LEN - 1)],
+				  len & (FX_FILENAME_LEN - 1), BPF_CORE_READ(d, d_name.name)))
+		return 1;
+	p->filename[off & (FX_FILENAME_LEN - 1)] = '/';
+	w->off = off;
+	w->d = parent;
+	return 0;
+}
+
+/* exe_path writes the path of file f as /proc/PID/exe shows it (d_path:
+ * its dentries' names up to the root of its mount, then the mount point's,
+ * up to the root of the mount namespace) at the end of p->filename, and
+ * says how long it is in filename_len. A path with more components or
+ * bytes than fit keeps its last ones and is marked cut. */
+static __always_inline void exe_path(struct fx_proc *p, struct file *f)
+{
+	struct vfsmount *vm = BPF_CORE_READ(f, f_path.mnt);
+	struct path_walk w = {
+		.p = p,
+		.d = BPF_CORE_READ(f, f_path.dentry),
+		.m = (void *)vm - bpf_core_field_offset(struct mount, mnt),
+		.off = FX_FILENAME_LEN,
+	};
+	bpf_loop(FX_PATH_STEPS, path_step, &w, 0);
+	if (w.off > FX_FILENAME_LEN)
+		return;
+	p->filename_len = FX_FILENAME_LEN - w.off;
+	if (!w.whole)
+		p->flags |= FX_PROC_FILENAME_CUT;
+}
+
+/* read_exe names the file the process runs (mm->exe_file, at exec the
+ * file just executed): its inode, and its path, so a process that exits
+ * before user space looks at /proc is still named. */
+static __always_inline void read_exe(struct fx_proc *p, struct task_struct *task)
+{
+	struct file *f = BPF_CORE_READ(task, mm, exe_file);
+	if (!f)
+		return;
+	struct inode *inode = BPF_CORE_READ(f, f_inode);
+	p->exe_ino = BPF_CORE_READ(inode, i_ino);
+	p->exe_dev = BPF_CORE_READ(inode, i_sb, s_dev);
+	exe_path(p, f);
+}
+
+/* emit_proc sends a lifecycle record. */
 static __always_inline void emit_proc(__u8 what, struct task_struct *task, __s32 exit_code)
 {
 	struct fx_proc *p = bpf_ringbuf_reserve(&events, sizeof(*p), 0);
@@ -182,31 +289,29 @@ static __always_inline void emit_proc(__u8 what, struct task_struct *task, __s32
 		count_first(FX_CTR_LOST_PROC, FX_CTR_LOST_PROC_FIRST_NS, bpf_ktime_get_ns());
 		return;
 	}
+	/* Ring memory is not zeroed: every field is set, and the arrays'
+	 * contents end where their lengths and NULs say. */
 	p->kind = FX_KIND_PROC;
 	p->what = what;
+	p->flags = 0;
 	p->pad = 0;
-	p->pad2 = 0;
 	p->pid = BPF_CORE_READ(task, tgid);
 	p->tid = BPF_CORE_READ(task, pid);
 	p->ppid = BPF_CORE_READ(task, real_parent, tgid);
 	p->exit_code = exit_code;
+	p->args_len = 0;
+	p->filename_len = 0;
 	p->ts = bpf_ktime_get_ns();
 	p->cgroup_id = bpf_get_current_cgroup_id();
+	p->exe_ino = 0;
+	p->exe_dev = 0;
+	p->pad3 = 0;
 	BPF_CORE_READ_STR_INTO(&p->comm, task, comm);
-	p->filename[0] = 0;
-	p->args[0] = 0;
 	if (what == FX_PROC_EXEC || what == FX_PROC_FIRST_CALL) {
 		/* Runs in the process itself: its argv is readable now, and a
 		 * short-lived process may be gone before user space looks. */
-		unsigned long start = BPF_CORE_READ(task, mm, arg_start);
-		unsigned long end = BPF_CORE_READ(task, mm, arg_end);
-		unsigned long len = end - start;
-		/* Never read past argv: the environment follows it. */
-		if (len > FX_ARGS_LEN - 1)
-			len = FX_ARGS_LEN - 1;
-		if (start && len)
-			bpf_probe_read_user(&p->args, len & (FX_ARGS_LEN - 1), (void *)start);
-		p->args[FX_ARGS_LEN - 1] = 0;
+		read_argv(p, task);
+		read_exe(p, task);
 	}
 	bpf_ringbuf_submit(p, BPF_RB_FORCE_WAKEUP);
 }

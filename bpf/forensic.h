@@ -22,8 +22,10 @@ enum fx_const {
 	/* Bytes of a call record before its tail. */
 	FX_CALL_FIXED = 88,
 	FX_COMM_LEN = 16,
-	FX_FILENAME_LEN = 128,
-	FX_ARGS_LEN = 256,
+	FX_FILENAME_LEN = 256,
+	/* Dentries and mounts an executable's path walk visits at most. */
+	FX_PATH_STEPS = 48,
+	FX_ARGS_LEN = 1024,
 	/* User stack frames kept per failed call. Frames are stored by the
 	 * kernel as (build id, file offset), so they stay resolvable after
 	 * the process exits. */
@@ -60,6 +62,8 @@ enum fx_const {
 /* The BPF code indexes and bounds with these masks. */
 _Static_assert((FX_MAX_DEPTH & (FX_MAX_DEPTH - 1)) == 0, "FX_MAX_DEPTH must be a power of two");
 _Static_assert((FX_ARGS_LEN & (FX_ARGS_LEN - 1)) == 0, "FX_ARGS_LEN must be a power of two");
+_Static_assert((FX_FILENAME_LEN & (FX_FILENAME_LEN - 1)) == 0, "FX_FILENAME_LEN must be a power of two");
+_Static_assert(FX_ARGS_LEN >= FX_FILENAME_LEN, "a path write bounded by masks stays inside fx_proc");
 _Static_assert((FX_USTACK_MAX & 4095) == 0, "FX_USTACK_MAX must be a multiple of 4096");
 _Static_assert((FX_PY_FRAMES & (FX_PY_FRAMES - 1)) == 0, "FX_PY_FRAMES must be a power of two");
 _Static_assert((FX_PY_LINETABLE_LEN & (FX_PY_LINETABLE_LEN - 1)) == 0, "FX_PY_LINETABLE_LEN must be a power of two");
@@ -133,21 +137,48 @@ enum fx_proc_what {
 	FX_PROC_FIRST_CALL = 4, /* --all: first call of an untracked process */
 };
 
-/* A lifecycle change of a tracked process. */
+enum fx_proc_flags {
+	/* argv was longer than FX_ARGS_LEN: args holds its first bytes, and
+	 * its last argument may be cut too. */
+	FX_PROC_ARGS_CUT = 1 << 0,
+	/* argv could not be read (its pages were not in memory): args_len
+	 * is 0. */
+	FX_PROC_ARGS_FAULT = 1 << 1,
+	/* The executable's path was longer than filename (or deeper than
+	 * FX_PATH_STEPS): filename holds its last components. */
+	FX_PROC_FILENAME_CUT = 1 << 2,
+};
+
+/* A lifecycle change of a tracked process. The record comes from the ring
+ * buffer's memory, which is not zeroed: only what the lengths and the
+ * terminating NULs say was written is the process's. */
 struct fx_proc {
 	__u8 kind;
-	__u8 what; /* enum fx_proc_what */
-	__u16 pad;
+	__u8 what;  /* enum fx_proc_what */
+	__u8 flags; /* enum fx_proc_flags */
+	__u8 pad;
 	__u32 pid;
 	__u32 tid;
 	__u32 ppid;
 	__s32 exit_code; /* wait status: (code << 8) | signal, as task->exit_code */
-	__u32 pad2;
+	__u16 args_len;     /* bytes of argv in args (exec, first call) */
+	__u16 filename_len; /* bytes of the path at the end of filename */
 	__u64 ts;
 	__u64 cgroup_id;
-	char comm[FX_COMM_LEN];
+	/* At exec and first call: the inode and device (the kernel's dev_t,
+	 * major << 20 | minor) of the file the process runs (mm->exe_file),
+	 * what /proc/PID/exe names while it is the same program; 0 if none. */
+	__u64 exe_ino;
+	__u32 exe_dev;
+	__u32 pad3;
+	char comm[FX_COMM_LEN]; /* NUL terminated */
+	/* At exec and first call: the path of the file the process runs (at
+	 * exec: the program, or a script's interpreter), as /proc/PID/exe
+	 * names it: its last filename_len bytes, not NUL terminated. */
 	char filename[FX_FILENAME_LEN];
-	char args[FX_ARGS_LEN]; /* argv, NUL separated, possibly truncated */
+	/* argv as it lies in the process's memory: args_len bytes, each
+	 * argument NUL terminated (an argument may be empty). */
+	char args[FX_ARGS_LEN];
 };
 
 enum fx_hold_flags {

@@ -67,8 +67,9 @@ const (
 	forensicFxConstFX_TAIL_LEN         forensicFxConst = 72
 	forensicFxConstFX_CALL_FIXED       forensicFxConst = 88
 	forensicFxConstFX_COMM_LEN         forensicFxConst = 16
-	forensicFxConstFX_FILENAME_LEN     forensicFxConst = 128
-	forensicFxConstFX_ARGS_LEN         forensicFxConst = 256
+	forensicFxConstFX_FILENAME_LEN     forensicFxConst = 256
+	forensicFxConstFX_PATH_STEPS       forensicFxConst = 48
+	forensicFxConstFX_ARGS_LEN         forensicFxConst = 1024
 	forensicFxConstFX_STACK_DEPTH      forensicFxConst = 64
 	forensicFxConstFX_IN_STACK         forensicFxConst = 6
 	forensicFxConstFX_ARRAY_MAX        forensicFxConst = 8
@@ -147,21 +148,34 @@ const (
 )
 
 type forensicFxProc struct {
-	_        structs.HostLayout
-	Kind     uint8
-	What     uint8
-	Pad      uint16
-	Pid      uint32
-	Tid      uint32
-	Ppid     uint32
-	ExitCode int32
-	Pad2     uint32
-	Ts       uint64
-	CgroupId uint64
-	Comm     [16]int8
-	Filename [128]int8
-	Args     [256]int8
+	_           structs.HostLayout
+	Kind        uint8
+	What        uint8
+	Flags       uint8
+	Pad         uint8
+	Pid         uint32
+	Tid         uint32
+	Ppid        uint32
+	ExitCode    int32
+	ArgsLen     uint16
+	FilenameLen uint16
+	Ts          uint64
+	CgroupId    uint64
+	ExeIno      uint64
+	ExeDev      uint32
+	Pad3        uint32
+	Comm        [16]int8
+	Filename    [256]int8
+	Args        [1024]int8
 }
+
+type forensicFxProcFlags uint32
+
+const (
+	forensicFxProcFlagsFX_PROC_ARGS_CUT     forensicFxProcFlags = 1
+	forensicFxProcFlagsFX_PROC_ARGS_FAULT   forensicFxProcFlags = 2
+	forensicFxProcFlagsFX_PROC_FILENAME_CUT forensicFxProcFlags = 4
+)
 
 type forensicFxProcWhat uint32
 
@@ -492,6 +506,7 @@ const (
 	forensicVarUnusedFxHoldFlags   = "unused_fx_hold_flags"
 	forensicVarUnusedFxKind        = "unused_fx_kind"
 	forensicVarUnusedFxProc        = "unused_fx_proc"
+	forensicVarUnusedFxProcFlags   = "unused_fx_proc_flags"
 	forensicVarUnusedFxProcWhat    = "unused_fx_proc_what"
 	forensicVarUnusedFxPyStatus    = "unused_fx_py_status"
 	forensicVarUnusedFxPycode      = "unused_fx_pycode"
@@ -597,6 +612,7 @@ type forensicVariableSpecs struct {
 	UnusedFxHoldFlags   *ebpf.VariableSpec `ebpf:"unused_fx_hold_flags"`
 	UnusedFxKind        *ebpf.VariableSpec `ebpf:"unused_fx_kind"`
 	UnusedFxProc        *ebpf.VariableSpec `ebpf:"unused_fx_proc"`
+	UnusedFxProcFlags   *ebpf.VariableSpec `ebpf:"unused_fx_proc_flags"`
 	UnusedFxProcWhat    *ebpf.VariableSpec `ebpf:"unused_fx_proc_what"`
 	UnusedFxPyStatus    *ebpf.VariableSpec `ebpf:"unused_fx_py_status"`
 	UnusedFxPycode      *ebpf.VariableSpec `ebpf:"unused_fx_pycode"`
@@ -689,6 +705,7 @@ type forensicVariables struct {
 	UnusedFxHoldFlags   *ebpf.Variable `ebpf:"unused_fx_hold_flags"`
 	UnusedFxKind        *ebpf.Variable `ebpf:"unused_fx_kind"`
 	UnusedFxProc        *ebpf.Variable `ebpf:"unused_fx_proc"`
+	UnusedFxProcFlags   *ebpf.Variable `ebpf:"unused_fx_proc_flags"`
 	UnusedFxProcWhat    *ebpf.Variable `ebpf:"unused_fx_proc_what"`
 	UnusedFxPyStatus    *ebpf.Variable `ebpf:"unused_fx_py_status"`
 	UnusedFxPycode      *ebpf.Variable `ebpf:"unused_fx_pycode"`

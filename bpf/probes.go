@@ -526,15 +526,49 @@ func CString(b []int8) string {
 	return string(out)
 }
 
-// Args splits a captured NUL-separated argv.
-func Args(b []int8) []string {
-	var out []string
+// Argv returns the argv an exec or first-call record carries: exactly the
+// bytes the probe copied (the rest of the record's buffer is whatever the
+// ring held before), each argument as it was, empty ones included. Under
+// ProcArgsCut the last argument may be cut; nil when nothing was copied.
+func (p *Proc) Argv() []string {
+	n := min(int(p.ArgsLen), len(p.Args))
+	return Args(p.Args[:n])
+}
+
+// Exe returns the path of the file a process runs, as an exec or
+// first-call record names it (/proc/PID/exe's name for it); a path cut to
+// its last components begins with "...". "" when the record names none.
+func (p *Proc) Exe() string {
+	n := min(int(p.FilenameLen), len(p.Filename))
+	if n == 0 {
+		return ""
+	}
+	name := CString(p.Filename[len(p.Filename)-n:])
+	if p.Flags&ProcFilenameCut != 0 {
+		return "..." + name
+	}
+	return name
+}
+
+// Args splits an argv area as a process holds it (and /proc/PID/cmdline
+// shows it): each argument NUL terminated, an empty argument an empty
+// string. A last argument without its NUL (a cut copy) is kept as it is.
+func Args[T byte | int8](b []T) []string {
+	if len(b) == 0 {
+		return nil
+	}
+	if b[len(b)-1] == 0 {
+		b = b[:len(b)-1]
+	}
+	out := []string{}
 	start := 0
 	for i := 0; i <= len(b); i++ {
 		if i == len(b) || b[i] == 0 {
-			if i > start {
-				out = append(out, CString(b[start:i]))
+			s := make([]byte, i-start)
+			for j := range s {
+				s[j] = byte(b[start+j])
 			}
+			out = append(out, string(s))
 			start = i + 1
 		}
 	}

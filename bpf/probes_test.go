@@ -241,7 +241,7 @@ func FuzzDecodeRecord(f *testing.F) {
 			}
 		case kind == KindProc:
 			_ = CString(p.Comm[:])
-			_ = Args(p.Args[:])
+			_, _ = p.Argv(), p.Exe()
 		}
 	})
 }
@@ -322,6 +322,73 @@ func TestCallFlagsAreStoredFlags(t *testing.T) {
 			t.Errorf("%s = %#x in the header, %#x in store", v.Name, v.Value, bit)
 		case v.Name != "FX_CALL_LATE_ATTACH" && v.Value > 0xff:
 			t.Errorf("%s (%#x): the probes' flags are bits 0-7", v.Name, v.Value)
+		}
+	}
+}
+
+// A process record's argv is exactly the bytes the probe copied: the ring
+// memory after them (left from earlier records) is not an argument, empty
+// arguments stay, and a cut list keeps its cut last argument. Its path is
+// the last bytes of the file name buffer the probe says it wrote.
+func TestProcArgvAndExe(t *testing.T) {
+	junk := "d\x00\x01\x00\x01\x00\xff\xfe\x00"
+	tests := []struct {
+		name    string
+		flags   uint8
+		args    string // copied bytes
+		path    string // at the end of the file name buffer
+		want    []string
+		wantExe string
+	}{
+		{"argv then old ring bytes", 0, "/bin/simwork\x00init; exit 0\x00", "/bin/simwork",
+			[]string{"/bin/simwork", "init; exit 0"}, "/bin/simwork"},
+		{"empty arguments", 0, "prog\x00\x00x\x00\x00", "/usr/bin/prog",
+			[]string{"prog", "", "x", ""}, "/usr/bin/prog"},
+		{"one empty argument", 0, "\x00", "/bin/true", []string{""}, "/bin/true"},
+		{"cut list", ProcArgsCut, "prog\x00a very long argu", "/p",
+			[]string{"prog", "a very long argu"}, "/p"},
+		{"nothing copied", ProcArgsFault, "", "/p", nil, "/p"},
+		{"path cut", ProcFilenameCut, "prog\x00", "/bin/prog", []string{"prog"}, ".../bin/prog"},
+		{"no path", 0, "prog\x00", "", []string{"prog"}, ""},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			p := Proc{Kind: KindProc, What: ProcExec, Flags: tt.flags,
+				ArgsLen: uint16(len(tt.args)), FilenameLen: uint16(len(tt.path))}
+			full := tt.args + junk
+			for i := range p.Args {
+				p.Args[i] = int8(full[i%len(full)])
+			}
+			name := unsafe.Slice((*byte)(unsafe.Pointer(&p.Filename[0])), len(p.Filename))
+			for i := range name {
+				name[i] = 'z'
+			}
+			copy(name[len(name)-len(tt.path):], tt.path)
+			var rec Proc
+			if _, err := Decode(unsafe.Slice((*byte)(unsafe.Pointer(&p)), procSize), nil, &rec); err != nil {
+				t.Fatal(err)
+			}
+			if got := rec.Argv(); !reflect.DeepEqual(got, tt.want) {
+				t.Errorf("Argv() = %q, want %q", got, tt.want)
+			}
+			if got := rec.Exe(); got != tt.wantExe {
+				t.Errorf("Exe() = %q, want %q", got, tt.wantExe)
+			}
+		})
+	}
+}
+
+// /proc/PID/cmdline and a probe's copy split the same way.
+func TestArgsSplitsLikeCmdline(t *testing.T) {
+	for in, want := range map[string][]string{
+		"":               nil,
+		"a\x00":          {"a"},
+		"a\x00\x00":      {"a", ""},
+		"a\x00\x00b\x00": {"a", "", "b"},
+		"a\x00bc":        {"a", "bc"},
+	} {
+		if got := Args([]byte(in)); !reflect.DeepEqual(got, want) {
+			t.Errorf("Args(%q) = %q, want %q", in, got, want)
 		}
 	}
 }

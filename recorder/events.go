@@ -1,9 +1,13 @@
 package recorder
 
 import (
+	"cmp"
 	"encoding/hex"
 	"errors"
 	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
 	"sync/atomic"
 	"time"
 
@@ -342,17 +346,27 @@ func (h *handler) forked(e *bpf.Proc, ts int64) {
 // call) with what BPF captured and what /proc still shows.
 func (h *handler) executed(e *bpf.Proc, ts int64) {
 	p := h.process(e.Pid, ts)
-	if fn := bpf.CString(e.Filename[:]); fn != "" {
-		p.rec.Exe = fn
+	exe := e.Exe()
+	if e.What == bpf.ProcExec {
+		// A new program: neither the name nor the arguments of the one
+		// before (the parent's, copied at fork) describe it.
+		p.rec.Exe, p.rec.Args, p.rec.ArgsCut = exe, nil, false
+	} else if exe != "" {
+		p.rec.Exe = exe
 	}
-	if args := bpf.Args(e.Args[:]); len(args) > 0 {
-		p.rec.Args = args
+	if e.Flags&bpf.ProcArgsFault == 0 && e.ArgsLen > 0 {
+		p.rec.Args, p.rec.ArgsCut = e.Argv(), e.Flags&bpf.ProcArgsCut != 0
 	}
 	p.rec.Comm = bpf.CString(e.Comm[:])
 	p.rec.CgroupID = e.CgroupId
 	if pi := readProc(h.proc, e.Pid); pi.Readable {
-		if pi.Exe != "" {
-			p.rec.Exe = pi.Exe
+		if sameProgram(h.proc, e) {
+			if exe == "" || e.Flags&bpf.ProcFilenameCut != 0 {
+				p.rec.Exe = cmp.Or(pi.Exe, p.rec.Exe)
+			}
+			if (p.rec.Args == nil || p.rec.ArgsCut) && extendsArgs(pi.Args, p.rec.Args) {
+				p.rec.Args, p.rec.ArgsCut = pi.Args, false
+			}
 		}
 		p.rec.Cgroup, p.rec.Pod = pi.Cgroup, pi.Pod
 		if pi.EnvRead {
@@ -376,6 +390,36 @@ func (h *handler) executed(e *bpf.Proc, ts int64) {
 	}
 	h.readMaps(p, e.Pid)
 	p.dirty = true
+}
+
+// sameProgram says whether /proc/PID/exe still names the file the record
+// says the process runs: a process that exits or execs again before its
+// record is read shows another program there, or none. A record that
+// names no file (inode 0) trusts /proc.
+func sameProgram(procRoot string, e *bpf.Proc) bool {
+	if e.ExeIno == 0 {
+		return true
+	}
+	k, ok := statKey(filepath.Join(procRoot, strconv.FormatUint(uint64(e.Pid), 10), "exe"))
+	return ok && k.Dev == e.ExeDev && k.Ino == e.ExeIno
+}
+
+// extendsArgs says whether full is the argument list cut (or empty)
+// begins: what /proc shows of the same program, uncut, unless the process
+// rewrote its arguments since.
+func extendsArgs(full, cut []string) bool {
+	if len(full) < len(cut) {
+		return false
+	}
+	for i, a := range cut {
+		if i == len(cut)-1 {
+			return strings.HasPrefix(full[i], a)
+		}
+		if full[i] != a {
+			return false
+		}
+	}
+	return len(full) > 0
 }
 
 // publish queues the records of processes that changed.

@@ -2,6 +2,8 @@ package recorder
 
 import (
 	"os"
+	"path/filepath"
+	"reflect"
 	"testing"
 	"time"
 	"unsafe"
@@ -226,5 +228,100 @@ func TestParseLdconfig(t *testing.T) {
 	}
 	if got := parseLdconfig(out, "libcuda.so.1"); len(got) != 1 || got[0] != "/usr/lib/x86_64-linux-gnu/libcuda.so.1" {
 		t.Errorf("parseLdconfig(libcuda.so.1) = %v", got)
+	}
+}
+
+// execRecord is an exec record as the probe fills it: the argv bytes it
+// copied followed by bytes an earlier record left in the ring, and the
+// program's path at the end of the file name buffer.
+func execRecord(pid uint32, comm, path string, key fileKey, args string, flags uint8) []byte {
+	p := bpf.Proc{Kind: bpf.KindProc, What: bpf.ProcExec, Flags: flags, Pid: pid, Tid: pid, Ts: 2000,
+		ExeIno: key.Ino, ExeDev: key.Dev, ArgsLen: uint16(len(args)), FilenameLen: uint16(len(path))}
+	junk := "\x01\x00\xff\x02\x00x"
+	for i := range p.Args {
+		if i < len(args) {
+			p.Args[i] = int8(args[i])
+		} else {
+			p.Args[i] = int8(junk[i%len(junk)])
+		}
+	}
+	copy(unsafe.Slice((*byte)(unsafe.Pointer(&p.Comm[0])), len(p.Comm)), comm+"\x00")
+	name := unsafe.Slice((*byte)(unsafe.Pointer(&p.Filename[0])), len(p.Filename))
+	copy(name, junk)
+	copy(name[len(name)-len(path):], path)
+	return recordOf(&p)
+}
+
+// A shell's child that execs a program and exits before its exec record
+// is read is named after the program the probe saw, not the shell it was
+// forked from, with exactly the argv the probe copied; /proc completes a
+// cut record only while it still shows that program.
+func TestHandlerExecNamesTheProgram(t *testing.T) {
+	bin := t.TempDir()
+	prog, shell := filepath.Join(bin, "simwork"), filepath.Join(bin, "bash")
+	for _, f := range []string{prog, shell} {
+		if err := os.WriteFile(f, []byte(f), 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+	key, _ := statKey(prog)
+	const argv = "sw\x00init; exit 0\x00\x00x\x00"
+	exact := []string{"sw", "init; exit 0", "", "x"}
+	cutPath := prog[len(prog)-12:]
+	tests := []struct {
+		name     string
+		procExe  string // what /proc/101/exe links to ("": the process is gone)
+		cmdline  string
+		path     string
+		args     string
+		flags    uint8
+		wantExe  string
+		wantArgs []string
+		wantCut  bool
+	}{
+		{"gone", "", "", prog, argv, 0, prog, exact, false},
+		{"execed again", shell, "bash\x00-c\x00true\x00", prog, argv, 0, prog, exact, false},
+		{"alive, argv cut", prog, argv + "more\x00", prog, argv[:10], bpf.ProcArgsCut, prog,
+			[]string{"sw", "init; exit 0", "", "x", "more"}, false},
+		{"gone, argv cut", "", "", prog, argv[:10], bpf.ProcArgsCut, prog, []string{"sw", "init; e"}, true},
+		{"gone, argv unreadable", "", "", prog, "", bpf.ProcArgsFault, prog, nil, false},
+		{"gone, path cut", "", "", cutPath, argv, bpf.ProcFilenameCut, "..." + cutPath, exact, false},
+		{"alive, path cut", prog, argv, cutPath, argv, bpf.ProcFilenameCut, prog, exact, false},
+		{"execed again, path cut", shell, "bash\x00", cutPath, argv, bpf.ProcFilenameCut, "..." + cutPath, exact, false},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			h, q, _, _ := testHandler(t, nil)
+			if tt.procExe != "" {
+				dir := filepath.Join(h.proc, "101")
+				os.MkdirAll(dir, 0o755)
+				os.WriteFile(filepath.Join(dir, "stat"), []byte("101 (x) S 100 1"), 0o644)
+				os.WriteFile(filepath.Join(dir, "cmdline"), []byte(tt.cmdline), 0o644)
+				if err := os.Symlink(tt.procExe, filepath.Join(dir, "exe")); err != nil {
+					t.Fatal(err)
+				}
+			}
+			h.addRoot(store.Process{PID: 100, Exe: shell, Args: []string{"bash", "-c", "exec sw"}})
+			h.run(&ring{recs: [][]byte{
+				procRecord(bpf.ProcFork, 101, 100, 1000, 0),
+				execRecord(101, "simwork", tt.path, key, tt.args, tt.flags),
+				procRecord(bpf.ProcExit, 101, 100, 3000, 0),
+			}})
+			var got *store.Process
+			for _, p := range q.take(nil, 0).Processes {
+				if p.PID == 101 {
+					got = &p
+				}
+			}
+			if got == nil {
+				t.Fatal("no record of pid 101")
+			}
+			if got.Exe != tt.wantExe || got.Comm != "simwork" {
+				t.Errorf("exe %q, comm %q; want %q, simwork", got.Exe, got.Comm, tt.wantExe)
+			}
+			if !reflect.DeepEqual(got.Args, tt.wantArgs) || got.ArgsCut != tt.wantCut {
+				t.Errorf("args %q (cut %v), want %q (cut %v)", got.Args, got.ArgsCut, tt.wantArgs, tt.wantCut)
+			}
+		})
 	}
 }

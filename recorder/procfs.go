@@ -9,6 +9,7 @@ import (
 	"sync"
 	"syscall"
 
+	"github.com/retrivium/forensic/bpf"
 	"github.com/retrivium/forensic/internal/elfnote"
 	"github.com/retrivium/forensic/store"
 )
@@ -73,11 +74,7 @@ func readProc(procRoot string, pid uint32) procInfo {
 	pi.PPID, pi.Readable = readPPID(procRoot, pid)
 	pi.Exe, _ = os.Readlink(filepath.Join(dir, "exe"))
 	if b, err := os.ReadFile(filepath.Join(dir, "cmdline")); err == nil {
-		for _, a := range bytes.Split(bytes.TrimRight(b, "\x00"), []byte{0}) {
-			if len(a) > 0 {
-				pi.Args = append(pi.Args, string(a))
-			}
-		}
+		pi.Args = bpf.Args(b) // empty arguments included
 	}
 	if b, err := os.ReadFile(filepath.Join(dir, "cgroup")); err == nil {
 		// cgroup v2: "0::/path"; keep the unified path when present.

@@ -419,6 +419,7 @@ type ProcessInfo struct {
 	PPID         uint32            `json:"ppid"`
 	Exe          string            `json:"exe"`
 	Args         []string          `json:"args"`
+	ArgsCut      bool              `json:"args_cut,omitempty"` // Args is the beginning of a longer list
 	Root         bool              `json:"root"`
 	StartNS      int64             `json:"start_ns"`
 	Exit         *Exit             `json:"exit"`

@@ -552,6 +552,7 @@ type Process struct {
 	Comm     string   `json:"comm,omitempty"`
 	Exe      string   `json:"exe,omitempty"`
 	Args     []string `json:"args,omitempty"`
+	ArgsCut  bool     `json:"args_cut,omitempty"` // Args is the beginning of a longer list (its last element may be cut)
 	Cgroup   string   `json:"cgroup,omitempty"`
 	CgroupID uint64   `json:"cgroup_id,omitempty"`
 	// Pod is the Kubernetes pod the process ran in, when its cgroup path
