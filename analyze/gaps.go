@@ -212,7 +212,7 @@ func (s *state) nvmlUseBefore(pid uint32) bool {
 		return false
 	}
 	for k, a := range s.samples.fields {
-		if k.pid == pid && a.before.ok && a.before.v > 0 {
+		if k.pid == pid && a.beforePeak.ok && a.beforePeak.v > 0 {
 			return true
 		}
 	}
