@@ -238,13 +238,20 @@ func (s *state) feedFields(sp *samplesPass, smp *store.Sample, trig bool) {
 type gpuProcs struct {
 	// zero has observed 0 at every usable query: the history of a
 	// process not listed yet.
-	zero fieldAcc
-	n    uint64            // usable queries so far
-	pids []uint32          // every process listed, in the order first listed
-	seen map[uint32]uint64 // pid -> the query (n) that last listed it
+	zero  fieldAcc
+	n     uint64        // usable queries so far
+	procs []*listedProc // every process listed, in the order first listed
+	byPID map[uint32]*listedProc
 	// gone lists the processes the latest query no longer lists, that
 	// the one before listed (for exports that draw them as counters).
 	gone []uint32
+}
+
+// listedProc is a process a per-process query of the GPU listed.
+type listedProc struct {
+	pid  uint32
+	acc  *fieldAcc
+	last uint64 // the query (gpuProcs.n) that last listed it
 }
 
 // procsOn returns what is known of the processes on a GPU.
@@ -254,7 +261,7 @@ func (s *state) procsOn(gpu int) *gpuProcs {
 	}
 	g := s.gpuProcs[gpu]
 	if g == nil {
-		g = &gpuProcs{seen: map[uint32]uint64{}}
+		g = &gpuProcs{byPID: map[uint32]*listedProc{}}
 		s.gpuProcs[gpu] = g
 	}
 	return g
@@ -267,29 +274,36 @@ func (s *state) feedProcesses(sp *samplesPass, smp *store.Sample, trig bool, fee
 	g.n++
 	g.gone = g.gone[:0]
 	for _, p := range smp.Processes {
-		if _, known := g.seen[p.PID]; !known {
-			g.pids = append(g.pids, p.PID)
+		lp := g.byPID[p.PID]
+		if lp == nil {
+			k := sampleField{gpu: smp.GPU.Index, mig: -1, field: "process used", pid: p.PID}
+			lp = &listedProc{pid: p.PID, acc: sp.field(k, store.ScopeProcess)}
 			if g.n > 1 {
-				k := sampleField{gpu: smp.GPU.Index, mig: -1, field: "process used", pid: p.PID}
-				a := sp.field(k, store.ScopeProcess)
-				*a = g.zero.clone()
-				a.scope = store.ScopeProcess
+				*lp.acc = g.zero.clone()
+				lp.acc.scope = store.ScopeProcess
 			}
+			g.procs = append(g.procs, lp)
+			g.byPID[p.PID] = lp
 		}
-		g.seen[p.PID] = g.n
+		lp.last = g.n
 		feed("process used", p.PID, p.Used, "NVML_VALUE_NOT_AVAILABLE")
 	}
-	var zero uint64
-	for _, pid := range g.pids {
-		switch g.seen[pid] {
+	lm := s.landmarks()
+	for _, lp := range g.procs {
+		switch lp.last {
 		case g.n:
 			continue
 		case g.n - 1:
-			g.gone = append(g.gone, pid)
+			g.gone = append(g.gone, lp.pid)
 		}
-		feed("process used", pid, &zero, "")
+		a := lp.acc
+		a.api, a.strct, a.usable = smp.API, smp.Struct, true
+		a.observe(0, smp.End, lm)
+		if trig {
+			a.at = some(0)
+		}
 	}
-	g.zero.observe(0, smp.End, s.landmarks())
+	g.zero.observe(0, smp.End, lm)
 	g.zero.usable = true
 	if trig {
 		g.zero.at = some(0)
