@@ -88,7 +88,13 @@ type state struct {
 	samples *samplesPass
 	tl      *timelineBuilder // nil with Options.NoTimeline
 	marks   *landmarks
-	caps    *captures // nil: the source has no stack captures
+	// phaseSet says which phase a time falls in (set with the phases).
+	phaseSet *phaseSet
+	// gpuProcs follows, per GPU, the processes NVML lists.
+	gpuProcs map[int]*gpuProcs
+	// peakWatches follow the samples around each traced peak.
+	peakWatches map[viewKey]*peakWatch
+	caps        *captures // nil: the source has no stack captures
 }
 
 // Analyze reads a run and produces its report.

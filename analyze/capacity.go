@@ -46,6 +46,7 @@ type finding struct {
 	size       uint64
 	sized      bool
 	sizeSource string
+	sizeAt     int64 // when the exporter made the allocation (0: unknown)
 	// most is the most the request may need of its view: size, except for
 	// an access grant to several peers through the owner's aperture, which
 	// may cost one mapping of the range per peer (peers of them).
@@ -189,6 +190,7 @@ func (s *state) mappingRequest(f *failed, fd *finding) {
 	if sz, ok := s.replay.exportSize[string(f.e.Key)]; ok && !fd.sized {
 		fd.size, fd.sized = sz, true
 		fd.sizeSource = fmt.Sprintf("the exporter's allocation (pid %d, traced)", ref.pid)
+		fd.sizeAt = s.replay.exportAt[string(f.e.Key)]
 	}
 }
 
@@ -414,7 +416,8 @@ func (fd *finding) evidence(s *state) []report.Evidence {
 	var out []report.Evidence
 	if fd.sizeSource != "" {
 		out = append(out, report.Evidence{Field: "mapped size", Value: ptr(fd.size), Unit: "bytes",
-			Source: fd.sizeSource, Status: "recorded", Note: "the call names no size; the import maps the whole exported allocation"})
+			Source: fd.sizeSource, Status: "recorded", TimeNS: fd.sizeAt,
+			Note: "the call names no size; the import maps the whole exported allocation"})
 	}
 	if fd.needRange() {
 		out = append(out, report.Evidence{Field: "BAR1 the grant needs", Value: ptr(fd.size), Unit: "bytes",

@@ -221,13 +221,18 @@ func (s *state) loss() error {
 }
 
 // phases splits the run at the markers; without markers, at its own
-// landmarks (first allocation, first failure).
+// landmarks (first allocation, first failure). A phase runs from its start
+// (included) to its end (excluded): a marker or the first allocation
+// belongs to the phase it starts. Two ends are included: "up to first
+// failure" includes the failure that ends it, and the last phase the run's
+// end (phaseSet.index).
 func (s *state) phases() {
 	start, end := s.run.ClockStart, s.rep.Run.EndNS
 	if end < start {
 		end = start
 	}
 	var cuts []report.Phase
+	upToFailure := -1
 	if len(s.rep.Markers) > 0 {
 		s.rep.PhasesFrom = "markers"
 		prev := report.Phase{Label: "before " + s.rep.Markers[0].Label, StartNS: start}
@@ -239,13 +244,14 @@ func (s *state) phases() {
 		prev.EndNS = end
 		cuts = append(cuts, prev)
 	} else {
-		s.rep.PhasesFrom = "landmarks (no markers were recorded)"
+		s.rep.PhasesFrom = phasesFromLandmarks
 		t := start
 		if s.firstAlloc >= 0 {
 			cuts = append(cuts, report.Phase{Label: "before first allocation", StartNS: t, EndNS: s.firstAlloc})
 			t = s.firstAlloc
 		}
 		if s.first != nil && s.first.e.End >= t {
+			upToFailure = len(cuts)
 			cuts = append(cuts, report.Phase{Label: "up to first failure", StartNS: t, EndNS: s.first.e.End})
 			t = s.first.e.End
 			cuts = append(cuts, report.Phase{Label: "after first failure", StartNS: t, EndNS: end})
@@ -254,18 +260,67 @@ func (s *state) phases() {
 		}
 	}
 	s.rep.Phases = cuts
+	s.phaseSet = newPhaseSet(cuts, upToFailure)
 }
 
-// phaseOf names the phase a time falls in; a time on a boundary belongs to
-// the phase it ends (the first failure ends "up to first failure").
-func (s *state) phaseOf(t int64) string {
-	for _, p := range s.rep.Phases {
-		if t <= p.EndNS {
-			return p.Label
-		}
+// phasesFromLandmarks is the report's PhasesFrom for a run without
+// markers.
+const phasesFromLandmarks = "landmarks: no markers were recorded"
+
+// phaseSet says which phase a time falls in.
+type phaseSet struct {
+	phases []report.Phase
+	// endIn marks the phases that include their end time: the one the
+	// first failure ends, and the last.
+	endIn []bool
+}
+
+// newPhaseSet makes the set of phases; endIn is the index of a phase
+// other than the last that includes its end (-1: none).
+func newPhaseSet(phases []report.Phase, endIn int) *phaseSet {
+	ps := &phaseSet{phases: phases, endIn: make([]bool, len(phases))}
+	if endIn >= 0 && endIn < len(phases) {
+		ps.endIn[endIn] = true
 	}
-	if n := len(s.rep.Phases); n > 0 {
-		return s.rep.Phases[n-1].Label
+	if n := len(phases); n > 0 {
+		ps.endIn[n-1] = true
+	}
+	return ps
+}
+
+// next reports whether time t lies after phase i.
+func (ps *phaseSet) next(i int, t int64) bool {
+	if i >= len(ps.phases)-1 {
+		return false
+	}
+	end := ps.phases[i].EndNS
+	return t > end || (t == end && !ps.endIn[i])
+}
+
+// index is the phase t falls in, searching forward from phase from (times
+// mostly arrive in order); a time that does not lie after the phase before
+// from searches from the first phase. A time before the run falls in the first phase, one after
+// it in the last. -1 when there are no phases.
+func (ps *phaseSet) index(t int64, from int) int {
+	if len(ps.phases) == 0 {
+		return -1
+	}
+	if from < 0 || from >= len(ps.phases) || (from > 0 && !ps.next(from-1, t)) {
+		from = 0
+	}
+	for ps.next(from, t) {
+		from++
+	}
+	return from
+}
+
+// phaseOf names the phase a time falls in.
+func (s *state) phaseOf(t int64) string {
+	if s.phaseSet == nil {
+		return ""
+	}
+	if i := s.phaseSet.index(t, 0); i >= 0 {
+		return s.phaseSet.phases[i].Label
 	}
 	return ""
 }

@@ -158,7 +158,8 @@ func (s *state) unexplainedExits(t int64) []report.Missing {
 			out = append(out, report.Missing{Decisive: true,
 				What: fmt.Sprintf("process %d (%s) exited with status %d with no failed call recorded: a framework's own memory pool may have run out without a driver call failing (JAX preallocation, a PyTorch memory fraction), or it used a libcuda forensic did not trace",
 					p.PID, exeName(&p), *x.Code),
-				Fix: "read the process's own error output; record again without --libcuda so the libcuda it maps is found; for JAX set XLA_PYTHON_CLIENT_PREALLOCATE=false, for PyTorch check set_per_process_memory_fraction"})
+				Fix: "read the process's own error output; " + s.againWithoutLibcuda("record again without --libcuda so the libcuda it maps is found; ") +
+					"for JAX set XLA_PYTHON_CLIENT_PREALLOCATE=false, for PyTorch check set_per_process_memory_fraction"})
 		}
 	}
 	return out
@@ -183,9 +184,10 @@ func (s *state) signalGap(p store.Process) report.Missing {
 }
 
 // usedGPU reports whether a process is one whose failure matters here: the
-// workload itself, or one that made traced calls or held GPU memory.
+// workload itself (unless it never loaded libcuda), or one that made
+// traced calls or held GPU memory.
 func (s *state) usedGPU(p store.Process) bool {
-	if p.Root || s.replay.procCalls[p.PID] != nil {
+	if (p.Root && !s.libcudaNeverLoaded()) || s.replay.procCalls[p.PID] != nil {
 		return true
 	}
 	return s.nvmlUse(p.PID) > 0
@@ -212,7 +214,7 @@ func (s *state) nvmlUseBefore(pid uint32) bool {
 		return false
 	}
 	for k, a := range s.samples.fields {
-		if k.pid == pid && a.before.ok && a.before.v > 0 {
+		if k.pid == pid && a.beforePeak.ok && a.beforePeak.v > 0 {
 			return true
 		}
 	}
@@ -232,13 +234,11 @@ func (s *state) untraced(t int64) []report.Missing {
 			out = append(out, report.Missing{Decisive: true,
 				What: fmt.Sprintf("NVML shows process %d (%s) holding %s of GPU memory, but no traced call from it was recorded: it used a libcuda forensic did not attach to, or allocated before recording started",
 					p.PID, exeName(&p), report.HumanBytes(use)),
-				Fix: "record again without --libcuda (forensic attaches to the libcuda each process maps), or start the recorder before the workload"})
+				Fix: s.untracedFix()})
 		}
 	}
 	if t == 0 && s.run.Mode != "all" && len(s.replay.procCalls) == 0 && len(s.procList) > 0 {
-		out = append(out, report.Missing{Decisive: true,
-			What: "no traced call was recorded from the workload or its descendants: it may use a libcuda forensic did not attach to, or it failed before calling the driver",
-			Fix:  "check the attached libraries under COVERAGE against the libcuda the workload loads (LD_DEBUG=libs); record again without --libcuda"})
+		out = append(out, s.noCallsGap())
 	}
 	return out
 }

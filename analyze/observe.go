@@ -14,17 +14,39 @@ func (p *replayer) observe(e *store.Event, sym *cuda.Symbol) error {
 		return nil
 	}
 	c := &p.call
-	gpu, _ := p.dev.gpu(e.PID, e.Dev)
+	dev, gpu := p.callDevice(e, sym)
 	*c = report.Call{Symbol: p.s.syms.name(e.Symbol), Operation: sym.Op.String(), Result: e.Result,
-		PID: e.PID, TID: e.TID, StartNS: e.Start, EndNS: e.End, Depth: e.Depth, CUDADevice: e.Dev, GPU: gpu,
+		PID: e.PID, TID: e.TID, StartNS: e.Start, EndNS: e.End, Depth: e.Depth, CUDADevice: dev, GPU: gpu,
 		Context: e.Ctx, Frozen: e.Flags&store.EventFrozen != 0, LateAttach: e.Flags&store.EventLateAttach != 0}
 	c.ResultName = resultName(e.Result)
 	c.Args = p.args.of(&e.Fields)
+	if sym.Identity == cuda.IdentityOrdinal {
+		// cuDeviceGet returns a CUdevice, not an address.
+		c.Args.DeviceHandle, c.Args.Ptr = c.Args.Ptr, nil
+	}
 	for _, g := range e.Grants {
 		c.Args.Grants = append(c.Args.Grants, report.Grant{Location: locationName(g.Type), CUDADevice: g.Device,
 			Access: accessName(uint64(g.Flags)), Peer: g.Type == cuda.LocationDevice && g.Device != e.Dev})
 	}
 	return p.obs.Call(c)
+}
+
+// callDevice is the CUDA device a call ran against and its GPU, for an
+// export: the device of its thread's current context, or the device a
+// context call names (the context it creates or retains). A call made
+// before its thread had a context ran against none (cuInit; cuDeviceGet
+// and the identity queries name their device in their own argument): -1.
+// The recorder gives such calls the only GPU's ordinal so that a process
+// attached late, whose contexts it never saw, keeps its device; for that
+// process the recorded device stands.
+func (p *replayer) callDevice(e *store.Event, sym *cuda.Symbol) (int32, int) {
+	if e.Ctx == 0 && (sym.Op != cuda.OpContext || e.Has&cuda.FieldDevice == 0) {
+		if pr := p.s.procs[e.PID]; pr == nil || !pr.AttachedLate {
+			return -1, -1
+		}
+	}
+	gpu, _ := p.dev.gpu(e.PID, e.Dev)
+	return e.Dev, gpu
 }
 
 // resultName names a CUresult.

@@ -18,6 +18,7 @@ import (
 type liveRes struct {
 	size  uint64
 	most  uint64 // the most it may cost; == size for all but multi-peer grants
+	at    int64  // when the call that created it returned
 	gpu   int
 	mig   int // MIG instance, -1 for the whole GPU
 	sized bool
@@ -91,6 +92,7 @@ type replayer struct {
 	procCalls  map[uint32]*[2]uint64
 	exportKeys map[string]exportRef
 	exportSize map[string]uint64
+	exportAt   map[string]int64 // when the exported allocation was made
 	dev        devCache
 	tl         *timelineBuilder
 	obs        report.Observer
@@ -102,7 +104,8 @@ func newReplayer(s *state) *replayer {
 	p := &replayer{s: s, live: map[resKey]liveRes{}, changes: map[viewKey][]change{},
 		perProc: map[uint32]map[viewKey]*report.LiveBytes{}, pending: map[recovKey][]*failed{},
 		procCalls: map[uint32]*[2]uint64{}, exportKeys: map[string]exportRef{}, exportSize: map[string]uint64{},
-		obs: s.opts.Observer, dev: devCache{s: s, lastDev: -2}}
+		exportAt: map[string]int64{},
+		obs:      s.opts.Observer, dev: devCache{s: s, lastDev: -2}}
 	for _, f := range s.failures {
 		p.failTimes = append(p.failTimes, f.e.End)
 		k := recovKey{f.e.PID, f.sym.Op}
@@ -285,6 +288,7 @@ func (p *replayer) apply(e *store.Event, sym *cuda.Symbol) {
 		for _, res := range sym.Exports {
 			if l, ok := p.live[resKey{e.PID, res, e.Target}]; ok && l.sized {
 				p.exportSize[string(e.Key)] = l.size
+				p.exportAt[string(e.Key)] = l.at
 			}
 		}
 	}
@@ -294,7 +298,7 @@ func (p *replayer) apply(e *store.Event, sym *cuda.Symbol) {
 // exporter's, for an import), in the view its kind occupies.
 func (p *replayer) create(e *store.Event, sym *cuda.Symbol) {
 	gpu, mig := p.dev.gpu(e.PID, e.Dev)
-	l := liveRes{gpu: gpu, mig: -1, view: sym.Creates.View()}
+	l := liveRes{gpu: gpu, mig: -1, view: sym.Creates.View(), at: e.End}
 	if mig != nil && l.view == cuda.ViewFramebuffer {
 		l.mig = *mig
 	}

@@ -251,6 +251,12 @@ func (s *state) observeSample(smp *store.Sample) error {
 				return err
 			}
 		}
+		var zero uint64 // a process no longer listed holds nothing
+		for _, pid := range s.goneFrom(smp) {
+			if err := emit("used by pid "+strconv.FormatUint(uint64(pid), 10), pid, &zero); err != nil {
+				return err
+			}
+		}
 	}
 	for _, f := range fields {
 		if err := emit(f.name, 0, f.v); err != nil {

@@ -31,13 +31,17 @@ func (v val) ptr() *uint64 {
 // failure (-1 when none) and the phases.
 type landmarks struct {
 	first  int64
-	phases []report.Phase
+	phases *phaseSet
 }
 
 // landmarks returns the run's landmarks (phases are set before the passes).
 func (s *state) landmarks() *landmarks {
 	if s.marks == nil {
-		s.marks = &landmarks{first: -1, phases: s.rep.Phases}
+		ps := s.phaseSet
+		if ps == nil {
+			ps = newPhaseSet(nil, -1)
+		}
+		s.marks = &landmarks{first: -1, phases: ps}
 		if s.first != nil {
 			s.marks.first = s.first.e.End
 		}
@@ -48,56 +52,110 @@ func (s *state) landmarks() *landmarks {
 // phaseAcc is one phase's last and peak value.
 type phaseAcc struct{ last, peak val }
 
+// span is a stretch of time, [from, to); to is -1 while it lasts.
+type span struct{ from, to int64 }
+
+// maxPeakSpans bounds the stretches at its peak a field remembers; a field
+// that returns to its peak more often than this says so (spansCut).
+const maxPeakSpans = 64
+
 // fieldAcc accumulates one field's values over the run.
 type fieldAcc struct {
 	start, before, at, end, peak, low val
-	beforeT                           int64
-	phases                            []phaseAcc
-	phase                             int // index of the phase last observed (times only grow)
-	api, strct                        string
-	lastStatus                        string
-	usable                            bool
-	scope                             string
-	migIndex                          *int
+	// beforePeak is the largest value at or before the first failure.
+	beforePeak val
+	beforeT    int64
+	phases     []phaseAcc
+	phase      int // index of the phase last observed (times only grow)
+	// peakSpans are the stretches during which the field held its peak.
+	peakSpans  []span
+	spansCut   bool
+	api, strct string
+	lastStatus string
+	usable     bool
+	scope      string
+	migIndex   *int
 }
 
 func (a *fieldAcc) observe(v uint64, t int64, lm *landmarks) {
+	if a.start.ok && !a.end.ok {
+		// An accumulator that starts from a known value (a traced total
+		// starts from zero) held it in every phase before this one.
+		a.seedPhases(a.start.v, t, lm.phases)
+	}
 	if !a.start.ok {
 		a.start = some(v)
 	}
 	a.end = some(v)
-	if !a.peak.ok || v > a.peak.v {
-		a.peak = some(v)
-	}
+	a.observePeak(v, t)
 	if !a.low.ok || v < a.low.v {
 		a.low = some(v)
 	}
 	if lm.first >= 0 && t <= lm.first {
 		a.before, a.beforeT = some(v), t
+		if !a.beforePeak.ok || v > a.beforePeak.v {
+			a.beforePeak = some(v)
+		}
 	}
 	a.observePhase(v, t, lm.phases)
 }
 
-func (a *fieldAcc) observePhase(v uint64, t int64, ph []report.Phase) {
-	if len(ph) == 0 {
+// observePeak keeps the peak and the stretches of time the field held it.
+func (a *fieldAcc) observePeak(v uint64, t int64) {
+	n := len(a.peakSpans)
+	switch {
+	case !a.peak.ok || v > a.peak.v:
+		a.peak = some(v)
+		a.peakSpans = append(a.peakSpans[:0], span{t, -1})
+		a.spansCut = false
+	case v < a.peak.v:
+		if n > 0 && a.peakSpans[n-1].to < 0 {
+			a.peakSpans[n-1].to = t
+		}
+	case n > 0 && a.peakSpans[n-1].to < 0:
+		// Still at the peak.
+	case n < maxPeakSpans:
+		a.peakSpans = append(a.peakSpans, span{t, -1})
+	default:
+		a.spansCut = true
+	}
+}
+
+// seedPhases gives every phase before the one t falls in the value v.
+func (a *fieldAcc) seedPhases(v uint64, t int64, ps *phaseSet) {
+	i := ps.index(t, 0)
+	if i <= 0 {
+		return
+	}
+	a.phases = make([]phaseAcc, len(ps.phases))
+	for j := range i {
+		a.phases[j] = phaseAcc{some(v), some(v)}
+	}
+}
+
+func (a *fieldAcc) observePhase(v uint64, t int64, ps *phaseSet) {
+	if len(ps.phases) == 0 {
 		return
 	}
 	if a.phases == nil {
-		a.phases = make([]phaseAcc, len(ph))
+		a.phases = make([]phaseAcc, len(ps.phases))
 	}
 	// Times arrive in order (the replay and the samples are ordered), so
 	// the phase only moves forward; a stray earlier time searches back.
-	if a.phase >= len(ph) || t < ph[a.phase].StartNS {
-		a.phase = 0
-	}
-	for a.phase < len(ph)-1 && t > ph[a.phase].EndNS {
-		a.phase++
-	}
+	a.phase = ps.index(t, a.phase)
 	p := &a.phases[a.phase]
 	p.last = some(v)
 	if !p.peak.ok || v > p.peak.v {
 		p.peak = some(v)
 	}
+}
+
+// clone copies an accumulator's values (its own copy of the slices).
+func (a *fieldAcc) clone() fieldAcc {
+	c := *a
+	c.phases = append([]phaseAcc(nil), a.phases...)
+	c.peakSpans = append([]span(nil), a.peakSpans...)
+	return c
 }
 
 // sampleField names a sampled field of one GPU.
@@ -153,6 +211,7 @@ func (s *state) feedFields(sp *samplesPass, smp *store.Sample, trig bool) {
 	}
 	switch smp.Kind {
 	case store.KindFramebuffer:
+		s.watchPeak(smp)
 		feed("framebuffer total", 0, smp.Total, "")
 		feed("framebuffer reserved", 0, smp.Reserved, "not reported by "+smp.Struct+" (v1 has no reserved field)")
 		feed("framebuffer used", 0, smp.Used, "")
@@ -167,10 +226,101 @@ func (s *state) feedFields(sp *samplesPass, smp *store.Sample, trig bool) {
 			feed("process used", 0, nil, "")
 			return
 		}
-		for _, p := range smp.Processes {
-			feed("process used", p.PID, p.Used, "NVML_VALUE_NOT_AVAILABLE")
+		s.feedProcesses(sp, smp, trig, feed)
+	}
+}
+
+// gpuProcs follows the processes NVML lists on one GPU. A usable
+// per-process query lists every process holding memory there, so a process
+// it does not list (it exited, or holds nothing any more) holds 0 from
+// that sample on, and held 0 in the usable samples before it was first
+// listed. A failed query says nothing about anyone.
+type gpuProcs struct {
+	// zero has observed 0 at every usable query: the history of a
+	// process not listed yet.
+	zero  fieldAcc
+	n     uint64        // usable queries so far
+	procs []*listedProc // every process listed, in the order first listed
+	byPID map[uint32]*listedProc
+	// gone lists the processes the latest query no longer lists, that
+	// the one before listed (for exports that draw them as counters).
+	gone []uint32
+}
+
+// listedProc is a process a per-process query of the GPU listed.
+type listedProc struct {
+	pid  uint32
+	acc  *fieldAcc
+	last uint64 // the query (gpuProcs.n) that last listed it
+}
+
+// procsOn returns what is known of the processes on a GPU.
+func (s *state) procsOn(gpu int) *gpuProcs {
+	if s.gpuProcs == nil {
+		s.gpuProcs = map[int]*gpuProcs{}
+	}
+	g := s.gpuProcs[gpu]
+	if g == nil {
+		g = &gpuProcs{byPID: map[uint32]*listedProc{}}
+		s.gpuProcs[gpu] = g
+	}
+	return g
+}
+
+// feedProcesses feeds a usable per-process query: each listed process's
+// value, and 0 for every process listed before that it no longer lists.
+func (s *state) feedProcesses(sp *samplesPass, smp *store.Sample, trig bool, feed func(string, uint32, *uint64, string)) {
+	g := s.procsOn(smp.GPU.Index)
+	g.n++
+	g.gone = g.gone[:0]
+	for _, p := range smp.Processes {
+		lp := g.byPID[p.PID]
+		if lp == nil {
+			k := sampleField{gpu: smp.GPU.Index, mig: -1, field: "process used", pid: p.PID}
+			lp = &listedProc{pid: p.PID, acc: sp.field(k, store.ScopeProcess)}
+			if g.n > 1 {
+				*lp.acc = g.zero.clone()
+				lp.acc.scope = store.ScopeProcess
+			}
+			g.procs = append(g.procs, lp)
+			g.byPID[p.PID] = lp
+		}
+		lp.last = g.n
+		feed("process used", p.PID, p.Used, "NVML_VALUE_NOT_AVAILABLE")
+	}
+	lm := s.landmarks()
+	for _, lp := range g.procs {
+		switch lp.last {
+		case g.n:
+			continue
+		case g.n - 1:
+			g.gone = append(g.gone, lp.pid)
+		}
+		a := lp.acc
+		a.api, a.strct, a.usable = smp.API, smp.Struct, true
+		a.observe(0, smp.End, lm)
+		if trig {
+			a.at = some(0)
 		}
 	}
+	g.zero.observe(0, smp.End, lm)
+	g.zero.usable = true
+	if trig {
+		g.zero.at = some(0)
+	}
+}
+
+// goneFrom lists the processes a usable per-process query no longer lists
+// that the one before it on the same GPU did (valid right after the query
+// was fed).
+func (s *state) goneFrom(smp *store.Sample) []uint32 {
+	if smp.Kind != store.KindProcesses || !smp.Status.OK() || s.gpuProcs == nil {
+		return nil
+	}
+	if g := s.gpuProcs[smp.GPU.Index]; g != nil {
+		return g.gone
+	}
+	return nil
 }
 
 // fieldInfo says what a sampled field means and which operation it helps
@@ -205,6 +355,7 @@ func (s *state) rows(sp *samplesPass) {
 	}
 	s.tracedRows()
 	s.liveAtFailure()
+	s.rep.MemoryViewNotes = s.peakNotes(sp)
 }
 
 func sampleFieldLess(a, b sampleField) bool {

@@ -2,8 +2,12 @@ package report
 
 // Call is one recorded call as the analysis pass replays it, in time
 // order, for exports that show every call (a Perfetto trace). Args holds
-// the decoded arguments the call has; GPU is the NVML index its CUDA
-// device was matched to, -1 when unknown.
+// the decoded arguments the call has. CUDADevice is the CUDA device the
+// call ran against: its thread's current context's, or the one a context
+// call names; -1 when unknown, and for a call made before its thread had a
+// context (cuInit, cuDeviceGet: the identity queries name their device in
+// Args.Device). GPU is the NVML index that device was matched to, -1 when
+// unknown.
 type Call struct {
 	Symbol     string
 	Operation  string
@@ -22,9 +26,12 @@ type Call struct {
 }
 
 // Args are the decoded arguments of a call; each is nil when the call has
-// none or the record lacks it.
+// none or the record lacks it. Ptr is an address (or an opaque handle the
+// driver gives as a pointer) the call returned; DeviceHandle is the
+// CUdevice a cuDeviceGet returned, which is not an address.
 type Args struct {
 	Size, Flags, Ptr, Target, Peer, Count *uint64
+	DeviceHandle                          *uint64
 	Device                                *int32
 	Key                                   []byte
 	Grants                                []Grant

@@ -7,9 +7,11 @@ import (
 	"time"
 )
 
-// HumanBytes formats bytes in binary units (MiB = 2^20 bytes).
+// HumanBytes formats bytes in binary units (MiB = 2^20 bytes), up to TiB.
 func HumanBytes(v uint64) string {
 	switch {
+	case v >= 1<<40:
+		return fmt.Sprintf("%.2f TiB", float64(v)/(1<<40))
 	case v >= 1<<30:
 		return fmt.Sprintf("%.2f GiB", float64(v)/(1<<30))
 	case v >= 1<<20:

@@ -63,7 +63,11 @@ type Report struct {
 	Missing     []Missing  `json:"missing"`
 	Evidence    []Evidence `json:"evidence"`
 	MemoryViews []ViewRow  `json:"memory_views"`
-	Failures    []Failure  `json:"failures"`
+	// MemoryViewNotes explain, in sentences, what the memory views show
+	// where they could seem to contradict the verdict (no sample caught
+	// the memory the traced calls held at their peak). Empty when none.
+	MemoryViewNotes []string  `json:"memory_view_notes,omitempty"`
+	Failures        []Failure `json:"failures"`
 	// FailuresTruncated counts failures beyond those listed.
 	FailuresTruncated int             `json:"failures_truncated,omitempty"`
 	NearestSamples    *NearestSamples `json:"nearest_samples"`
@@ -73,8 +77,9 @@ type Report struct {
 	KernelLog         []KernelLine    `json:"kernel_log"`
 	Markers           []Marker        `json:"markers"`
 	Phases            []Phase         `json:"phases"`
-	// PhasesFrom says whether phases come from markers or, without any,
-	// from the run's own landmarks.
+	// PhasesFrom says whether phases come from markers ("markers") or,
+	// without any, from the run's own landmarks ("landmarks: no markers
+	// were recorded").
 	PhasesFrom string      `json:"phases_from"`
 	Loss       Loss        `json:"loss"`
 	Sampling   Sampling    `json:"sampling"`

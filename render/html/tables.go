@@ -143,7 +143,7 @@ func newViews(rep *report.Report, c clock) viewsView {
 	}
 	v.Phases, v.PhaseRows = newPhases(rep, c)
 	v.Live = newLive(rep.LiveAtFailure)
-	v.Notes = reconciledNotes(rep.Evidence)
+	v.Notes = append(reconciledNotes(rep.Evidence), rep.MemoryViewNotes...)
 	return v
 }
 

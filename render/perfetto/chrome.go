@@ -357,6 +357,7 @@ func callArgs(b []byte, c *report.Call) []byte {
 	u("size", a.Size)
 	hx("flags", a.Flags)
 	hx("ptr", a.Ptr)
+	u("device_handle", a.DeviceHandle)
 	hx("target", a.Target)
 	if a.Device != nil {
 		key("device_arg")

@@ -190,6 +190,7 @@ func (t *Trace) failedArgs(ev []byte, s *sequence, c *report.Call) []byte {
 	a := &c.Args
 	arg("flags", fAnnUint, a.Flags)
 	arg("ptr", fAnnPointer, a.Ptr)
+	arg("device_handle", fAnnUint, a.DeviceHandle)
 	arg("target", fAnnPointer, a.Target)
 	arg("peer", fAnnPointer, a.Peer)
 	arg("count", fAnnUint, a.Count)
@@ -217,7 +218,7 @@ func (t *Trace) failedArgs(ev []byte, s *sequence, c *report.Call) []byte {
 func cloneCall(c *report.Call) report.Call {
 	d := *c
 	a := &d.Args
-	for _, p := range []**uint64{&a.Size, &a.Flags, &a.Ptr, &a.Target, &a.Peer, &a.Count} {
+	for _, p := range []**uint64{&a.Size, &a.Flags, &a.Ptr, &a.DeviceHandle, &a.Target, &a.Peer, &a.Count} {
 		if *p != nil {
 			v := **p
 			*p = &v

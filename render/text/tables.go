@@ -120,6 +120,9 @@ func (t *writer) memoryViews(rep *report.Report) {
 		t.wrap("  * ", n)
 	}
 	t.reconciledNote(rep)
+	for _, n := range rep.MemoryViewNotes {
+		t.wrap("  note: ", n)
+	}
 	t.phases(rep)
 }
 
@@ -144,20 +147,49 @@ func (t *writer) phases(rep *report.Report) {
 	if len(rep.Phases) == 0 {
 		return
 	}
-	t.wrap("  ", "phases ("+rep.PhasesFrom+"):")
-	for _, p := range rep.Phases {
-		t.wrap("    ", fmt.Sprintf("%s: %s to %s", p.Label, t.rel(p.StartNS), t.rel(p.EndNS)))
+	from := "split at the run's landmarks (no markers were recorded)"
+	if rep.PhasesFrom == "markers" {
+		from = "split at the markers"
 	}
-	t.wrap("  ", "last value in each phase, MiB:")
+	t.wrap("  ", "phases, "+from+":")
+	labels := make([]string, len(rep.Phases))
+	for i, p := range rep.Phases {
+		labels[i] = p.Label
+		t.wrap("    ", p.Label+": "+t.span(p.StartNS, p.EndNS))
+	}
+	t.wrap("  ", "last value in each phase ("+strings.Join(labels, " | ")+"), MiB; - where the phase has no value:")
 	for _, v := range rep.MemoryViews {
 		var parts []string
 		for _, pv := range v.Phases {
 			parts = append(parts, mib(pv.Last))
 		}
 		if len(parts) > 0 {
-			t.wrap("    ", fmt.Sprintf("GPU %d %s: %s", v.GPU, v.Field, strings.Join(parts, "  ")))
+			t.wrap("    ", fmt.Sprintf("%s: %s", rowName(&v), strings.Join(parts, "  ")))
 		}
 	}
+}
+
+// rowName names a memory-view row: its GPU and field, and the process or
+// MIG instance it is about.
+func rowName(v *report.ViewRow) string {
+	s := fmt.Sprintf("GPU %d %s", v.GPU, v.Field)
+	if v.PID != 0 || v.MIGIndex != nil {
+		s += " (" + v.Scope + ")"
+	}
+	return s
+}
+
+// span says when a stretch of the run was: "+0.171 s to +0.227 s", or,
+// when both ends read the same, once: "at +0.171 s, for 78 µs".
+func (t *writer) span(from, to int64) string {
+	a, b := t.rel(from), t.rel(to)
+	switch {
+	case a != b:
+		return a + " to " + b
+	case to > from:
+		return "at " + a + ", for " + report.Duration(to-from)
+	}
+	return "at " + a
 }
 
 func (t *writer) live(rep *report.Report) {
@@ -214,8 +246,14 @@ func (t *writer) coverage(rep *report.Report) {
 		t.printf("  none\n")
 	}
 	for _, l := range rep.Coverage {
-		t.wrap("  ", fmt.Sprintf("%s (build id %s): %s attached, %d absent, %d exported but not attached",
-			l.Path, l.BuildID, report.Plural(len(l.Hooked), "symbol"), len(l.Absent), len(l.Unknown)))
+		counts := report.Plural(len(l.Hooked), "symbol") + " attached"
+		if n := len(l.Absent); n > 0 {
+			counts += fmt.Sprintf(", %d absent", n)
+		}
+		if n := len(l.Unknown); n > 0 {
+			counts += fmt.Sprintf(", %d exported but not attached", n)
+		}
+		t.wrap("  ", fmt.Sprintf("%s (build id %s): %s", l.Path, l.BuildID, counts))
 		if len(l.Absent) > 0 {
 			t.wrap("    absent: ", strings.Join(l.Absent, " "))
 		}
@@ -248,9 +286,7 @@ func (t *writer) loss(rep *report.Report) {
 	l := rep.Loss
 	t.heading("LOSS AND SAMPLING")
 	if l.Known {
-		t.wrap("  ", fmt.Sprintf("%s seen, %s stored, %d lost (ring buffer full); %d not followed (too many calls in progress at once), "+
-			"%d nested too deeply in the library; %d already in progress when the probes attached",
-			report.Plural(int(l.Calls), "call"), report.Plural(int(l.Events), "event"), l.LostCalls, l.LostInflight, l.TooDeep, l.Unmatched))
+		t.wrap("  ", lossText(&l))
 	} else {
 		t.wrap("  ", "loss counters were not recorded (the recorder did not stop cleanly)")
 	}
@@ -258,13 +294,64 @@ func (t *writer) loss(rep *report.Report) {
 		t.wrap("  ", fmt.Sprintf("stack captures: %d skipped by their rate limit, %d lost; those calls have the frame-pointer walk only",
 			l.StackSkipped, l.StackLost))
 	}
-	sm := rep.Sampling
-	delay := "no failure-triggered samples"
-	if sm.DelayMedian != nil {
-		delay = fmt.Sprintf("delay from a failure to its sample: median %s, max %s", report.Duration(*sm.DelayMedian), report.Duration(*sm.DelayMax))
+	t.wrap("  ", samplingText(&rep.Sampling))
+}
+
+// lossText says what the recorder saw and stored, and names only the
+// losses that happened.
+func lossText(l *report.Loss) string {
+	s := fmt.Sprintf("%s seen, %s stored", report.Plural(int(l.Calls), "call"), report.Plural(int(l.Events), "event"))
+	var lost []string
+	for _, c := range []struct {
+		n          uint64
+		noun, what string
+	}{
+		{l.LostCalls, "call", "lost (ring buffer full)"},
+		{l.LostInflight, "call", "not followed (too many calls in progress at once)"},
+		{l.TooDeep, "call", "nested too deeply in the library"},
+		{l.Unmatched, "call", "already in progress when the probes attached"},
+		{l.LostProc, "process record", "lost (ring buffer full)"},
+		{l.Untracked, "process", "not followed (the table of tracked processes was full)"},
+		{l.DecodeErrors, "event", "not decoded"},
+	} {
+		if c.n > 0 {
+			lost = append(lost, report.Plural(int(c.n), c.noun)+" "+c.what)
+		}
 	}
-	t.wrap("  ", fmt.Sprintf("NVML %s (%s): %s, %d thinned out, %s triggered by failures; %s",
-		sm.NVMLInit, sm.NVMLLibrary, report.Plural(sm.Samples, "sample"), sm.Thinned, report.Plural(sm.Triggered, "round"), delay))
+	if len(lost) == 0 {
+		return s + ", none lost"
+	}
+	return s + "; " + strings.Join(lost, ", ")
+}
+
+// samplingText says how NVML was read: its library and status, the
+// samples, and the delay of those failures triggered.
+func samplingText(sm *report.Sampling) string {
+	lib := ""
+	if sm.NVMLLibrary != "" {
+		lib = " (" + sm.NVMLLibrary + ")"
+	}
+	var s string
+	switch sm.NVMLInit {
+	case "NVML_SUCCESS":
+		s = "NVML" + lib + ": "
+	case "", "no inventory recorded":
+		s = "NVML: no inventory recorded; "
+	default:
+		s = "NVML" + lib + " did not initialize (" + sm.NVMLInit + "); "
+	}
+	s += report.Plural(sm.Samples, "sample")
+	if sm.Thinned > 0 {
+		s += fmt.Sprintf(", %d thinned out", sm.Thinned)
+	}
+	if sm.Triggered == 0 {
+		return s + ", none triggered by a failure"
+	}
+	s += ", " + report.Plural(sm.Triggered, "round") + " triggered by failures"
+	if sm.DelayMedian != nil && sm.DelayMax != nil {
+		s += fmt.Sprintf("; delay from a failure to its sample: median %s, max %s", report.Duration(*sm.DelayMedian), report.Duration(*sm.DelayMax))
+	}
+	return s
 }
 
 // mib formats bytes for the memory-view table (MiB = 2^20 bytes).

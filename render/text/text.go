@@ -209,11 +209,32 @@ func (t *writer) verdict(rep *report.Report) {
 	}
 	head := fmt.Sprintf("VERDICT  attribution %s, capacity %s", rep.Attribution, capacity)
 	if t.o.Color {
-		t.printf("\n\x1b[1;31m%s\x1b[0m\n", head)
+		t.printf("\n\x1b[%sm%s\x1b[0m\n", verdictColor(rep.Attribution), head)
 	} else {
 		t.printf("\n%s\n", head)
 	}
 	t.wrap("  ", rep.Verdict)
+}
+
+// verdictColors are the ANSI styles of the verdict heading, one per
+// attribution, meaning what the HTML report's colours mean: red only for an
+// allocation problem, purple a mapping problem, amber a failure that is not
+// about memory, orange missing evidence, green no failure.
+var verdictColors = map[report.Attribution]string{
+	report.AttrAllocation:      "1;31",
+	report.AttrMapping:         "1;35",
+	report.AttrNotMemory:       "1;33",
+	report.AttrMissingEvidence: "1;38;5;166",
+	report.AttrNone:            "1;32",
+}
+
+// verdictColor is the style of an attribution's heading (bold alone for
+// one this renderer does not know).
+func verdictColor(a report.Attribution) string {
+	if c, ok := verdictColors[a]; ok {
+		return c
+	}
+	return "1"
 }
 
 func (t *writer) nextSteps(rep *report.Report) {
@@ -394,7 +415,11 @@ func (t *writer) evidence(title string, ev []report.Evidence) {
 		if e.GPU != nil {
 			gpu = fmt.Sprintf(", GPU %d", *e.GPU)
 		}
-		t.wrap("      ", fmt.Sprintf("from %s, %s, at %s%s%s", e.Source, e.Status, t.rel(e.TimeNS), gpu, noteOf(e.Note)))
+		at := ""
+		if e.TimeNS != 0 {
+			at = ", at " + t.rel(e.TimeNS) // 0: the value has no time of its own
+		}
+		t.wrap("      ", fmt.Sprintf("from %s, %s%s%s%s", e.Source, e.Status, at, gpu, noteOf(e.Note)))
 	}
 	for _, e := range ev {
 		if e.Decisive {
@@ -425,16 +450,25 @@ func (t *writer) samples(ns *report.NearestSamples) {
 					extra += " with the process held stopped"
 				}
 			}
-			t.wrap("  ", fmt.Sprintf("%-6s %s at %s: %s%s", grp.name, s.Kind, t.rel(s.StartNS), s.Status, extra))
+			prefix := fmt.Sprintf("  %-6s %-11s ", grp.name, kindName(s.Kind))
+			t.wrap(prefix, fmt.Sprintf("%s: %s%s", t.rel(s.StartNS), s.Status, extra))
 			if s.Kind != "processes" {
-				t.wrap("         ", fmt.Sprintf("free %s, used %s, total %s [%s]", bytesOrDash(s.Free), bytesOrDash(s.Used),
-					bytesOrDash(s.Total), s.API))
+				t.wrap(strings.Repeat(" ", len(prefix)), fmt.Sprintf("free %s, used %s, total %s [%s]", bytesOrDash(s.Free),
+					bytesOrDash(s.Used), bytesOrDash(s.Total), s.API))
 			}
 		}
 	}
 	if len(ns.Before)+len(ns.At)+len(ns.After) == 0 {
 		t.printf("  none\n")
 	}
+}
+
+// kindName names a sample kind as the report writes it.
+func kindName(kind string) string {
+	if kind == "bar1" {
+		return "BAR1"
+	}
+	return kind
 }
 
 func (t *writer) missing(rep *report.Report) {
