@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"os"
 	"os/signal"
+	"path/filepath"
 	"syscall"
 	"time"
 
@@ -117,6 +118,9 @@ func (c *cli) config(f *recordFlags, command []string) (recorder.Config, error) 
 	case f.keepSamples < 1:
 		return cfg, usageErr("--keep-samples %d: keep at least 1", f.keepSamples)
 	}
+	if err := outputNotDir(cfg.Output, f.flight.on); err != nil {
+		return cfg, err
+	}
 	cfg.Command = command
 	cfg.RingBytes = int(f.ring)
 	cfg.DiskReserve = f.reserve
@@ -133,6 +137,17 @@ func (c *cli) config(f *recordFlags, command []string) (recorder.Config, error) 
 	}
 	cfg.Invoker = inv
 	return cfg, nil
+}
+
+// outputNotDir refuses a directory as the run.db to create, whether or
+// not --force is given: only flight mode records into a directory (a
+// failure, not a usage error: the command line is well formed).
+func outputNotDir(out string, flight bool) error {
+	if st, err := os.Stat(out); err == nil && st.IsDir() && !flight {
+		return fmt.Errorf("%s is a directory: give the run.db file to create, for example %s (only --flight records into a directory)",
+			out, filepath.Join(out, "run.db"))
+	}
+	return nil
 }
 
 func (c *cli) record(f *recordFlags, command []string) error {
