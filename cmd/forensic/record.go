@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"fmt"
+	"io"
 	"os"
 	"os/signal"
 	"path/filepath"
@@ -159,16 +160,17 @@ func (c *cli) record(f *recordFlags, command []string) error {
 	if cfg.Flight != nil {
 		cfg.Snapshots = snapshotSignals()
 	}
-	cfg.Log = c.stderr
+	log := c.messages()
+	cfg.Log = log
 	cfg.Stdout, cfg.Stderr = c.stdout, c.stderr
 	cfg.Ready = func() {
-		fmt.Fprintf(c.stderr, "forensic: recording %s into %s (SIGINT stops)\n", recordingWhat(cfg), cfg.Output)
+		fmt.Fprintf(log, "forensic: recording %s into %s (SIGINT stops)\n", recordingWhat(cfg), cfg.Output)
 	}
 	res, err := recorder.Run(context.Background(), cfg)
 	if err != nil {
 		return err
 	}
-	c.summary(res)
+	c.summary(log, res)
 	if res.ExitCode != 0 {
 		return exitError{res.ExitCode}
 	}
@@ -204,8 +206,8 @@ func (c *cli) stopSignals(output string) <-chan os.Signal {
 	return stop
 }
 
-// summary says what was recorded and how to look at it.
-func (c *cli) summary(res *recorder.Result) {
+// summary says on log what was recorded and how to look at it.
+func (c *cli) summary(log io.Writer, res *recorder.Result) {
 	st := res.Stop.Stats
 	extra := ""
 	if procs, start, err := runFacts(res.Path); err == nil {
@@ -218,14 +220,14 @@ func (c *cli) summary(res *recorder.Result) {
 	if st.Lost() {
 		lost = fmt.Sprintf(" (%d lost)", st.LostCalls+st.LostInflight+st.TooDeep+st.LostProc)
 	}
-	fmt.Fprintf(c.stderr, "forensic: recorded %s%s, %s%s; stopped: %s\n", count(st.Events, "call", "calls"), lost,
+	fmt.Fprintf(log, "forensic: recorded %s%s, %s%s; stopped: %s\n", count(st.Events, "call", "calls"), lost,
 		count(st.Samples, "sample", "samples"), extra, res.Stop.Reason)
 	if d := res.Stop.TriggerDelay; d.Count > 0 {
-		fmt.Fprintf(c.stderr, "forensic: %s, delay from failure to sample: median %s, max %s\n",
+		fmt.Fprintf(log, "forensic: %s, delay from failure to sample: median %s, max %s\n",
 			count(uint64(d.Count), "failure-triggered sample", "failure-triggered samples"),
 			human(time.Duration(d.Median)), human(time.Duration(d.Max)))
 	}
-	fmt.Fprintf(c.stderr, "forensic: to see what happened: forensic analyze %s\n", shellQuote(res.Path))
+	fmt.Fprintf(log, "forensic: to see what happened: forensic analyze %s\n", shellQuote(res.Path))
 }
 
 // runFacts reads how many processes a finished run recorded and when it
