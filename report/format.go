@@ -115,3 +115,29 @@ func breakAt(line string, width int) int {
 	}
 	return over
 }
+
+// MappingWords says in words how a CUDA device was matched to an NVML GPU:
+// a Failure's GPUMapping or a device's Method, as every renderer writes it.
+func MappingWords(method string) string {
+	switch method {
+	case "uuid":
+		return "matched by UUID"
+	case "pci-bus-id":
+		return "matched by PCI bus id"
+	case "visible-devices-uuid":
+		return "matched through CUDA_VISIBLE_DEVICES, by UUID"
+	case "visible-devices-index+order-pci-bus-id":
+		return "matched through CUDA_VISIBLE_DEVICES and PCI bus order"
+	case "visible-devices-index+order-same-model":
+		return "matched through CUDA_VISIBLE_DEVICES, on identical GPUs in NVML order"
+	case "single-gpu":
+		return "the only GPU"
+	case "order-pci-bus-id":
+		return "matched by PCI bus order"
+	case "order-same-model":
+		return "matched on identical GPUs in NVML order"
+	case "", "unknown":
+		return "not matched"
+	}
+	return "matched by " + method
+}

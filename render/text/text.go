@@ -280,25 +280,8 @@ func grantText(g report.Grant) string {
 	return s
 }
 
-// methods says in words how a CUDA device was matched to a GPU.
-var methods = map[string]string{
-	"uuid":                                   "matched by UUID",
-	"pci-bus-id":                             "matched by PCI bus id",
-	"visible-devices-uuid":                   "matched through CUDA_VISIBLE_DEVICES, by UUID",
-	"visible-devices-index+order-pci-bus-id": "matched through CUDA_VISIBLE_DEVICES and PCI bus order",
-	"visible-devices-index+order-same-model": "matched through CUDA_VISIBLE_DEVICES, on identical GPUs in NVML order",
-	"single-gpu":                             "the only GPU",
-	"order-pci-bus-id":                       "matched by PCI bus order",
-	"order-same-model":                       "matched on identical GPUs in NVML order",
-	"unknown":                                "not matched",
-}
-
-func matchMethod(m string) string {
-	if w, ok := methods[m]; ok {
-		return w
-	}
-	return "matched by " + m
-}
+// matchMethod says in words how a CUDA device was matched to a GPU.
+func matchMethod(m string) string { return report.MappingWords(m) }
 
 // maxFrames is how many frames of each kind a stack lists.
 const maxFrames = 12
