@@ -228,3 +228,32 @@ func TestFlagPlaceholders(t *testing.T) {
 		})
 	}
 }
+
+// analyze's header names the input as typed: a directory stays the
+// directory, with how many files it holds.
+func TestInputLabel(t *testing.T) {
+	dir := t.TempDir()
+	one, many := filepath.Join(dir, "one"), filepath.Join(dir, "many")
+	os.MkdirAll(one, 0o755)
+	os.MkdirAll(many, 0o755)
+	os.WriteFile(filepath.Join(one, "rank2.db"), []byte("x"), 0o600)
+	for _, n := range []string{"a.db", "b.db", "c.db"} {
+		os.WriteFile(filepath.Join(many, n), []byte("x"), 0o600)
+	}
+	tests := []struct {
+		args []string
+		want string
+	}{
+		{[]string{"run.db"}, "run.db"},
+		{[]string{many}, many + " (3 files)"},
+		{[]string{one}, one + " (" + filepath.Join(one, "rank2.db") + ")"},
+		{[]string{filepath.Join(many, "*.db")}, filepath.Join(many, "*.db") + " (3 files)"},
+		{[]string{"a.db", "b.db"}, "a.db b.db"},
+		{[]string{"a.db", "b.db", "c.db", "d.db"}, "a.db b.db ... (4 files)"},
+	}
+	for _, tt := range tests {
+		if got := inputLabel(tt.args); got != tt.want {
+			t.Errorf("inputLabel(%q) = %q, want %q", tt.args, got, tt.want)
+		}
+	}
+}

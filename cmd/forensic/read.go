@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"slices"
 	"strings"
 
 	"github.com/spf13/cobra"
@@ -69,6 +70,7 @@ wraps to the terminal (COLUMNS overrides; 100 when not a terminal).`,
 				err = text.Write(c.stdout, rep, text.Options{
 					Color: !noColor && c.getenv("NO_COLOR") == "" && isTerminal(c.stdout),
 					Width: textWidth(c.stdout, c.getenv),
+					Input: inputLabel(args),
 				})
 			}
 			if err == nil && exitCode && rep.Attribution != report.AttrNone {
@@ -206,6 +208,25 @@ func (c *cli) exportParquet(ctx context.Context, args []string, dir string, forc
 	}
 	fmt.Fprintf(c.stdout, "wrote %s (%s)\n", dir, report.Plural(len(paths), "run"))
 	return nil
+}
+
+// inputLabel names what the user asked to analyze, as they typed it: a
+// directory stays the directory, a glob the glob, with the files they
+// stand for ("runs/ (4 files)", "runs/ (runs/rank2.db)").
+func inputLabel(args []string) string {
+	label := strings.Join(args, " ")
+	if len(args) > 3 {
+		label = strings.Join(args[:2], " ") + " ..."
+	}
+	paths, err := store.Expand(args)
+	switch {
+	case err != nil || (slices.Equal(paths, args) && len(args) <= 3):
+	case len(paths) == 1:
+		label += " (" + paths[0] + ")"
+	default:
+		label += " (" + report.Plural(len(paths), "file") + ")"
+	}
+	return label
 }
 
 // oneRun returns the one run args name: a run.db, a flight recording's

@@ -20,6 +20,9 @@ type Options struct {
 	Color bool
 	// Width is the terminal's width in columns (default 100; at least 60).
 	Width int
+	// Input names what was analyzed as the user named it (a directory, a
+	// glob, several files), for the header; empty: the run's own path.
+	Input string
 }
 
 // writer writes the report; the first write error sticks.
@@ -168,7 +171,11 @@ func (t *writer) header(rep *report.Report) {
 	if r.Interrupted != "" {
 		end += " (interrupted)"
 	}
-	t.printf("forensic analyze %s\n", clipMiddle(r.Path, t.o.Width-len("forensic analyze ")))
+	in := t.o.Input
+	if in == "" {
+		in = r.Path
+	}
+	t.printf("forensic analyze %s\n", clipMiddle(in, t.o.Width-len("forensic analyze ")))
 	t.wrap("  ", fmt.Sprintf("run %s (%s), %s, %s, %s, host %s", r.ID, what, report.Duration(r.DurationNS), end,
 		report.Plural(int(r.Events), "event"), r.Host))
 	if f := r.Flight; f != nil {
