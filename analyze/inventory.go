@@ -74,43 +74,63 @@ func cudaVersion(v int) string {
 	return fmt.Sprintf("%d.%d (%d)", v/1000, v%1000/10, v)
 }
 
-// WriteInventoryText writes an inventory for people. Framebuffer and BAR1
-// are listed as the separate views they are.
+// inventoryWidth is the width the inventory's text fits in.
+const inventoryWidth = 80
+
+// WriteInventoryText writes an inventory for people, within 80 columns
+// (a line longer than that is broken at spaces; a path is never cut).
+// Framebuffer and BAR1 are listed as the separate views they are.
 func WriteInventoryText(w io.Writer, inv store.Inventory) error {
 	var b strings.Builder
-	fmt.Fprintf(&b, "NVML %s: %s\n", inv.Library, inv.Init.Name)
+	line := func(format string, a ...any) {
+		for _, l := range report.Wrap(fmt.Sprintf(format, a...), inventoryWidth, "    ") {
+			b.WriteString(l + "\n")
+		}
+	}
+	line("NVML %s: %s", inv.Library, inv.Init.Name)
 	if inv.InitError != "" {
-		fmt.Fprintf(&b, "  %s\n", inv.InitError)
+		line("  %s", inv.InitError)
 	}
 	if inv.Init.Code != 0 {
 		_, err := io.WriteString(w, b.String())
 		return err
 	}
-	fmt.Fprintf(&b, "driver %s, NVML %s, CUDA driver API %s\n", obsStr(inv.Driver), obsStr(inv.NVMLVersion), obsName(inv.CUDADriver, cudaVersion))
+	line("driver %s, NVML %s, CUDA driver API %s", obsStr(inv.Driver), obsStr(inv.NVMLVersion), obsName(inv.CUDADriver, cudaVersion))
 	if inv.IOMMU != nil {
-		fmt.Fprintf(&b, "IOMMU active: %v (%s)\n", *inv.IOMMU, inv.IOMMUSource)
+		line("IOMMU active: %v (%s)", *inv.IOMMU, inv.IOMMUSource)
 	}
 	for _, g := range inv.GPUs {
-		fmt.Fprintf(&b, "\nGPU %d  %s  %s  %s\n", g.Index, obsStr(g.Name), obsStr(g.UUID), obsStr(g.PCIBusID))
-		fmt.Fprintf(&b, "  framebuffer total     %s\n", obsBytes(g.FBTotal))
-		fmt.Fprintf(&b, "  framebuffer reserved  %s\n", obsBytes(g.FBReserved))
-		fmt.Fprintf(&b, "  BAR1 aperture         %s  (maps device memory for the CPU and peers; not capacity)\n", obsBytes(g.BAR1Total))
-		fmt.Fprintf(&b, "  MIG mode %s, persistence mode %s, compute mode %s\n",
-			obsName(g.MIGMode, enabledName), obsName(g.Persistence, enabledName), obsName(g.ComputeMode, computeModeName))
-		fmt.Fprintf(&b, "  PCIe gen %s x%s (max gen %s x%s)\n", obsStr(g.PCIeGen), obsStr(g.PCIeWidth), obsStr(g.PCIeMaxGen), obsStr(g.PCIeMaxWidth))
-		if len(g.BARs) > 0 {
-			var parts []string
-			for _, bar := range g.BARs {
-				parts = append(parts, fmt.Sprintf("BAR%d %s", bar.Index, report.HumanBytes(bar.Size)))
-			}
-			fmt.Fprintf(&b, "  PCI regions: %s (%s)\n", strings.Join(parts, ", "), g.BARsSource)
-		} else if g.BARsSource != "" {
-			fmt.Fprintf(&b, "  PCI regions: unknown (%s)\n", g.BARsSource)
-		}
-		for _, m := range g.MIG {
-			fmt.Fprintf(&b, "  MIG %d  %s  framebuffer %s\n", m.Index, obsStr(m.UUID), obsBytes(m.FBTotal))
-		}
+		b.WriteString("\n")
+		gpuInventoryText(line, g)
 	}
 	_, err := io.WriteString(w, b.String())
 	return err
+}
+
+// gpuInventoryText writes one GPU's part of the inventory, one fact a
+// line, values aligned after their names.
+func gpuInventoryText(line func(string, ...any), g store.GPUInventory) {
+	line("GPU %d  %s", g.Index, obsStr(g.Name))
+	line("  UUID                  %s", obsStr(g.UUID))
+	line("  PCI bus id            %s", obsStr(g.PCIBusID))
+	line("  framebuffer total     %s", obsBytes(g.FBTotal))
+	line("  framebuffer reserved  %s", obsBytes(g.FBReserved))
+	line("  BAR1 aperture         %s", obsBytes(g.BAR1Total))
+	line("                        (maps device memory for the CPU and peers; not capacity)")
+	line("  MIG mode %s, persistence mode %s, compute mode %s",
+		obsName(g.MIGMode, enabledName), obsName(g.Persistence, enabledName), obsName(g.ComputeMode, computeModeName))
+	line("  PCIe gen %s x%s (max gen %s x%s)", obsStr(g.PCIeGen), obsStr(g.PCIeWidth), obsStr(g.PCIeMaxGen), obsStr(g.PCIeMaxWidth))
+	if len(g.BARs) > 0 {
+		var parts []string
+		for _, bar := range g.BARs {
+			parts = append(parts, fmt.Sprintf("BAR%d %s", bar.Index, report.HumanBytes(bar.Size)))
+		}
+		line("  PCI regions: %s (%s)", strings.Join(parts, ", "), g.BARsSource)
+	} else if g.BARsSource != "" {
+		line("  PCI regions: unknown (%s)", g.BARsSource)
+	}
+	for _, m := range g.MIG {
+		line("  MIG %-2d                %s", m.Index, obsStr(m.UUID))
+		line("    framebuffer         %s", obsBytes(m.FBTotal))
+	}
 }

@@ -39,11 +39,46 @@ func TestInventoryNames(t *testing.T) {
 			if err := WriteInventoryText(&b, inv); err != nil {
 				t.Fatal(err)
 			}
+			words := strings.Join(strings.Fields(b.String()), " ") // lines may wrap
 			for _, w := range []string{tt.want, tt.want2} {
-				if !strings.Contains(b.String(), w) {
+				if !strings.Contains(words, w) {
 					t.Errorf("no %q in\n%s", w, b.String())
 				}
 			}
 		})
+	}
+}
+
+// Every line of the inventory fits 80 columns, the long values of a real
+// machine included; only a word longer than a line (a path) overhangs.
+func TestInventoryWidth(t *testing.T) {
+	str := func(v, api string) store.Obs[string] {
+		return store.Obs[string]{Value: &v, API: api, Status: store.Status{Name: "NVML_SUCCESS"}}
+	}
+	size := func(v uint64, api string) store.Obs[uint64] {
+		return store.Obs[uint64]{Value: &v, API: api, Status: store.Status{Name: "NVML_SUCCESS"}}
+	}
+	unsupported := store.Obs[int]{API: "nvmlDeviceGetComputeMode", Status: store.Status{Code: 3, Name: "NVML_ERROR_NOT_SUPPORTED"}}
+	path := "/usr/lib/x86_64-linux-gnu/nvidia/current/libnvidia-ml.so.535.183.01.a.path.longer.than.a.line"
+	inv := store.Inventory{Library: path, Init: store.Status{Name: "NVML_SUCCESS"},
+		GPUs: []store.GPUInventory{{Name: str("NVIDIA H100 80GB HBM3", "n"), UUID: str("GPU-b0ae225f-1d3a-d2cc-f557-bca7789e4f53", "u"),
+			PCIBusID: str("00000000:41:00.0", "p"), FBTotal: size(80<<30, "nvmlDeviceGetMemoryInfo_v2"),
+			FBReserved: size(512<<20, "nvmlDeviceGetMemoryInfo_v2"), BAR1Total: size(128<<30, "nvmlDeviceGetBAR1MemoryInfo"),
+			MIGMode: unsupported, Persistence: unsupported, ComputeMode: unsupported,
+			BARsSource: "sysfs: open /sys/bus/pci/devices/0000:41:00.0/resource: no such file or directory",
+			MIG:        []store.MIGInventory{{Index: 3, UUID: str("MIG-062e3900-6098-0dd5-12c3-0af4aa2ba27d", "m"), FBTotal: size(10<<30, "nvmlDeviceGetMemoryInfo")}}}}}
+	var b strings.Builder
+	if err := WriteInventoryText(&b, inv); err != nil {
+		t.Fatal(err)
+	}
+	for _, l := range strings.Split(strings.TrimRight(b.String(), "\n"), "\n") {
+		if n := len([]rune(l)); n > 80 && !strings.Contains(l, path) {
+			t.Errorf("%d columns: %q", n, l)
+		}
+	}
+	for _, want := range []string{"BAR1 aperture 128.00 GiB", "not capacity", "MIG 3 MIG-062e3900", "framebuffer 10.00 GiB"} {
+		if !strings.Contains(strings.Join(strings.Fields(b.String()), " "), want) {
+			t.Errorf("no %q in\n%s", want, b.String())
+		}
 	}
 }

@@ -432,7 +432,7 @@ func TestCLIHelp(t *testing.T) {
 		{"record", "forensic record [flags] -o FILE -- COMMAND [ARGS...]"},
 		{"analyze", "forensic analyze [flags] RUN.DB... | DIR"},
 		{"report", "forensic report [flags] RUN.DB... -o FILE"},
-		{"export", "forensic export [flags] RUN.DB... [-o FILE|DIR]"},
+		{"export", "forensic export [flags] RUN.DB [-o FILE]"},
 		{"inventory", "forensic inventory [flags]"},
 		{"mark", "forensic mark [flags] LABEL..."},
 		{"version", "forensic version"},

@@ -65,24 +65,26 @@ func drainHolds(src recordSource) []bpf.Hold {
 // handle attaches to the file of one hold and continues the process. The
 // mapping exists when the hold is reported (the hook runs at the system
 // call's exit), and the process cannot run code in it before it is
-// continued.
+// continued. What happened is said before the process continues, so the
+// line comes before anything the process prints afterwards.
 func (h *holder) handle(hd *bpf.Hold) {
 	pid := hd.Pid
 	lib, isNew, err := h.attachHeld(hd)
-	if hd.Flags&bpf.HoldStopped != 0 {
-		h.cont(pid)
-		held := now() - int64(hd.Ts)
-		h.q.addHold(held)
-		lib.Held = held
+	stopped := hd.Flags&bpf.HoldStopped != 0
+	if stopped {
+		lib.Held = now() - int64(hd.Ts)
+		h.q.addHold(lib.Held)
 	}
-	if err != nil {
+	switch {
+	case err != nil:
 		fmt.Fprintf(h.log, "forensic: pid %d mapped %s, which could not be attached: %v\n", pid, bpf.CString(hd.Name[:]), err)
-		return
-	}
-	if isNew {
+	case isNew:
 		lib.MappedBy = pid
 		h.q.addLibrary(lib)
 		fmt.Fprintln(h.log, describe(&lib))
+	}
+	if stopped {
+		h.cont(pid)
 	}
 }
 

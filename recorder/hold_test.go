@@ -109,6 +109,7 @@ func TestHolderAlwaysContinues(t *testing.T) {
 			}
 			var continued []uint32
 			var log bytes.Buffer
+			saidBefore := "" // the log when the process was continued
 			q := newQueue()
 			att := newAttacher(&probes{})
 			if tc.stopped {
@@ -116,10 +117,15 @@ func TestHolderAlwaysContinues(t *testing.T) {
 			}
 			ids := newBuildIDCache()
 			h := &holder{att: att, q: q, files: newFileIndex(ids), ids: ids, proc: proc, log: &log,
-				cont: func(pid uint32) { continued = append(continued, pid) }}
+				cont: func(pid uint32) { continued, saidBefore = append(continued, pid), log.String() }}
 			h.handle(&hd)
 			if len(continued) != 1 || continued[0] != 42 {
 				t.Fatalf("continued %v, want pid 42 once", continued)
+			}
+			// Said while the process is still held: the line comes before
+			// anything the process prints once it runs on.
+			if log.Len() > 0 && saidBefore != log.String() {
+				t.Errorf("said %q only after the process was continued (before: %q)", log.String(), saidBefore)
 			}
 			b := q.take(nil, 0)
 			if got := len(b.Libraries) == 1; got != tc.library {

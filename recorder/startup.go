@@ -33,7 +33,7 @@ func (s *Session) attachStart() error {
 	s.onRelease(func() { hook.Close() })
 	s.att.hooked = true
 	if len(s.cfg.Command) > 0 {
-		fmt.Fprintln(s.cfg.Log, "forensic: no libcuda attached yet: each one the workload maps is attached as it maps it")
+		fmt.Fprintln(s.cfg.Log, "forensic: no libcuda attached yet: each is attached when the workload maps it")
 		return nil
 	}
 	scan := scanLibCUDA("/proc", pids, s.cfg.All)
@@ -48,7 +48,7 @@ func (s *Session) attachStart() error {
 	}
 	s.attachScanned(scan)
 	if s.att.symbols() == 0 {
-		fmt.Fprintln(s.cfg.Log, "forensic: no libcuda attached yet: each one a recorded process maps is attached as it maps it")
+		fmt.Fprintln(s.cfg.Log, "forensic: no libcuda attached yet: each is attached when a recorded process maps it")
 	}
 	return nil
 }

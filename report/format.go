@@ -5,6 +5,7 @@ import (
 	"strconv"
 	"strings"
 	"time"
+	"unicode/utf8"
 )
 
 // HumanBytes formats bytes in binary units (MiB = 2^20 bytes), up to TiB.
@@ -74,4 +75,71 @@ func Plural(n int, noun string) string {
 // Rel formats a run-clock time as seconds into the run ("+1.234 s").
 func Rel(t, start int64) string {
 	return fmt.Sprintf("%+.3f s", float64(t-start)/1e9)
+}
+
+// Wrap breaks line into lines of at most width columns at spaces, for
+// messages a person reads in a terminal. Continuation lines start with
+// indent. A word longer than a line (a path) is never cut: it overhangs,
+// so it can still be copied. The spacing inside each line is kept.
+func Wrap(line string, width int, indent string) []string {
+	var out []string
+	for width > 0 && utf8.RuneCountInString(line) > width {
+		cut := breakAt(line, width)
+		if cut < 0 {
+			break
+		}
+		out = append(out, strings.TrimRight(line[:cut], " "))
+		line = indent + strings.TrimLeft(line[cut:], " ")
+	}
+	return append(out, line)
+}
+
+// breakAt is the byte index of the space to break line at so that the
+// part before it fits width columns: the last such space after the line's
+// leading spaces, else the first space after an overlong word; -1 when
+// there is none.
+func breakAt(line string, width int) int {
+	lead := len(line) - len(strings.TrimLeft(line, " "))
+	fit, over := -1, -1
+	col := 0
+	for i, r := range line {
+		if r == ' ' && i > lead && strings.TrimSpace(line[i:]) != "" {
+			if col <= width {
+				fit = i
+			} else if over < 0 {
+				over = i
+			}
+		}
+		col++
+	}
+	if fit >= 0 {
+		return fit
+	}
+	return over
+}
+
+// MappingWords says in words how a CUDA device was matched to an NVML GPU:
+// a Failure's GPUMapping or a device's Method, as every renderer writes it.
+func MappingWords(method string) string {
+	switch method {
+	case "uuid":
+		return "matched by UUID"
+	case "pci-bus-id":
+		return "matched by PCI bus id"
+	case "visible-devices-uuid":
+		return "matched through CUDA_VISIBLE_DEVICES, by UUID"
+	case "visible-devices-index+order-pci-bus-id":
+		return "matched through CUDA_VISIBLE_DEVICES and PCI bus order"
+	case "visible-devices-index+order-same-model":
+		return "matched through CUDA_VISIBLE_DEVICES, on identical GPUs in NVML order"
+	case "single-gpu":
+		return "the only GPU"
+	case "order-pci-bus-id":
+		return "matched by PCI bus order"
+	case "order-same-model":
+		return "matched on identical GPUs in NVML order"
+	case "", "unknown":
+		return "not matched"
+	}
+	return "matched by " + method
 }

@@ -1,6 +1,45 @@
 package report
 
-import "testing"
+import (
+	"strings"
+	"testing"
+	"unicode/utf8"
+)
+
+func TestWrap(t *testing.T) {
+	long := "/a/very/long/path/that/does/not/fit/on/one/line/of/forty/columns/libcuda.so.1"
+	tests := []struct {
+		name, in string
+		width    int
+		want     []string
+	}{
+		{"fits", "forensic: short", 40, []string{"forensic: short"}},
+		{"words", "forensic: no libcuda attached yet: each one the workload maps is attached as it maps it", 40,
+			[]string{"forensic: no libcuda attached yet: each", "    one the workload maps is attached as", "    it maps it"}},
+		{"a path overhangs, uncut", "forensic: attached " + long + " (76 symbols)", 40,
+			[]string{"forensic: attached", "    " + long, "    (76 symbols)"}},
+		{"inner spacing kept", "  framebuffer total     16.00 GiB  [nvmlDeviceGetMemoryInfo_v2]", 40,
+			[]string{"  framebuffer total     16.00 GiB", "    [nvmlDeviceGetMemoryInfo_v2]"}},
+		{"no width", "a b c", 0, []string{"a b c"}},
+		{"one word", long, 10, []string{long}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			got := Wrap(tt.in, tt.width, "    ")
+			if strings.Join(got, "\n") != strings.Join(tt.want, "\n") {
+				t.Errorf("Wrap:\n%s\nwant:\n%s", strings.Join(got, "\n"), strings.Join(tt.want, "\n"))
+			}
+			if strings.Join(strings.Fields(strings.Join(got, " ")), " ") != strings.Join(strings.Fields(tt.in), " ") {
+				t.Errorf("words changed: %q", got)
+			}
+			for _, l := range got {
+				if n := utf8.RuneCountInString(l); tt.width > 0 && n > tt.width && !strings.Contains(l, long) {
+					t.Errorf("%q: %d columns", l, n)
+				}
+			}
+		})
+	}
+}
 
 // Sizes read in the largest binary unit they fill, up to TiB: a 100 TiB
 // request is "100.00 TiB", not "102400.00 GiB".

@@ -18,7 +18,7 @@ var (
 	// does not know.
 	ErrNewerSchema = errors.New("written by a newer forensic (schema version unknown to this one)")
 	// ErrLocked: a live recorder holds the file.
-	ErrLocked = errors.New("locked by a running recorder; analyze it after the recording stops")
+	ErrLocked = errors.New("locked by a running recorder; it can be read once the recording stops")
 	// ErrCorrupt: a record inside an otherwise valid file could not be
 	// decoded.
 	ErrCorrupt = errors.New("a record in the file is corrupt")

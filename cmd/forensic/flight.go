@@ -38,7 +38,7 @@ type flightFlags struct {
 func (f *flightFlags) add(fs *pflag.FlagSet) {
 	f.maxSize, f.keepBefore, f.keepAfter, f.segmentAge = defaultMaxSize, defaultKeep, defaultKeep, flight.DefaultSegmentAge
 	fs.BoolVar(&f.on, "flight", false, "flight mode: -o names a directory; run until stopped, keeping the recent past and a window around every failure within --max-size")
-	fs.Var(sizeFlag{v: &f.maxSize, check: maxSizeCheck}, "max-size", "flight mode: the disk all segments take together, at most")
+	fs.Var(sizeFlag{v: &f.maxSize, check: maxSizeCheck}, "max-size", "flight mode: the disk all segments take together, at most (snapshots are extra: the newest four, each up to a segment's size)")
 	fs.Var(durationFlag{v: &f.keepBefore, zeroOK: true}, "keep-before", "flight mode: how much before each failure is kept")
 	fs.Var(durationFlag{v: &f.keepAfter, zeroOK: true}, "keep-after", "flight mode: how much after each failure is kept")
 	fs.BoolVar(&f.keepPrevious, "keep-previous", false, "flight mode: keep a recording found in the directory as DIR/previous instead of refusing")

@@ -3,11 +3,15 @@ package main
 import (
 	"bytes"
 	"errors"
+	"fmt"
 	"io"
 	"os"
 	"path/filepath"
 	"strings"
+	"syscall"
 	"testing"
+
+	"github.com/spf13/pflag"
 )
 
 // The command line without recording: exit statuses and the shape of
@@ -27,7 +31,7 @@ func TestRunExitStatus(t *testing.T) {
 		{[]string{"recrod"}, 2, `unknown command "recrod" (did you mean record?)`},
 		{[]string{"analyze"}, 2, "give the run.db to read"},
 		{[]string{"analyze", "a.db", "b.db"}, 1, "a.db: no such file"},
-		{[]string{"analyze", "--bogus", "a.db"}, 2, "unknown flag: --bogus"},
+		{[]string{"analyze", "--bogus", "a.db"}, 2, "unknown flag --bogus"},
 		{[]string{"analyze", missing}, 1, "no such file"},
 		{[]string{"report", missing}, 2, "give the file to write with -o FILE"},
 		{[]string{"report", missing, "-o", missing}, 1, "is the run.db being read"},
@@ -37,7 +41,17 @@ func TestRunExitStatus(t *testing.T) {
 		{[]string{"record", "-o", "x.db", "--pid", "-3"}, 2, "not a process id"},
 		{[]string{"record", "-o", "x.db", "--pid", "3", "--all"}, 2, "only one of --pid and --all"},
 		{[]string{"record", "-o", "x.db", "--keep-samples", "0", "true"}, 2, "keep at least 1"},
-		{[]string{"record", "-true"}, 2, "unknown shorthand flag"},
+		{[]string{"record", "-true"}, 2, "unknown flag -t (in -true)"},
+		{[]string{"record", "-o", dir, "true"}, 1, dir + " is a directory: give the run.db file to create"},
+		{[]string{"record", "-f", "-o", dir, "true"}, 1, dir + " is a directory"},
+		{[]string{"record", "--ring-size", "1000", "-o", "x.db", "true"}, 2, "did you mean 512MiB or 1GiB?"},
+		{[]string{"record", "--pid", "abc", "-o", "x.db"}, 2, `--pid: "abc" is not a whole number`},
+		{[]string{"record", "-o"}, 2, "-o needs a value"},
+		{[]string{"analyze", "--json=maybe", "a.db"}, 2, `--json: "maybe" is not true or false`},
+		{[]string{"export", dir}, 1, dir + ": no *.db file in this directory"},
+		{[]string{"export", "a.db", "b.db"}, 2, "a.db b.db: 2 runs (a.db, b.db); a trace holds one run"},
+		{[]string{"help", "record", "extra"}, 2, "help explains one command at a time (got record extra)"},
+		{[]string{"version", "x"}, 2, "version takes no arguments (got x)"},
 		{[]string{"record", "-o", "x.db", "--max-size", "4GiB", "--all"}, 2, "--max-size is a flight mode flag: give --flight too"},
 		{[]string{"record", "-o", "x.db", "--keep-previous", "--all"}, 2, "--keep-previous is a flight mode flag"},
 		{[]string{"record", "--flight", "-o", "d", "--max-size", "8MiB", "--all"}, 2, "8MiB is below 16MiB (two segments of 8MiB)"},
@@ -46,7 +60,7 @@ func TestRunExitStatus(t *testing.T) {
 		{[]string{"snapshot"}, 2, "give the flight recording's directory"},
 		{[]string{"snapshot", dir}, 1, "not a readable flight recording index"},
 		{[]string{"mark"}, 2, "give a label"},
-		{[]string{"inventory", "extra"}, 2, "unknown command"},
+		{[]string{"inventory", "extra"}, 2, "inventory takes no arguments (got extra)"},
 		{[]string{"help", "nosuch"}, 2, `no help for "nosuch"`},
 		{[]string{"completion"}, 2, "give the shell"},
 	}
@@ -117,6 +131,46 @@ func TestWriteOutput(t *testing.T) {
 	}
 }
 
+// An output that cannot be written is named as the user gave it, never by
+// the temporary file it is written through.
+func TestWriteOutputErrorsNameTheOutput(t *testing.T) {
+	dir := t.TempDir()
+	c := &cli{stdout: io.Discard, stderr: io.Discard, getenv: func(string) string { return "" }}
+	var tmp string
+	full := func(w io.Writer) error {
+		tmp = w.(*os.File).Name()
+		return fmt.Errorf("html report: %w", &os.PathError{Op: "write", Path: tmp, Err: syscall.ENOSPC})
+	}
+	tests := []struct {
+		name, out string
+		write     func(io.Writer) error
+		want      string
+	}{
+		{"missing directory", filepath.Join(dir, "nonexistent", "x.html"), nil, "does not exist"},
+		{"disk full", filepath.Join(dir, "x.html"), full, "no space left on device"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			tmp = ""
+			write := tt.write
+			if write == nil {
+				write = func(io.Writer) error { return nil }
+			}
+			err := c.writeOutput(tt.out, write)
+			if err == nil {
+				t.Fatal("no error")
+			}
+			msg := err.Error()
+			if !strings.Contains(msg, tt.out) || !strings.Contains(msg, tt.want) {
+				t.Errorf("%q: want it to name %s and say %q", msg, tt.out, tt.want)
+			}
+			if strings.Contains(msg, "."+filepath.Base(tt.out)) || (tmp != "" && strings.Contains(msg, tmp)) {
+				t.Errorf("%q names the temporary file", msg)
+			}
+		})
+	}
+}
+
 func TestShellQuote(t *testing.T) {
 	tests := map[string]string{
 		"run.db":          "run.db",
@@ -153,6 +207,53 @@ func TestTextWidth(t *testing.T) {
 	for _, tt := range tests {
 		if got := textWidth(&buf, env(tt.cols)); got != tt.want {
 			t.Errorf("COLUMNS=%q: %d, want %d", tt.cols, got, tt.want)
+		}
+	}
+}
+
+// Every flag that takes a value names it with a placeholder in capitals
+// (FILE, SIZE, FORMAT), never with its Go type (string, int).
+func TestFlagPlaceholders(t *testing.T) {
+	c := &cli{stdout: io.Discard, stderr: io.Discard, getenv: func(string) string { return "" }}
+	root := c.rootCommand()
+	for _, cmd := range append(root.Commands(), root) {
+		cmd.Flags().VisitAll(func(f *pflag.Flag) {
+			name, _ := pflag.UnquoteUsage(f)
+			if f.Value.Type() == "bool" || f.Hidden {
+				return
+			}
+			if name == "" || name != strings.ToUpper(name) {
+				t.Errorf("%s --%s: placeholder %q, want a word in capitals", cmd.Name(), f.Name, name)
+			}
+		})
+	}
+}
+
+// analyze's header names the input as typed: a directory stays the
+// directory, with how many files it holds.
+func TestInputLabel(t *testing.T) {
+	dir := t.TempDir()
+	one, many := filepath.Join(dir, "one"), filepath.Join(dir, "many")
+	os.MkdirAll(one, 0o755)
+	os.MkdirAll(many, 0o755)
+	os.WriteFile(filepath.Join(one, "rank2.db"), []byte("x"), 0o600)
+	for _, n := range []string{"a.db", "b.db", "c.db"} {
+		os.WriteFile(filepath.Join(many, n), []byte("x"), 0o600)
+	}
+	tests := []struct {
+		args []string
+		want string
+	}{
+		{[]string{"run.db"}, "run.db"},
+		{[]string{many}, many + " (3 files)"},
+		{[]string{one}, one + " (" + filepath.Join(one, "rank2.db") + ")"},
+		{[]string{filepath.Join(many, "*.db")}, filepath.Join(many, "*.db") + " (3 files)"},
+		{[]string{"a.db", "b.db"}, "a.db b.db"},
+		{[]string{"a.db", "b.db", "c.db", "d.db"}, "a.db b.db ... (4 files)"},
+	}
+	for _, tt := range tests {
+		if got := inputLabel(tt.args); got != tt.want {
+			t.Errorf("inputLabel(%q) = %q, want %q", tt.args, got, tt.want)
 		}
 	}
 }

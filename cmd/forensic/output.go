@@ -1,8 +1,10 @@
 package main
 
 import (
+	"errors"
 	"fmt"
 	"io"
+	"io/fs"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -54,7 +56,7 @@ func (c *cli) writeOutput(out string, write func(io.Writer) error) error {
 	}
 	f, err := os.CreateTemp(filepath.Dir(out), "."+filepath.Base(out)+".*")
 	if err != nil {
-		return err
+		return outputError{out: out, tmp: filepath.Join(filepath.Dir(out), "."+filepath.Base(out)), err: err}
 	}
 	tmp := f.Name()
 	err = write(f)
@@ -69,11 +71,37 @@ func (c *cli) writeOutput(out string, write func(io.Writer) error) error {
 	}
 	if err != nil {
 		os.Remove(tmp)
-		return fmt.Errorf("writing %s: %w", out, err)
+		return outputError{out: out, tmp: tmp, err: err}
 	}
 	fmt.Fprintf(c.stdout, "wrote %s\n", out)
 	return nil
 }
+
+// outputError is a failure to write the output file out through the
+// temporary file tmp beside it. It names out, the path the user gave:
+// the temporary file is gone, and its name means nothing to them.
+type outputError struct {
+	out, tmp string
+	err      error
+}
+
+func (e outputError) Error() string {
+	msg := e.err.Error()
+	var pe *os.PathError
+	var le *os.LinkError
+	switch {
+	case errors.As(e.err, &le) && le.Old == e.tmp:
+		msg = le.Err.Error() // the rename: out is named below
+	case errors.As(e.err, &pe) && strings.HasPrefix(pe.Path, e.tmp):
+		msg = pe.Err.Error()
+		if errors.Is(pe.Err, fs.ErrNotExist) {
+			msg = "its directory " + filepath.Dir(e.out) + " does not exist"
+		}
+	}
+	return "writing " + e.out + ": " + strings.ReplaceAll(msg, e.tmp, e.out)
+}
+
+func (e outputError) Unwrap() error { return e.err }
 
 func (c *cli) writeInPlace(out string, write func(io.Writer) error) error {
 	f, err := os.OpenFile(out, os.O_WRONLY, 0)

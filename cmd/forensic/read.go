@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"slices"
 	"strings"
 
 	"github.com/spf13/cobra"
@@ -69,6 +70,7 @@ wraps to the terminal (COLUMNS overrides; 100 when not a terminal).`,
 				err = text.Write(c.stdout, rep, text.Options{
 					Color: !noColor && c.getenv("NO_COLOR") == "" && isTerminal(c.stdout),
 					Width: textWidth(c.stdout, c.getenv),
+					Input: inputLabel(args),
 				})
 			}
 			if err == nil && exitCode && rep.Attribution != report.AttrNone {
@@ -113,7 +115,7 @@ func (c *cli) exportCommand() *cobra.Command {
 	var out, format string
 	var force bool
 	cmd := &cobra.Command{
-		Use:   "export [flags] RUN.DB... [-o FILE|DIR]",
+		Use:   "export [flags] RUN.DB [-o FILE]",
 		Short: "calls and samples as a Perfetto trace, or Parquet for a fleet",
 		Long: `Writes a run as a trace for ui.perfetto.dev: Perfetto's protobuf trace
 (--format perfetto, the default: trace.pftrace), or Chrome trace-event JSON
@@ -127,7 +129,8 @@ unless --force.
 
 Exports name processes and their arguments: files are written mode 0600
 (under sudo, owned by the user who ran sudo).`,
-		Annotations: map[string]string{"exit": readExit},
+		Annotations: map[string]string{"exit": readExit,
+			"synopsis": "export --format parquet [flags] -o DIR RUN.DB... | DIR"},
 		Example: `  forensic export run.db                       # trace.pftrace
   forensic export --format chrome-json run.db -o trace.json
   forensic export --format parquet -o fleet/ runs/*.db`,
@@ -140,13 +143,14 @@ Exports name processes and their arguments: files are written mode 0600
 			if !ok {
 				return usageErr("unknown format %q (known: perfetto, chrome-json, parquet)", format)
 			}
-			if err := oneRun(cmd, args); err != nil {
+			in, err := oneRun(args)
+			if err != nil {
 				return err
 			}
 			if out == "" {
 				out = file
 			}
-			r, done, err := c.openForOutput(args[0], out)
+			r, done, err := c.openForOutput(in, out)
 			if err != nil {
 				return err
 			}
@@ -161,7 +165,7 @@ Exports name processes and their arguments: files are written mode 0600
 			})
 		}),
 	}
-	cmd.Flags().StringVar(&format, "format", "perfetto", "perfetto (protobuf trace), chrome-json, or parquet")
+	cmd.Flags().StringVar(&format, "format", "perfetto", "`FORMAT` of the output: perfetto (protobuf trace), chrome-json, or parquet")
 	cmd.Flags().StringVarP(&out, "output", "o", "", "`FILE` to write (- for standard output), or the DIR for parquet")
 	cmd.Flags().BoolVarP(&force, "force", "f", false, "parquet: replace the partitions of a run exported before")
 	return cmd
@@ -206,15 +210,56 @@ func (c *cli) exportParquet(ctx context.Context, args []string, dir string, forc
 	return nil
 }
 
-// oneRun accepts exactly one run.db argument.
-func oneRun(_ *cobra.Command, args []string) error {
-	switch len(args) {
-	case 0:
-		return usageErr("give the run.db to read")
-	case 1:
-		return nil
+// inputLabel names what the user asked to analyze, as they typed it: a
+// directory stays the directory, a glob the glob, with the files they
+// stand for ("runs/ (4 files)", "runs/ (runs/rank2.db)").
+func inputLabel(args []string) string {
+	label := strings.Join(args, " ")
+	if len(args) > 3 {
+		label = strings.Join(args[:2], " ") + " ..."
 	}
-	return usageErr("one run.db at a time (got %d arguments: %s)", len(args), strings.Join(args, " "))
+	paths, err := store.Expand(args)
+	switch {
+	case err != nil || (slices.Equal(paths, args) && len(args) <= 3):
+	case len(paths) == 1:
+		label += " (" + paths[0] + ")"
+	default:
+		label += " (" + report.Plural(len(paths), "file") + ")"
+	}
+	return label
+}
+
+// oneRun returns the one run args name: a run.db, a flight recording's
+// directory, or a directory or glob that holds exactly one run.db. A trace
+// is one run's; several are refused, saying which.
+func oneRun(args []string) (string, error) {
+	if len(args) == 0 {
+		return "", usageErr("give the run.db to read")
+	}
+	paths, err := store.Expand(args)
+	if err != nil {
+		return "", err
+	}
+	if len(paths) == 1 {
+		return paths[0], nil
+	}
+	return "", usageErr("%s: %s; a trace holds one run: give one (--format parquet -o DIR exports several)",
+		strings.Join(args, " "), runsFound(paths))
+}
+
+// runsFound says which runs an expansion found: "3 runs (a.db, b.db,
+// c.db)", the names cut after a few.
+func runsFound(paths []string) string {
+	const shown = 3
+	names := make([]string, 0, shown+1)
+	for i, p := range paths {
+		if i == shown {
+			names = append(names, "...")
+			break
+		}
+		names = append(names, p)
+	}
+	return fmt.Sprintf("%s (%s)", report.Plural(len(paths), "run"), strings.Join(names, ", "))
 }
 
 // someRuns accepts one or more runs (files, directories, globs).
@@ -280,7 +325,7 @@ they are.`,
   1    NVML did not initialize (the inventory says why)
   2    the command line is wrong
 `},
-		Args: cobra.NoArgs,
+		Args: noArgs,
 		RunE: work(func(cmd *cobra.Command, args []string) error {
 			inv := recorder.Inventory(lib)
 			write := analyze.WriteInventoryText
@@ -335,7 +380,7 @@ The words of LABEL are joined with spaces.`,
 			return nil
 		}),
 	}
-	cmd.Flags().StringVar(&runPath, "run", "", "the run.db being recorded (default: the only live recording)")
+	cmd.Flags().StringVar(&runPath, "run", "", "the run.db `FILE` being recorded (default: the only live recording)")
 	return cmd
 }
 

@@ -3,8 +3,10 @@ package main
 import (
 	"context"
 	"fmt"
+	"io"
 	"os"
 	"os/signal"
+	"path/filepath"
 	"syscall"
 	"time"
 
@@ -117,6 +119,9 @@ func (c *cli) config(f *recordFlags, command []string) (recorder.Config, error) 
 	case f.keepSamples < 1:
 		return cfg, usageErr("--keep-samples %d: keep at least 1", f.keepSamples)
 	}
+	if err := outputNotDir(cfg.Output, f.flight.on); err != nil {
+		return cfg, err
+	}
 	cfg.Command = command
 	cfg.RingBytes = int(f.ring)
 	cfg.DiskReserve = f.reserve
@@ -135,6 +140,17 @@ func (c *cli) config(f *recordFlags, command []string) (recorder.Config, error) 
 	return cfg, nil
 }
 
+// outputNotDir refuses a directory as the run.db to create, whether or
+// not --force is given: only flight mode records into a directory (a
+// failure, not a usage error: the command line is well formed).
+func outputNotDir(out string, flight bool) error {
+	if st, err := os.Stat(out); err == nil && st.IsDir() && !flight {
+		return fmt.Errorf("%s is a directory: give the run.db file to create, for example %s (only --flight records into a directory)",
+			out, filepath.Join(out, "run.db"))
+	}
+	return nil
+}
+
 func (c *cli) record(f *recordFlags, command []string) error {
 	cfg, err := c.config(f, command)
 	if err != nil {
@@ -144,16 +160,17 @@ func (c *cli) record(f *recordFlags, command []string) error {
 	if cfg.Flight != nil {
 		cfg.Snapshots = snapshotSignals()
 	}
-	cfg.Log = c.stderr
+	log := c.messages()
+	cfg.Log = log
 	cfg.Stdout, cfg.Stderr = c.stdout, c.stderr
 	cfg.Ready = func() {
-		fmt.Fprintf(c.stderr, "forensic: recording %s into %s (SIGINT stops)\n", recordingWhat(cfg), cfg.Output)
+		fmt.Fprintf(log, "forensic: recording %s into %s (SIGINT stops)\n", recordingWhat(cfg), cfg.Output)
 	}
 	res, err := recorder.Run(context.Background(), cfg)
 	if err != nil {
 		return err
 	}
-	c.summary(res)
+	c.summary(log, res)
 	if res.ExitCode != 0 {
 		return exitError{res.ExitCode}
 	}
@@ -189,8 +206,8 @@ func (c *cli) stopSignals(output string) <-chan os.Signal {
 	return stop
 }
 
-// summary says what was recorded and how to look at it.
-func (c *cli) summary(res *recorder.Result) {
+// summary says on log what was recorded and how to look at it.
+func (c *cli) summary(log io.Writer, res *recorder.Result) {
 	st := res.Stop.Stats
 	extra := ""
 	if procs, start, err := runFacts(res.Path); err == nil {
@@ -203,14 +220,14 @@ func (c *cli) summary(res *recorder.Result) {
 	if st.Lost() {
 		lost = fmt.Sprintf(" (%d lost)", st.LostCalls+st.LostInflight+st.TooDeep+st.LostProc)
 	}
-	fmt.Fprintf(c.stderr, "forensic: recorded %s%s, %s%s; stopped: %s\n", count(st.Events, "call", "calls"), lost,
+	fmt.Fprintf(log, "forensic: recorded %s%s, %s%s; stopped: %s\n", count(st.Events, "call", "calls"), lost,
 		count(st.Samples, "sample", "samples"), extra, res.Stop.Reason)
 	if d := res.Stop.TriggerDelay; d.Count > 0 {
-		fmt.Fprintf(c.stderr, "forensic: %s, delay from failure to sample: median %s, max %s\n",
+		fmt.Fprintf(log, "forensic: %s, delay from failure to sample: median %s, max %s\n",
 			count(uint64(d.Count), "failure-triggered sample", "failure-triggered samples"),
 			human(time.Duration(d.Median)), human(time.Duration(d.Max)))
 	}
-	fmt.Fprintf(c.stderr, "forensic: to see what happened: forensic analyze %s\n", shellQuote(res.Path))
+	fmt.Fprintf(log, "forensic: to see what happened: forensic analyze %s\n", shellQuote(res.Path))
 }
 
 // runFacts reads how many processes a finished run recorded and when it

@@ -1,11 +1,14 @@
 package main
 
 import (
+	"errors"
 	"fmt"
 	"io"
+	"strconv"
 	"strings"
 
 	"github.com/spf13/cobra"
+	"github.com/spf13/pflag"
 
 	"github.com/retrivium/forensic/recorder"
 	"github.com/retrivium/forensic/store"
@@ -60,6 +63,7 @@ func (c *cli) rootCommand() *cobra.Command {
 	root.SetVersionTemplate("forensic {{.Version}}\n")
 	root.SetHelpFunc(func(cmd *cobra.Command, _ []string) { writeHelp(cmd.OutOrStdout(), cmd) })
 	root.SetHelpCommand(helpCommand(root))
+	root.SetFlagErrorFunc(func(_ *cobra.Command, err error) error { return usageErr("%s", flagError(err)) })
 	root.AddCommand(c.recordCommand(), c.analyzeCommand(), c.reportCommand(), c.exportCommand(),
 		c.inventoryCommand(), c.markCommand(), c.snapshotCommand(), c.versionCommand(), completionCommand(root))
 	return root
@@ -108,7 +112,12 @@ func helpCommand(root *cobra.Command) *cobra.Command {
 		Use:                   "help [COMMAND]",
 		DisableFlagsInUseLine: true,
 		Short:                 "help about any command",
-		Args:                  cobra.MaximumNArgs(1),
+		Args: func(_ *cobra.Command, args []string) error {
+			if len(args) > 1 {
+				return usageErr("help explains one command at a time (got %s)", quoteArgs(args))
+			}
+			return nil
+		},
 		ValidArgsFunction: func(_ *cobra.Command, _ []string, prefix string) ([]string, cobra.ShellCompDirective) {
 			var names []string
 			for _, sub := range root.Commands() {
@@ -165,9 +174,71 @@ func (c *cli) versionCommand() *cobra.Command {
 		Use:                   "version",
 		DisableFlagsInUseLine: true,
 		Short:                 "forensic's version and run.db schema",
-		Args:                  cobra.NoArgs,
+		Args:                  noArgs,
 		Run: func(cmd *cobra.Command, _ []string) {
 			fmt.Fprintf(cmd.OutOrStdout(), "forensic %s\n", cmd.Root().Version)
 		},
 	}
+}
+
+// noArgs refuses arguments to a command that takes none.
+func noArgs(cmd *cobra.Command, args []string) error {
+	if len(args) > 0 {
+		return usageErr("%s takes no arguments (got %s)", cmd.Name(), quoteArgs(args))
+	}
+	return nil
+}
+
+// quoteArgs writes arguments as they could be typed again.
+func quoteArgs(args []string) string {
+	q := make([]string, len(args))
+	for i, a := range args {
+		q[i] = shellQuote(a)
+	}
+	return strings.Join(q, " ")
+}
+
+// flagError says in words what is wrong with a flag, where pflag's own
+// message is Go's ("strconv.ParseInt: parsing ...").
+func flagError(err error) string {
+	var inv *pflag.InvalidValueError
+	var req *pflag.ValueRequiredError
+	var unknown *pflag.NotExistError
+	switch {
+	case errors.As(err, &unknown) && unknown.GetSpecifiedShortnames() != "":
+		s := fmt.Sprintf("unknown flag -%c", unknown.GetSpecifiedName()[0])
+		if len(unknown.GetSpecifiedShortnames()) > 1 {
+			s += " (in -" + unknown.GetSpecifiedShortnames() + ")"
+		}
+		return s
+	case errors.As(err, &unknown):
+		return "unknown flag --" + unknown.GetSpecifiedName()
+	case errors.As(err, &inv):
+		return flagName(inv.GetFlag()) + ": " + valueError(inv.GetFlag(), inv.GetValue(), errors.Unwrap(err))
+	case errors.As(err, &req):
+		name := "--" + req.GetSpecifiedName()
+		if req.GetSpecifiedShortnames() != "" {
+			name = "-" + req.GetSpecifiedName()
+		}
+		return name + " needs a value"
+	}
+	return err.Error()
+}
+
+// flagName is a flag as a user types it: --name.
+func flagName(f *pflag.Flag) string { return "--" + f.Name }
+
+// valueError says why value is not one a flag takes.
+func valueError(f *pflag.Flag, value string, cause error) string {
+	var ne *strconv.NumError
+	if !errors.As(cause, &ne) {
+		return cause.Error()
+	}
+	switch {
+	case f.Value.Type() == "bool":
+		return fmt.Sprintf("%q is not true or false", value)
+	case errors.Is(ne.Err, strconv.ErrRange):
+		return fmt.Sprintf("%q is out of range", value)
+	}
+	return fmt.Sprintf("%q is not a whole number", value)
 }

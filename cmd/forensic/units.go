@@ -110,11 +110,30 @@ func ringSize(n uint64) error {
 	if n >= page && bits.OnesCount64(n) == 1 {
 		return nil
 	}
-	hint := ""
-	if n > 0 && n < 1024 {
-		hint = fmt.Sprintf("; did you mean %dMiB?", n)
+	return fmt.Errorf("%s is not a power of two of at least a page (%d bytes)%s", sizeWords(n), page, ringHint(n, page))
+}
+
+// ringHint suggests ring sizes near n that ringSize accepts: n MiB when
+// n is so small that MiB were probably meant, else the powers of two
+// around n.
+func ringHint(n, page uint64) string {
+	if n == 0 {
+		return ""
 	}
-	return fmt.Errorf("%s is not a power of two of at least a page (%d bytes)%s", sizeWords(n), page, hint)
+	if n < 1024 {
+		n <<= 20 // "16" meant 16MiB
+		if bits.OnesCount64(n) == 1 {
+			return fmt.Sprintf("; did you mean %s?", formatSize(n))
+		}
+	}
+	if n < page {
+		return fmt.Sprintf("; did you mean %s?", formatSize(page))
+	}
+	below := uint64(1) << (bits.Len64(n) - 1)
+	if bits.Len64(n) == 64 {
+		return fmt.Sprintf("; did you mean %s?", formatSize(below))
+	}
+	return fmt.Sprintf("; did you mean %s or %s?", formatSize(below), formatSize(below<<1))
 }
 
 // diskReserve accepts 0 (write until the disk refuses) or at least a page:

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"regexp"
 	"strings"
 	"testing"
 	"time"
@@ -66,6 +67,7 @@ func TestSizeChecks(t *testing.T) {
 		{ringSize, "1GiB", ""},
 		{ringSize, "16", "did you mean 16MiB?"},
 		{ringSize, "3MiB", "3MiB is not a power of two"},
+		{ringSize, "1000", "did you mean 512MiB or 1GiB?"},
 		{ringSize, "2KiB", "at least a page"},
 		{ringSize, "0", "not a power of two"},
 		{diskReserve, "0", ""},
@@ -82,6 +84,36 @@ func TestSizeChecks(t *testing.T) {
 			t.Errorf("%q: %v, want an error saying %q", tt.in, err, tt.wantErr)
 		case tt.wantErr != "" && v != 7:
 			t.Errorf("%q: a refused value was stored (%d)", tt.in, v)
+		}
+	}
+}
+
+// Every size a refused --ring-size suggests is itself accepted.
+func TestRingSizeHintsAreAccepted(t *testing.T) {
+	mean := regexp.MustCompile(`did you mean (\S+?)(?: or (\S+?))?\?`)
+	for _, in := range []string{"1", "16", "1000", "1023", "1025", "3000", "5000", "3MiB", "1000MiB", "2KiB", "17179869183"} {
+		n, err := parseSize(in)
+		if err != nil {
+			t.Fatal(err)
+		}
+		err = ringSize(n)
+		if err == nil {
+			t.Errorf("%s: accepted", in)
+			continue
+		}
+		m := mean.FindStringSubmatch(err.Error())
+		if m == nil {
+			t.Errorf("%s: %v suggests nothing", in, err)
+			continue
+		}
+		for _, s := range m[1:] {
+			if s == "" {
+				continue
+			}
+			v, perr := parseSize(s)
+			if perr != nil || ringSize(v) != nil {
+				t.Errorf("%s: suggests %s, which is refused: %v %v", in, s, perr, ringSize(v))
+			}
 		}
 	}
 }

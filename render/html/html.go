@@ -31,6 +31,8 @@ import (
 	"fmt"
 	"html/template"
 	"io"
+	"strings"
+	"unicode"
 
 	"github.com/retrivium/forensic/report"
 )
@@ -41,11 +43,32 @@ var files embed.FS
 // parse parses the page template; report.css and report.js are templates
 // too, included into the page's <style> and <script> as static text.
 func parse() (*template.Template, error) {
-	t, err := template.New("report.html").ParseFS(files, "html/report.html", "html/timeline.html", "html/runs.html", "html/report.css", "html/report.js")
+	t, err := template.New("report.html").Funcs(template.FuncMap{"breakable": breakable}).ParseFS(files, "html/report.html", "html/timeline.html", "html/runs.html", "html/report.css", "html/report.js")
 	if err != nil {
 		return nil, fmt.Errorf("html report template: %w", err)
 	}
 	return t, nil
+}
+
+// breakable is an identifier, path or API name (cuMemAlloc_v2,
+// nvmlDeviceGetMemoryInfo_v2, /usr/lib/libcuda.so.1) escaped, with line
+// break opportunities (<wbr>) after '_', '/', '.' and ',' and between a
+// lower-case letter and an upper-case one, so a narrow table column wraps
+// it at a readable place instead of overflowing the page.
+func breakable(s string) template.HTML {
+	var b strings.Builder
+	var prev rune
+	for _, r := range s {
+		if unicode.IsUpper(r) && unicode.IsLower(prev) {
+			b.WriteString("<wbr>")
+		}
+		b.WriteString(template.HTMLEscapeString(string(r)))
+		if strings.ContainsRune("_/.,", r) {
+			b.WriteString("<wbr>")
+		}
+		prev = r
+	}
+	return template.HTML(b.String()) // every piece of s was escaped above
 }
 
 // Write writes the report as one self-contained HTML page.

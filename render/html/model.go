@@ -98,12 +98,45 @@ func title(rep *report.Report) string {
 	return t
 }
 
-// header is the run at a glance.
+// header is the run at a glance. Recorded says how (spawn, pid or all
+// mode; a flight recording says so); Flight is how a flight recording's
+// segments were read, nil for a single run.db.
 type header struct {
 	Head, What, WhatFull                string
-	ID, Mode, Host, Kernel              string
+	ID, Recorded, Host, Kernel          string
 	Started, Duration, Ended, StopError string
 	Interrupted, Events, Job            string
+	Flight                              *flightView
+}
+
+// flightView is how a flight recording was read: its segments, the live
+// one, and what retention deleted.
+type flightView struct {
+	Segments string
+	NotRead  []string
+	Deleted  string
+}
+
+// newFlight describes how a flight recording was read; nil for a run.db.
+func newFlight(f *report.FlightRead) *flightView {
+	if f == nil {
+		return nil
+	}
+	v := &flightView{Segments: report.Plural(f.SegmentsRead, "segment") + " read", NotRead: f.NotRead,
+		Deleted: "nothing: every stretch recorded is still on disk"}
+	switch f.Live {
+	case "copy":
+		v.Segments += ", the live one from a copy its recorder made at " + f.LiveTaken
+	case "snapshot":
+		v.Segments += ", the live one from its snapshot of " + f.LiveTaken
+	case "not-read":
+		v.Segments += "; the live one could not be read"
+	}
+	if f.DroppedRanges > 0 {
+		v.Deleted = fmt.Sprintf("%s deleted by retention to keep the recording within its size bound (%s)",
+			report.Plural(f.DroppedRanges, "stretch"), report.Plural(int(f.DroppedCalls), "call event"))
+	}
+	return v
 }
 
 func newHeader(rep *report.Report, c clock) header {
@@ -114,9 +147,12 @@ func newHeader(rep *report.Report, c clock) header {
 	} else if r.TargetPID != 0 {
 		what = fmt.Sprintf("pid %d", r.TargetPID)
 	}
-	h := header{What: clip(what, 400), WhatFull: what, ID: r.ID, Mode: r.Mode, Host: orDash(r.Host), Kernel: orDash(r.Kernel),
+	h := header{What: clip(what, 400), WhatFull: what, ID: r.ID, Recorded: r.Mode + " mode", Host: orDash(r.Host), Kernel: orDash(r.Kernel),
 		Started: orDash(c.at(r.StartNS, wallLong)), Duration: report.Duration(r.DurationNS), Ended: ended(&r),
 		StopError: r.StopError, Events: report.Plural(int(r.Events), "event"), Job: jobText(rep)}
+	if h.Flight = newFlight(r.Flight); h.Flight != nil {
+		h.Recorded = "flight mode (" + r.Mode + "), a directory of segments,"
+	}
 	if r.Interrupted != "" {
 		h.Interrupted = "interrupted by " + r.Interrupted + ": stopped by the user or forensic, not a crash"
 	}

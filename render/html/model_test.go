@@ -2,6 +2,7 @@ package html
 
 import (
 	"reflect"
+	"slices"
 	"strings"
 	"testing"
 
@@ -65,6 +66,75 @@ func TestNewHeader(t *testing.T) {
 		if h.Head != tc.head || h.What != tc.what || h.Ended != tc.ended || h.Interrupted != tc.interr {
 			t.Errorf("%s: header %q / %q / %q / %q, want %q / %q / %q / %q", tc.name, h.Head, h.What, h.Ended, h.Interrupted,
 				tc.head, tc.what, tc.ended, tc.interr)
+		}
+	}
+}
+
+// A flight recording's header says so, with its segments and what
+// retention deleted; a run.db's says nothing of segments.
+func TestNewHeaderFlight(t *testing.T) {
+	for _, tc := range []struct {
+		name               string
+		flight             *report.FlightRead
+		recorded, segments string
+		deleted, notRead   string
+	}{
+		{"a run.db", nil, "spawn mode", "", "", ""},
+		{"flight, closed", &report.FlightRead{SegmentsRead: 5, Live: "none", DroppedRanges: 2, DroppedCalls: 1234},
+			"flight mode (spawn)", "5 segments read", "2 stretches deleted by retention to keep the recording within its size bound (1234 call events)", ""},
+		{"flight, live", &report.FlightRead{SegmentsRead: 3, Live: "copy", LiveTaken: "2026-03-14T09:30:00Z",
+			NotRead: []string{"segments/00000002.db: no such file"}},
+			"flight mode (spawn)", "3 segments read, the live one from a copy its recorder made at 2026-03-14T09:30:00Z",
+			"nothing: every stretch recorded is still on disk", "segments/00000002.db: no such file"},
+	} {
+		rep := report.Report{Run: report.RunInfo{Mode: "spawn", Flight: tc.flight}}
+		h := newHeader(&rep, testClock(t))
+		if !strings.HasPrefix(h.Recorded, tc.recorded) {
+			t.Errorf("%s: recorded %q, want %q", tc.name, h.Recorded, tc.recorded)
+		}
+		if tc.flight == nil {
+			if h.Flight != nil {
+				t.Errorf("%s: flight %+v", tc.name, h.Flight)
+			}
+			continue
+		}
+		f := h.Flight
+		if f == nil || f.Segments != tc.segments || f.Deleted != tc.deleted || (tc.notRead != "" && (len(f.NotRead) != 1 || f.NotRead[0] != tc.notRead)) {
+			t.Errorf("%s: flight %+v", tc.name, f)
+		}
+	}
+}
+
+// What the page shows people: the capacity of a run without a failure,
+// how a CUDA device was matched, each process's scope, in words, each
+// once; never a JSON null or a method's id.
+func TestWordsNotIDs(t *testing.T) {
+	if j := newJudgement("Verdict", report.AttrNone, nil, ""); j.Capacity != "none (no failure)" {
+		t.Errorf("capacity without a failure: %q", j.Capacity)
+	}
+	f := report.Failure{Symbol: "cuMemAlloc_v2", GPUMapping: "single-gpu", GPUIndex: intp(0)}
+	if v := newFailureView("First failure", &f, nil, testClock(t)); v.Mapping != "the only GPU" {
+		t.Errorf("mapping %q", v.Mapping)
+	}
+	ps := newProcesses([]report.ProcessInfo{{PID: 7, Devices: []report.DeviceMap{
+		{Ordinal: 0, GPU: intp(1), Method: "order-same-model"}, {Ordinal: 1, Method: "unknown", Why: "ordinal 1 but 1 GPUs visible"}}}}, testClock(t))
+	want := []string{"CUDA 0 → GPU 1 (matched on identical GPUs in NVML order)", "CUDA 1 → unknown (not matched): ordinal 1 but 1 GPUs visible"}
+	if !reflect.DeepEqual(ps[0].Devices, want) {
+		t.Errorf("devices %q, want %q", ps[0].Devices, want)
+	}
+	for _, tc := range []struct {
+		row  report.ViewRow
+		want string
+	}{
+		{report.ViewRow{Scope: "pid 42", PID: 42}, "pid 42"},
+		{report.ViewRow{Scope: "process", PID: 42}, "process, pid 42"},
+		{report.ViewRow{Scope: "traced MIG 1", MIGIndex: intp(1)}, "traced MIG 1"},
+		{report.ViewRow{Scope: "MIG 0", PID: 7, MIGIndex: intp(0)}, "MIG 0, pid 7"},
+		{report.ViewRow{Scope: "pid 421", PID: 42}, "pid 421, pid 42"},
+		{report.ViewRow{Scope: "device"}, "device"},
+	} {
+		if got := scopeText(&tc.row); got != tc.want {
+			t.Errorf("scope of %+v: %q, want %q", tc.row, got, tc.want)
 		}
 	}
 }
@@ -437,6 +507,97 @@ func TestNewProcRow(t *testing.T) {
 	}
 }
 
+// Failure labels stay inside the plot and never overlap, and the first
+// and first unrecovered failures get theirs before any other.
+func TestFailLabelsFit(t *testing.T) {
+	ax := timeAxis{T0: 0, T1: 1_000_000, X0: svgLeft, W: plotW}
+	fail := func(end int64, first, unrec bool) report.CallMark {
+		return report.CallMark{Symbol: "cuMemAlloc_v2", Result: 2, ResultName: "CUDA_ERROR_OUT_OF_MEMORY", StartNS: end - 10, EndNS: end,
+			First: first, Unrecovered: unrec}
+	}
+	many := []report.CallMark{fail(10_000, true, false)}
+	for i := int64(1); i < 40; i++ {
+		many = append(many, fail(i*24_000, false, false))
+	}
+	many = append(many, fail(990_000, false, true))
+	for _, tc := range []struct {
+		name  string
+		fails []report.CallMark
+		want  []string // labels that must be drawn (whole or shortened to their result)
+	}{
+		{"first and unrecovered close, at the right edge", []report.CallMark{fail(700_000, true, false), fail(990_000, false, true)},
+			[]string{"FIRST: cuMemAlloc_v2 OUT_OF_MEMORY", "UNRECOVERED: OUT_OF_MEMORY"}},
+		{"at the left edge", []report.CallMark{fail(0, true, false)}, []string{"FIRST: cuMemAlloc_v2 OUT_OF_MEMORY"}},
+		{"many, landmarks first", many, []string{"FIRST: cuMemAlloc_v2 OUT_OF_MEMORY", "UNRECOVERED: cuMemAlloc_v2 OUT_OF_MEMORY"}},
+		{"on top of each other", []report.CallMark{fail(500_000, true, false), fail(500_100, false, true)},
+			[]string{"FIRST: cuMemAlloc_v2 OUT_OF_MEMORY", "UNRECOVERED: cuMemAlloc_v2 OUT_OF_MEMORY"}},
+	} {
+		var spans []span
+		var got []string
+		for _, f := range failMarks(tc.fails, 50, ax, testClock(t)) {
+			l := f.Label
+			if l == nil {
+				continue
+			}
+			got = append(got, l.Text)
+			s := span{float64(l.X), float64(l.X) + textWidth(l.Text)}
+			if l.Anchor == "end" {
+				s = span{float64(l.X) - textWidth(l.Text), float64(l.X)}
+			}
+			if s.lo < svgLeft || s.hi > svgW {
+				t.Errorf("%s: %q spans %.0f..%.0f, outside the plot %.0f..%.0f", tc.name, l.Text, s.lo, s.hi, svgLeft, svgW)
+			}
+			if overlaps(s, spans) {
+				t.Errorf("%s: %q overlaps another label", tc.name, l.Text)
+			}
+			spans = append(spans, s)
+		}
+		for _, w := range tc.want {
+			if !slices.Contains(got, w) {
+				t.Errorf("%s: no label %q in %q", tc.name, w, got)
+			}
+		}
+	}
+}
+
+// A rule's label stays inside the picture, also for a rule at its right
+// edge, and labels on one row do not overlap.
+func TestRuleLabelsInside(t *testing.T) {
+	ax := timeAxis{T0: 0, T1: 1_000_000, X0: svgLeft, W: plotW}
+	var rules []vrule
+	for _, tns := range []int64{0, 500_000, 930_000, 990_000, 1_000_000} {
+		rules = append(rules, vrule{t: tns, X: ax.X(tns), Label: &label{Text: "first unrecovered"}})
+	}
+	placeRuleLabels(rules, ax)
+	type ext struct {
+		y      coord
+		lo, hi float64
+	}
+	var seen []ext
+	for _, r := range rules {
+		l := r.Label
+		if l == nil {
+			continue
+		}
+		e := ext{l.Y, float64(l.X), float64(l.X) + textWidth(l.Text)}
+		if l.Anchor == "end" {
+			e.lo, e.hi = float64(l.X)-textWidth(l.Text), float64(l.X)
+		}
+		if e.lo < 0 || e.hi > svgW {
+			t.Errorf("rule at x %v: label spans %.0f..%.0f, outside 0..%.0f", r.X, e.lo, e.hi, svgW)
+		}
+		for _, o := range seen {
+			if o.y == e.y && e.lo < o.hi && o.lo < e.hi {
+				t.Errorf("rule at x %v: its label overlaps another on its row", r.X)
+			}
+		}
+		seen = append(seen, e)
+	}
+	if len(seen) < 4 {
+		t.Errorf("%d of 5 labels placed", len(seen))
+	}
+}
+
 // A stack's Python frames are listed apart and first, with file:line;
 // each list is bounded.
 func TestNewStack(t *testing.T) {
@@ -462,5 +623,21 @@ func TestNewStack(t *testing.T) {
 	}
 	if v := newStack(nil); v.Recorded {
 		t.Error("no stack is recorded")
+	}
+}
+
+// An identifier is escaped, and may break after _ / . , and inside a
+// camel-case word, nowhere else.
+func TestBreakable(t *testing.T) {
+	for in, want := range map[string]string{
+		"nvmlDeviceGetMemoryInfo_v2":  "nvml<wbr>Device<wbr>Get<wbr>Memory<wbr>Info_<wbr>v2",
+		"CUDA_ERROR_OUT_OF_MEMORY":    "CUDA_<wbr>ERROR_<wbr>OUT_<wbr>OF_<wbr>MEMORY",
+		"/usr/lib/libcuda.so.1":       "/<wbr>usr/<wbr>lib/<wbr>libcuda.<wbr>so.<wbr>1",
+		"<script>x</script>":          "&lt;script&gt;x&lt;/<wbr>script&gt;",
+		"a \"quoted\" & 'single' arg": "a &#34;quoted&#34; &amp; &#39;single&#39; arg",
+	} {
+		if got := string(breakable(in)); got != want {
+			t.Errorf("breakable(%q) = %q, want %q", in, got, want)
+		}
 	}
 }

@@ -3,6 +3,7 @@ package html
 import (
 	"fmt"
 	"math"
+	"slices"
 	"sort"
 	"strings"
 
@@ -314,33 +315,139 @@ func failBins(bins []uint32, y float64, ax timeAxis, c clock) []binRect {
 	return out
 }
 
-// failMarks draws each failed call; labels go where they do not collide
-// with the previous one, and the first (unrecovered) failure says so.
+// failMarks draws each failed call. Labels go where they fit inside the
+// plot and overlap no other label: the first and the first unrecovered
+// failure get theirs first (shortened to their result if both do not fit
+// whole), then the others in time order; a failure whose label has no
+// room keeps its tooltip.
 func failMarks(fails []report.CallMark, y float64, ax timeAxis, c clock) []failMark {
-	var out []failMark
-	lastLabel := coord(-1e9)
+	out := make([]failMark, len(fails))
+	var landmarks, others []int
 	for k := range fails {
 		m := &fails[k]
 		x := ax.X(m.EndNS)
-		f := failMark{X: x, Y1: coord(y + 4), Y2: coord(y + procRowH - 3), Tip: downMarker{x, coord(y + 9)},
+		out[k] = failMark{X: x, Y1: coord(y + 4), Y2: coord(y + procRowH - 3), Tip: downMarker{x, coord(y + 9)},
 			Title: "FAILED " + markTitle(m, c)}
-		if x-lastLabel > 150 && x < svgLeft+plotW-40 {
-			text := m.Symbol + " " + strings.TrimPrefix(resultName(m), "CUDA_ERROR_")
-			switch {
-			case m.First:
-				text = "FIRST: " + text
-			case m.Unrecovered:
-				text = "UNRECOVERED: " + text
-			}
-			f.Label = &label{X: x + 5, Y: coord(y + 12), Anchor: "start", Text: clip(text, 40)}
-			if x > svgLeft+plotW-180 {
-				f.Label.X, f.Label.Anchor = x-5, "end"
-			}
-			lastLabel = x
+		if m.First || m.Unrecovered {
+			landmarks = append(landmarks, k)
+		} else {
+			others = append(others, k)
 		}
-		out = append(out, f)
+	}
+	var taken []span
+	for _, k := range bestLabels(fails, out, landmarks, coord(y+12)) {
+		out[k.mark].Label = k.label
+		taken = append(taken, k.extent)
+	}
+	for _, k := range others {
+		m := &fails[k]
+		for _, l := range labelChoices(clip(m.Symbol+" "+shortResult(m), 40), float64(out[k].X), coord(y+12)) {
+			if !overlaps(l.extent, taken) {
+				out[k].Label = l.label
+				taken = append(taken, l.extent)
+				break
+			}
+		}
 	}
 	return out
+}
+
+// shortResult is a call's result without the CUDA_ERROR_ prefix.
+func shortResult(m *report.CallMark) string { return strings.TrimPrefix(resultName(m), "CUDA_ERROR_") }
+
+// span is the horizontal extent of a placed label, with a margin.
+type span struct{ lo, hi float64 }
+
+// placedLabel is a label placed for the failure mark at index mark.
+type placedLabel struct {
+	mark   int
+	label  *label
+	extent span
+}
+
+// labelChoices are the places a label may go, best first: right of x,
+// then left of it; only those inside the plot.
+func labelChoices(text string, x float64, y coord) []placedLabel {
+	w := textWidth(text)
+	var out []placedLabel
+	if x+5+w <= svgW-4 {
+		out = append(out, placedLabel{label: &label{X: coord(x + 5), Y: y, Anchor: "start", Text: text}, extent: span{x + 2, x + 8 + w}})
+	}
+	if x-5-w >= svgLeft {
+		out = append(out, placedLabel{label: &label{X: coord(x - 5), Y: y, Anchor: "end", Text: text}, extent: span{x - 8 - w, x - 2}})
+	}
+	return out
+}
+
+// bestLabels places the labels of the first and first unrecovered
+// failures (at most two per row): of every combination of whole or
+// shortened labels, right or left, the one that shows the most text
+// without an overlap.
+func bestLabels(fails []report.CallMark, marks []failMark, idx []int, y coord) []placedLabel {
+	var choices [][]placedLabel
+	for _, k := range idx {
+		m := &fails[k]
+		tag := "FIRST: "
+		if !m.First {
+			tag = "UNRECOVERED: "
+		}
+		var cs []placedLabel
+		for _, text := range []string{clip(tag+m.Symbol+" "+shortResult(m), 40), tag + shortResult(m)} {
+			for _, c := range labelChoices(text, float64(marks[k].X), y) {
+				c.mark = k
+				cs = append(cs, c)
+			}
+		}
+		choices = append(choices, append(cs, placedLabel{mark: k})) // or none
+	}
+	var best []placedLabel
+	bestScore := -1
+	var try func(i int, cur []placedLabel)
+	try = func(i int, cur []placedLabel) {
+		if i == len(choices) {
+			if sc := labelScore(cur); sc > bestScore {
+				best, bestScore = append([]placedLabel(nil), cur...), sc
+			}
+			return
+		}
+		for _, c := range choices[i] {
+			if c.label == nil || !overlaps(c.extent, extents(cur)) {
+				try(i+1, append(cur, c))
+			}
+		}
+	}
+	try(0, nil)
+	return slices.DeleteFunc(best, func(p placedLabel) bool { return p.label == nil })
+}
+
+// labelScore prefers more labels, then more of their text.
+func labelScore(ls []placedLabel) int {
+	n := 0
+	for _, l := range ls {
+		if l.label != nil {
+			n += 1000 + len(l.label.Text)
+		}
+	}
+	return n
+}
+
+func extents(ls []placedLabel) []span {
+	var out []span
+	for _, l := range ls {
+		if l.label != nil {
+			out = append(out, l.extent)
+		}
+	}
+	return out
+}
+
+func overlaps(s span, taken []span) bool {
+	for _, t := range taken {
+		if s.lo < t.hi && t.lo < s.hi {
+			return true
+		}
+	}
+	return false
 }
 
 // markTitle is a call's tooltip: what it was, when, by whom.

@@ -167,16 +167,40 @@ func viewLabel(view string) string {
 	return view
 }
 
-// scopeText is a row's scope, with its process or MIG instance.
+// scopeText is a row's scope with its process and MIG instance, each
+// named once: the analysis usually writes them into the scope already
+// ("pid 42", "traced MIG 1").
 func scopeText(r *report.ViewRow) string {
 	s := r.Scope
+	add := func(part string) {
+		if !namesPart(s, part) {
+			s += ", " + part
+		}
+	}
 	if r.PID != 0 {
-		s += fmt.Sprintf(", pid %d", r.PID)
+		add(fmt.Sprintf("pid %d", r.PID))
 	}
 	if r.MIGIndex != nil {
-		s += fmt.Sprintf(", MIG %d", *r.MIGIndex)
+		add(fmt.Sprintf("MIG %d", *r.MIGIndex))
 	}
-	return s
+	return strings.TrimPrefix(s, ", ")
+}
+
+// namesPart reports whether s contains part as a whole: "pid 42" is in
+// "pid 42" and "traced, pid 42", not in "pid 421".
+func namesPart(s, part string) bool {
+	for i := strings.Index(s, part); i >= 0; {
+		end := i + len(part)
+		if end == len(s) || s[end] < '0' || s[end] > '9' {
+			return true
+		}
+		next := strings.Index(s[end:], part)
+		if next < 0 {
+			return false
+		}
+		i = end + next
+	}
+	return false
 }
 
 func newPhases(rep *report.Report, c clock) ([]phaseHead, []phaseRow) {
@@ -279,7 +303,7 @@ func newProcesses(ps []report.ProcessInfo, c clock) []processRow {
 			r.Name = "?"
 		}
 		for _, d := range p.Devices {
-			s := fmt.Sprintf("CUDA %d → %s (%s)", d.Ordinal, gpuText(d.GPU), d.Method)
+			s := fmt.Sprintf("CUDA %d → %s (%s)", d.Ordinal, gpuText(d.GPU), mapping(d.Method))
 			if d.Why != "" {
 				s += ": " + d.Why
 			}

@@ -12,7 +12,7 @@ import (
 // Timeline geometry, in SVG user units. The SVG scales to the page's
 // width; these fix its proportions.
 const (
-	svgW      = 1200.0
+	svgW      = 1000.0
 	svgLeft   = 208.0 // gutter: panel titles, legends, y-axis labels
 	svgRight  = 28.0
 	plotW     = svgW - svgLeft - svgRight
@@ -200,13 +200,19 @@ func tickAnchor(x coord, s string) string {
 func textWidth(s string) float64 { return 6.2 * float64(len([]rune(s))) }
 
 // placeRuleLabels puts the rules' labels on rows above the plot so that
-// none overlaps another, and returns how many rows it used. A label that
+// none overlaps another and none leaves the picture (a rule near the
+// right edge has its label on its left), and returns how many rows it
+// used. A label that
 // does not fit is dropped (the rule keeps its tooltip).
 func placeRuleLabels(rules []vrule, ax timeAxis) int {
 	xs, ws := make([]float64, len(rules)), make([]float64, len(rules))
+	left := make([]bool, len(rules)) // the label ends at its rule: no room right of it
 	for i, r := range rules {
-		xs[i] = float64(r.X)
-		ws[i] = textWidth(r.Label.Text) + 10
+		w := textWidth(r.Label.Text)
+		xs[i], ws[i] = float64(r.X), w+10
+		if float64(r.X)+3+w > svgW-2 {
+			xs[i], left[i] = float64(r.X)-3-w, true
+		}
 	}
 	n := 0
 	for i, l := range lanes(xs, ws, maxLanes) {
@@ -214,7 +220,11 @@ func placeRuleLabels(rules []vrule, ax timeAxis) int {
 			rules[i].Label = nil
 			continue
 		}
-		rules[i].Label.X, rules[i].Label.Y = rules[i].X+3, coord(34+laneH*float64(l)+10)
+		lb := rules[i].Label
+		lb.X, lb.Y, lb.Anchor = rules[i].X+3, coord(34+laneH*float64(l)+10), "start"
+		if left[i] {
+			lb.X, lb.Anchor = rules[i].X-3, "end"
+		}
 		n = max(n, l+1)
 	}
 	return n

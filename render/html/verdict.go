@@ -36,7 +36,7 @@ type unrecoveredView struct {
 }
 
 func newJudgement(label string, a report.Attribution, c *report.Capacity, text string) judgement {
-	capacity := "null (no failure)"
+	capacity := "none (no failure)"
 	if c != nil {
 		capacity = string(*c)
 	}
@@ -148,12 +148,7 @@ func newFailureView(title string, f *report.Failure, ps []report.ProcessInfo, c 
 }
 
 // mapping says how a CUDA device was matched to a GPU.
-func mapping(m string) string {
-	if m == "" || m == "unknown" {
-		return "not matched"
-	}
-	return "matched by " + m
-}
+func mapping(m string) string { return report.MappingWords(m) }
 
 // grantText says what one access grant gives to which device.
 func grantText(g report.Grant) string {

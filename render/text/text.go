@@ -20,6 +20,9 @@ type Options struct {
 	Color bool
 	// Width is the terminal's width in columns (default 100; at least 60).
 	Width int
+	// Input names what was analyzed as the user named it (a directory, a
+	// glob, several files), for the header; empty: the run's own path.
+	Input string
 }
 
 // writer writes the report; the first write error sticks.
@@ -168,7 +171,11 @@ func (t *writer) header(rep *report.Report) {
 	if r.Interrupted != "" {
 		end += " (interrupted)"
 	}
-	t.printf("forensic analyze %s\n", clipMiddle(r.Path, t.o.Width-len("forensic analyze ")))
+	in := t.o.Input
+	if in == "" {
+		in = r.Path
+	}
+	t.printf("forensic analyze %s\n", clipMiddle(in, t.o.Width-len("forensic analyze ")))
 	t.wrap("  ", fmt.Sprintf("run %s (%s), %s, %s, %s, host %s", r.ID, what, report.Duration(r.DurationNS), end,
 		report.Plural(int(r.Events), "event"), r.Host))
 	if f := r.Flight; f != nil {
@@ -301,25 +308,8 @@ func grantText(g report.Grant) string {
 	return s
 }
 
-// methods says in words how a CUDA device was matched to a GPU.
-var methods = map[string]string{
-	"uuid":                                   "matched by UUID",
-	"pci-bus-id":                             "matched by PCI bus id",
-	"visible-devices-uuid":                   "matched through CUDA_VISIBLE_DEVICES, by UUID",
-	"visible-devices-index+order-pci-bus-id": "matched through CUDA_VISIBLE_DEVICES and PCI bus order",
-	"visible-devices-index+order-same-model": "matched through CUDA_VISIBLE_DEVICES, on identical GPUs in NVML order",
-	"single-gpu":                             "the only GPU",
-	"order-pci-bus-id":                       "matched by PCI bus order",
-	"order-same-model":                       "matched on identical GPUs in NVML order",
-	"unknown":                                "not matched",
-}
-
-func matchMethod(m string) string {
-	if w, ok := methods[m]; ok {
-		return w
-	}
-	return "matched by " + m
-}
+// matchMethod says in words how a CUDA device was matched to a GPU.
+func matchMethod(m string) string { return report.MappingWords(m) }
 
 // maxFrames is how many frames of each kind a stack lists.
 const maxFrames = 12

@@ -146,3 +146,21 @@ func TestTextStackCaptureLoss(t *testing.T) {
 		}
 	}
 }
+
+// The header names what the user asked for (a directory, a glob), else
+// the run's own path.
+func TestTextHeaderInput(t *testing.T) {
+	rep := &report.Report{Run: report.RunInfo{Path: "runs/rank2.db"}, Attribution: report.AttrNone}
+	for _, tc := range []struct{ input, want string }{
+		{"", "forensic analyze runs/rank2.db\n"},
+		{"runs/ (4 files)", "forensic analyze runs/ (4 files)\n"},
+	} {
+		var b bytes.Buffer
+		if err := Write(&b, rep, Options{Width: 80, Input: tc.input}); err != nil {
+			t.Fatal(err)
+		}
+		if !strings.HasPrefix(b.String(), tc.want) {
+			t.Errorf("Input %q: header %q, want %q", tc.input, strings.SplitN(b.String(), "\n", 2)[0], tc.want)
+		}
+	}
+}
