@@ -15,6 +15,7 @@ type flightSource interface {
 	segmented
 	Segments() []string
 	Live() *store.LiveCopy
+	Committed() (*store.Stats, error)
 }
 
 // Values of report.FlightRead.Live.
@@ -52,7 +53,7 @@ func (s *state) flightRead() {
 		fr.DroppedRanges++
 		fr.DroppedCalls += g.Calls
 	}
-	fr.EventsRecorded = s.recordedEvents()
+	fr.EventsRecorded = s.recordedEvents(fs)
 	s.rep.Run.Flight = fr
 	if s.stop == nil && fr.Live != liveNone {
 		s.rep.Run.Ended = "recording"
@@ -60,10 +61,17 @@ func (s *state) flightRead() {
 }
 
 // recordedEvents is the recorder's count of events at the end of what was
-// read: the stop record's, else the last counter reading's.
-func (s *state) recordedEvents() uint64 {
+// read: the stop record's; else the count the last segment read stored
+// with its last commit (for a live recording, the copy's: taken with the
+// data it counts); else, in a file from before commits stored it, the
+// last counter reading's, which can run behind the events committed
+// after it.
+func (s *state) recordedEvents(fs flightSource) uint64 {
 	if s.stop != nil {
 		return s.stop.Stats.Events
+	}
+	if c, err := fs.Committed(); err == nil && c != nil {
+		return c.Events
 	}
 	if drops, err := s.r.Drops(); err == nil && len(drops) > 0 {
 		return drops[len(drops)-1].Stats.Events

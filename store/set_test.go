@@ -3,6 +3,7 @@ package store
 import (
 	"errors"
 	"fmt"
+	"io"
 	"os"
 	"path/filepath"
 	"reflect"
@@ -358,5 +359,71 @@ func TestFlightRecord(t *testing.T) {
 		if err != nil || !reflect.DeepEqual(got, want) {
 			t.Errorf("%s: Flight = %+v %v, want %+v", filepath.Base(path), got, err, want)
 		}
+	}
+}
+
+// The counters a batch carries are stored in its own transaction: a copy
+// of the file taken while commits go on holds the count of exactly the
+// events in it, whatever the moment the copy was taken.
+func TestCommittedCountsMatchTheCopy(t *testing.T) {
+	dir := t.TempDir()
+	path := filepath.Join(dir, "live.db")
+	w, err := Create(path, CreateOptions{}, testRun(), []string{"cuInit"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	w.Reserve = 0
+	defer w.Close()
+	done := make(chan error)
+	go func() {
+		var total uint64
+		for i := 0; i < 200; i++ {
+			b := Batch{}
+			for k := 0; k < 50; k++ {
+				b.Events = append(b.Events, call(0, 1, int64(i*100+k+1)*1000, 0))
+			}
+			total += uint64(len(b.Events))
+			b.Counts = &Stats{Events: total}
+			if err := w.Commit(&b); err != nil {
+				done <- err
+				return
+			}
+		}
+		done <- nil
+	}()
+	for i := 0; i < 5; i++ {
+		cp := filepath.Join(dir, fmt.Sprintf("copy%d.db", i))
+		f, err := os.Create(cp)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := w.Snapshot(func(int64) (io.Writer, error) { return f, nil }); err != nil {
+			t.Fatal(err)
+		}
+		f.Close()
+		r, err := Open(cp)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var n uint64
+		r.Events(func(*Event) error { n++; return nil })
+		c, err := r.Committed()
+		r.Close()
+		if err != nil || (n > 0 && (c == nil || c.Events != n)) {
+			t.Errorf("copy %d holds %d events, its count says %+v (%v)", i, n, c, err)
+		}
+	}
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+	plain := filepath.Join(dir, "run.db")
+	writeRun(t, plain)
+	r, err := Open(plain)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer r.Close()
+	if c, err := r.Committed(); c != nil || err != nil {
+		t.Errorf("a file written without counts: Committed = %+v %v, want nil", c, err)
 	}
 }

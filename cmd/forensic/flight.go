@@ -135,16 +135,8 @@ func (c *cli) openRun(path string) (src analyze.Source, done func() error, err e
 		}
 		return r, r.Close, nil
 	}
-	var opts flight.OpenOptions
-	copyPath := ""
-	if x, err := flight.ReadIndex(path); err == nil && len(x.Segments) > 0 && x.Segments[len(x.Segments)-1].Live {
-		copyPath, opts.Live = c.copyLive(path)
-	}
-	set, err := flight.OpenWith(path, opts)
+	set, copyPath, err := c.openFlight(path)
 	if err != nil {
-		if copyPath != "" {
-			os.Remove(copyPath)
-		}
 		return nil, nil, err
 	}
 	c.sayRead(set)
@@ -155,6 +147,32 @@ func (c *cli) openRun(path string) (src analyze.Source, done func() error, err e
 		}
 		return err
 	}, nil
+}
+
+// openFlight opens a flight recording's directory; a live segment is read
+// from a copy its recorder makes now (copyPath, removed by the caller). A
+// segment that rotated between the copy and the index read makes the copy
+// one of a segment now closed, which the set refuses: the copy is taken
+// again, so that the events read and the recorder's count stored with
+// them come from the same moment.
+func (c *cli) openFlight(path string) (set *store.Set, copyPath string, err error) {
+	for try := 0; ; try++ {
+		var opts flight.OpenOptions
+		copyPath = ""
+		if x, err := flight.ReadIndex(path); err == nil && len(x.Segments) > 0 && x.Segments[len(x.Segments)-1].Live {
+			copyPath, opts.Live = c.copyLive(path)
+		}
+		set, err = flight.OpenWith(path, opts)
+		if err == nil && copyPath != "" && set.Live() == nil && try < 2 {
+			set.Close()
+			os.Remove(copyPath)
+			continue
+		}
+		if err != nil && copyPath != "" {
+			os.Remove(copyPath)
+		}
+		return set, copyPath, err
+	}
 }
 
 // copyLive asks a flight recording's recorder for a copy of its live
