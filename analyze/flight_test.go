@@ -2,6 +2,7 @@ package analyze
 
 import (
 	"fmt"
+	"os"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -31,10 +32,12 @@ type segment struct {
 	stopCount uint64
 }
 
-// writeFlight writes the segments into dir and returns their paths.
-func writeFlight(t *testing.T, dir string, segs []segment) []string {
+// writeFlight writes the segments into dir and returns their paths and
+// what an index would say of each.
+func writeFlight(t *testing.T, dir string, segs []segment) ([]string, []store.SegmentInfo) {
 	t.Helper()
 	var paths []string
+	var infos []store.SegmentInfo
 	for _, sg := range segs {
 		from := clock0 + int64(sg.seq)*10*sec
 		path := filepath.Join(dir, fmt.Sprintf("%08d.db", sg.seq))
@@ -50,11 +53,13 @@ func writeFlight(t *testing.T, dir string, segs []segment) []string {
 		}
 		b := store.Batch{Processes: []store.Process{{PID: 7, Start: clock0, Comm: "train", Root: true}}, Counts: sg.counts,
 			Drops: []store.Drops{{Time: from, Stats: store.Stats{Events: sg.drops}}}}
+		var failures uint64
 		for k := 0; k < sg.calls; k++ {
 			end := from + int64(k+1)*sec/100
 			e := store.Event{Symbol: 0, PID: 7, TID: 7, Start: end - 1000, End: end, Stack: -1, Fields: cuda.Fields{Has: cuda.FieldSize, Size: 1 << 20}}
 			if k == sg.calls-1 && sg.fail > 0 {
 				e.End, e.Start, e.Result = clock0+int64(sg.fail*float64(sec)), clock0+int64(sg.fail*float64(sec))-1000, 2
+				failures++
 			}
 			b.Events = append(b.Events, e)
 		}
@@ -68,13 +73,14 @@ func writeFlight(t *testing.T, dir string, segs []segment) []string {
 		}
 		w.Close()
 		paths = append(paths, path)
+		infos = append(infos, store.SegmentInfo{Seq: sg.seq, From: from, To: from + 10*sec, Calls: uint64(sg.calls), Failures: failures})
 	}
-	return paths
+	return paths, infos
 }
 
-func analyzeSet(t *testing.T, paths []string) *report.Report {
+func analyzeSet(t *testing.T, paths []string, infos []store.SegmentInfo) *report.Report {
 	t.Helper()
-	set, err := store.OpenSet(paths, store.SetOptions{Path: filepath.Dir(paths[0])})
+	set, err := store.OpenSet(paths, store.SetOptions{Path: filepath.Dir(paths[0]), Segments: infos})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -84,6 +90,74 @@ func analyzeSet(t *testing.T, paths []string) *report.Report {
 		t.Fatal(err)
 	}
 	return rep
+}
+
+// A closed segment whose file is gone is a gap in the recording: its
+// records are lost. The last one takes the recording's end with it, which
+// is not a recorder that failed to stop; its path is named once, and the
+// advice is to restore it, not to snapshot a live segment. One before the
+// failure, holding a failure of its own, leaves the first unestablished.
+func TestFlightLostSegment(t *testing.T) {
+	stats := func(n uint64) *store.Stats { return &store.Stats{Events: n} }
+	segs := []segment{
+		{seq: 1, calls: 10, fail: 10.05, counts: stats(10), drops: 10, stop: store.StopRotated, stopCount: 10},
+		{seq: 2, calls: 10, fail: 25, counts: stats(20), drops: 20, stop: store.StopRotated, stopCount: 20},
+		{seq: 3, calls: 10, counts: stats(30), drops: 30, stop: "signal", stopCount: 30},
+	}
+	tests := []struct {
+		name     string
+		lose     int
+		ended    string
+		decisive bool
+		has      string
+	}{
+		{"the last", 2, "clean", false, "segment 3 is missing: its records are lost"},
+		{"one before the failure", 0, "clean", true, "segment 1 is missing: its records are lost"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			paths, infos := writeFlight(t, t.TempDir(), segs)
+			os.Remove(paths[tt.lose])
+			rep := analyzeSet(t, paths, infos)
+			if rep.Run.Ended != tt.ended {
+				t.Errorf("ended %q, want %q", rep.Run.Ended, tt.ended)
+			}
+			var found *report.Missing
+			for i, m := range rep.Missing {
+				for _, bad := range []string{"did not stop cleanly", "ended abruptly", "take a snapshot of the live segment"} {
+					if strings.Contains(m.What+m.Fix, bad) {
+						t.Errorf("missing evidence says %q: %s / %s", bad, m.What, m.Fix)
+					}
+				}
+				if strings.Count(m.What, filepath.Base(paths[tt.lose])) > 1 {
+					t.Errorf("the path is doubled: %s", m.What)
+				}
+				if strings.Contains(m.What, tt.has) {
+					found = &rep.Missing[i]
+				}
+			}
+			if found == nil || found.Decisive != tt.decisive || !strings.Contains(found.Fix, "restore") {
+				t.Fatalf("missing evidence %+v lacks %q (decisive %v, advice to restore it)", rep.Missing, tt.has, tt.decisive)
+			}
+			if tt.decisive != (rep.Attribution == report.AttrMissingEvidence) {
+				t.Errorf("attribution %s: a lost segment with a failure before the first found decides it", rep.Attribution)
+			}
+			fr := rep.Run.Flight
+			if fr == nil || len(fr.SegmentsLost) != 1 || fr.SegmentsLost[0] != infos[tt.lose].Seq || fr.LostCalls != 10 {
+				t.Errorf("flight read %+v, want segment %d lost with 10 calls", fr, infos[tt.lose].Seq)
+			}
+			for _, n := range fr.NotRead {
+				if strings.Count(n, filepath.Base(paths[tt.lose])) != 1 {
+					t.Errorf("not read: %q names the path %d times", n, strings.Count(n, filepath.Base(paths[tt.lose])))
+				}
+			}
+			for _, m := range rep.Missing {
+				if strings.Contains(m.What, "are in no file read") {
+					t.Errorf("the lost segment is counted again as unaccounted events: %s", m.What)
+				}
+			}
+		})
+	}
 }
 
 // The recorder's count is the one its last commit stored with the data:
@@ -105,8 +179,8 @@ func TestFlightRecordedCount(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			first := segment{seq: 1, calls: 10, counts: stats(10), drops: 10, stop: store.StopRotated, stopCount: 10}
-			paths := writeFlight(t, t.TempDir(), []segment{first, tt.last})
-			rep := analyzeSet(t, paths)
+			paths, infos := writeFlight(t, t.TempDir(), []segment{first, tt.last})
+			rep := analyzeSet(t, paths, infos)
 			fr := rep.Run.Flight
 			if fr == nil || fr.EventsRead != 20 || fr.EventsRecorded != tt.recorded {
 				t.Fatalf("flight read %+v, want 20 read and %d recorded", fr, tt.recorded)

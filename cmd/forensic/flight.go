@@ -210,10 +210,33 @@ func (c *cli) sayRead(set *store.Set) {
 		}
 	}
 	for _, sk := range set.Skipped() {
-		what += fmt.Sprintf("; not read: %s (%s)", sk.Path, oneLine(sk.Err))
+		if sk.Lost() {
+			what += fmt.Sprintf("; segment %d is missing (%s): its records are lost", sk.Segment.Seq, sk.Path)
+		} else {
+			what += "; not read: " + oneLine(sk.Err) // the error names the path
+		}
 	}
-	if g := set.Gaps(); len(g) > 0 {
-		what += "; " + count(uint64(len(g)), "stretch", "stretches") + " deleted by retention"
-	}
+	what += gapsText(set.Gaps())
 	fmt.Fprintf(c.stderr, "forensic: %s: read %s\n", set.Path(), what)
+}
+
+// gapsText says how many stretches retention deleted, by the index's
+// reason: routine retention, or cuts into a failure's window.
+func gapsText(gaps []store.Gap) string {
+	var routine, cut uint64
+	for _, g := range gaps {
+		if g.Reason == store.GapWindowCut {
+			cut++
+		} else {
+			routine++
+		}
+	}
+	var out string
+	if routine > 0 {
+		out += "; " + count(routine, "stretch", "stretches") + " deleted by retention"
+	}
+	if cut > 0 {
+		out += "; " + count(cut, "stretch", "stretches") + " deleted from failure windows (the windows alone exceeded --max-size)"
+	}
+	return out
 }
