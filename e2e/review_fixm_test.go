@@ -101,7 +101,7 @@ func TestReviewFixmJobs(t *testing.T) {
 		!strings.Contains(line, "later.db (no job id; no other run recorded at the same time)") {
 		t.Errorf("analyze --json of three jobs: exit %d, %q; want one line listing them", code, stderr)
 	}
-	if _, stderr, code := runForensic(t, "report", dir, "-o", filepath.Join(w.dir, "r.html")); code != 1 || !strings.Contains(stderr, "separate jobs") {
+	if _, stderr, code := runForensic(t, "report", dir, "-o", filepath.Join(w.dir, "r.html")); code != 1 || !strings.Contains(stderr, "separate jobs") || !strings.Contains(stderr, "forensic analyze (text)") {
 		t.Errorf("report of three jobs: exit %d, %q", code, stderr)
 	}
 	// The text analyzes each job on its own.

@@ -107,7 +107,7 @@ written mode 0600 (under sudo, owned by the user who ran sudo).`,
 			}
 			rep, err := c.analyzeRuns(args, analyze.Options{})
 			if err != nil {
-				return err
+				return withHint(err, "; or forensic analyze (text) for each job's report")
 			}
 			return c.writeOutput(out, func(w io.Writer) error { return html.Write(w, rep) })
 		}),
