@@ -15,6 +15,8 @@ type flightSource interface {
 	segmented
 	Segments() []string
 	Live() *store.LiveCopy
+	Committed() (*store.Stats, error)
+	EndLost() bool
 }
 
 // Values of report.FlightRead.Live.
@@ -35,11 +37,16 @@ func (s *state) flightRead() {
 	if !ok {
 		return
 	}
-	fr := &report.FlightRead{SegmentsRead: len(fs.Segments()), NotRead: []string{}, Live: liveNone, EventsRead: s.rep.Run.Events}
+	fr := &report.FlightRead{SegmentsRead: len(fs.Segments()), NotRead: []string{}, Live: liveNone, EventsRead: s.rep.Run.Events,
+		SegmentsLost: []uint64{}}
 	for _, sk := range fs.Skipped() {
-		fr.NotRead = append(fr.NotRead, sk.Path+": "+sk.Err.Error())
+		fr.NotRead = append(fr.NotRead, oneLine(sk.Err)) // the error names the path
 		if errors.Is(sk.Err, store.ErrLocked) {
 			fr.Live = liveNotRead
+		}
+		if sk.Lost() {
+			fr.SegmentsLost = append(fr.SegmentsLost, sk.Segment.Seq)
+			fr.LostCalls += sk.Segment.Calls
 		}
 	}
 	if lc := fs.Live(); lc != nil {
@@ -51,19 +58,34 @@ func (s *state) flightRead() {
 	for _, g := range fs.Gaps() {
 		fr.DroppedRanges++
 		fr.DroppedCalls += g.Calls
+		if g.Reason == store.GapWindowCut {
+			fr.DroppedWindowCut++
+		}
 	}
-	fr.EventsRecorded = s.recordedEvents()
+	fr.EventsRecorded = s.recordedEvents(fs)
 	s.rep.Run.Flight = fr
-	if s.stop == nil && fr.Live != liveNone {
+	switch {
+	case s.stop == nil && fs.EndLost():
+		// The index says the recorder closed its last segment: it
+		// stopped; what the stop record said is lost with that segment.
+		s.rep.Run.Ended = "clean"
+	case s.stop == nil && fr.Live != liveNone:
 		s.rep.Run.Ended = "recording"
 	}
 }
 
 // recordedEvents is the recorder's count of events at the end of what was
-// read: the stop record's, else the last counter reading's.
-func (s *state) recordedEvents() uint64 {
+// read: the stop record's; else the count the last segment read stored
+// with its last commit (for a live recording, the copy's: taken with the
+// data it counts); else, in a file from before commits stored it, the
+// last counter reading's, which can run behind the events committed
+// after it.
+func (s *state) recordedEvents(fs flightSource) uint64 {
 	if s.stop != nil {
 		return s.stop.Stats.Events
+	}
+	if c, err := fs.Committed(); err == nil && c != nil {
+		return c.Events
 	}
 	if drops, err := s.r.Drops(); err == nil && len(drops) > 0 {
 		return drops[len(drops)-1].Stats.Events
@@ -78,7 +100,7 @@ func (s *state) flightUnaccounted() []report.Missing {
 	if fr == nil {
 		return nil
 	}
-	acc := fr.EventsRead + fr.DroppedCalls
+	acc := fr.EventsRead + fr.DroppedCalls + s.lostBefore()
 	if fr.EventsRecorded <= acc {
 		return nil
 	}
@@ -98,4 +120,21 @@ func (s *state) flightGoesOn() []report.Missing {
 	return []report.Missing{{
 		What: fmt.Sprintf("the recording goes on: what was read ends with a copy of the live segment taken at %s", fr.LiveTaken),
 		Fix:  "analyze the directory again for what came since (forensic snapshot DIR keeps a copy)"}}
+}
+
+// lostBefore counts the call events of the lost segments (closed, their
+// files gone) that come before the end of what was read: the recorder's
+// count includes them, and the segment gaps name them already.
+func (s *state) lostBefore() uint64 {
+	seg, ok := s.r.(segmented)
+	if !ok {
+		return 0
+	}
+	var n uint64
+	for _, sk := range seg.Skipped() {
+		if sk.Lost() && sk.Segment.From < s.lastTime {
+			n += sk.Segment.Calls
+		}
+	}
+	return n
 }

@@ -30,6 +30,9 @@ func (s *state) generalGaps() []report.Missing {
 	switch {
 	case s.stop == nil && s.rep.Run.Ended == "recording":
 		// A flight recording read while it is written: said above.
+	case s.stop == nil && s.endLost():
+		// Its last segment, with the stop record, is lost: the segment
+		// gaps say so.
 	case s.stop == nil:
 		add(fmt.Sprintf("the recorder did not stop cleanly (killed, crashed or out of disk before its stop record); the record ends at %s", s.rel(s.rep.Run.EndNS)),
 			"stop the recorder with SIGINT or SIGTERM, on a filesystem with room")
@@ -46,16 +49,7 @@ func (s *state) generalGaps() []report.Missing {
 		add("NVML queries not supported here: "+strings.Join(s.rep.Sampling.Unsupported, ", "),
 			"none on this GPU and driver: these values cannot be read here")
 	}
-	if seg, ok := s.r.(segmented); ok && s.first != nil {
-		// With a failure found, an unreadable (newer) segment hides none
-		// before it; it is still a gap in the record.
-		for _, sk := range seg.Skipped() {
-			if errors.Is(sk.Err, store.ErrLocked) {
-				add("the live segment could not be read (its recorder holds it): "+sk.Path,
-					"take a snapshot of the live segment (forensic snapshot DIR) or stop the recorder first")
-			}
-		}
-	}
+	out = append(out, s.segmentsAfterFailures()...)
 	for _, l := range s.rep.Coverage {
 		if l.Error != "" {
 			add("attaching to "+l.Path+" failed in part: "+l.Error, "check the library path and the kernel's uprobe support")
@@ -105,7 +99,7 @@ func (s *state) hiding(t int64) []report.Missing {
 	out = append(out, s.untraced(t)...)
 	out = append(out, s.segmentGaps(t)...)
 	if t == 0 {
-		if s.stop == nil && s.rep.Run.Ended != "recording" {
+		if s.stop == nil && s.rep.Run.Ended == "abrupt" {
 			add("the recording ended abruptly", "stop the recorder with SIGINT or SIGTERM")
 		}
 	}
@@ -267,11 +261,18 @@ type segmented interface {
 	Skipped() []store.Skipped
 }
 
+// endLost reports whether the recording's last segment, which its recorder
+// closed, is lost (a flight recording whose last file is gone).
+func (s *state) endLost() bool {
+	e, ok := s.r.(interface{ EndLost() bool })
+	return ok && e.EndLost()
+}
+
 // segmentGaps lists what a flight recording does not have before t (t = 0:
 // anywhere): stretches retention deleted, never read as "nothing
-// happened", and segments that could not be read (the live one, locked by
-// its recorder, is the newest: it can hide a failure only when none came
-// before it).
+// happened", and segments that could not be read. A segment the index
+// places after t cannot hide a failure before it; neither can the live
+// one, locked by its recorder, the newest.
 func (s *state) segmentGaps(t int64) []report.Missing {
 	seg, ok := s.r.(segmented)
 	if !ok {
@@ -297,13 +298,74 @@ func (s *state) segmentGaps(t int64) []report.Missing {
 		out = append(out, report.Missing{Decisive: decisive, What: what,
 			Fix: "give flight mode a larger --max-size, or take a snapshot (forensic snapshot) when an alert fires"})
 	}
-	for _, sk := range seg.Skipped() {
-		if t != 0 && errors.Is(sk.Err, store.ErrLocked) {
-			continue // the live segment: newer than any failure found
+	skipped := seg.Skipped()
+	for i, sk := range skipped {
+		if t != 0 && (errors.Is(sk.Err, store.ErrLocked) || (sk.Segment != nil && sk.Segment.From > t)) {
+			continue // newer than the failure: segmentsAfterFailures says so
 		}
-		out = append(out, report.Missing{Decisive: true,
-			What: "a segment of the recording could not be read: " + sk.Path + ": " + sk.Err.Error(),
-			Fix:  "take a snapshot of the live segment (forensic snapshot DIR) or stop the recorder first"})
+		m := s.skippedSegment(sk, i == len(skipped)-1 && s.endLost())
+		// The index counted the failed calls of the segment: one with
+		// none cannot hide a failure.
+		m.Decisive = sk.Segment == nil || sk.Segment.Failures > 0
+		out = append(out, m)
 	}
 	return out
 }
+
+// segmentsAfterFailures lists the segments that could not be read but
+// that come after every failure judged: they hide no earlier failure, but
+// they are gaps in the record.
+func (s *state) segmentsAfterFailures() []report.Missing {
+	seg, ok := s.r.(segmented)
+	if !ok || s.first == nil {
+		return nil
+	}
+	last := s.first.e.End
+	if s.unrecovered != nil {
+		last = max(last, s.unrecovered.e.End)
+	}
+	var out []report.Missing
+	skipped := seg.Skipped()
+	for i, sk := range skipped {
+		if errors.Is(sk.Err, store.ErrLocked) || (sk.Segment != nil && sk.Segment.From > last) {
+			out = append(out, s.skippedSegment(sk, i == len(skipped)-1 && s.endLost()))
+		}
+	}
+	return out
+}
+
+// skippedSegment says what a segment that could not be read takes from
+// the record, and what to do: a closed segment whose file is gone lost its
+// records (with the recording's end when it was the last: end); the live
+// one is held by its recorder; another did not read.
+func (s *state) skippedSegment(sk store.Skipped, end bool) report.Missing {
+	info := sk.Segment
+	var held string
+	if info != nil {
+		held = fmt.Sprintf(" (from %s to %s: %s, %s)", s.rel(info.From), s.rel(info.To),
+			report.Plural(int(info.Calls), "call"), report.Plural(int(info.Failures), "failed call"))
+	}
+	switch {
+	case sk.Lost():
+		what := fmt.Sprintf("segment %d is missing: its records are lost%s", info.Seq, held)
+		if end {
+			what += "; it was the last, so the recording's end and its stop record are lost with it (the index says the recorder closed it)"
+		}
+		return report.Missing{What: what,
+			Fix: "restore " + sk.Path + " from wherever the directory was copied or backed up: the recorder deletes segments only for retention, and its index lists those as deleted stretches"}
+	case errors.Is(sk.Err, store.ErrLocked):
+		return report.Missing{What: "the live segment could not be read (its recorder holds it): " + sk.Path,
+			Fix: "take a snapshot of the live segment (forensic snapshot DIR), or stop the recorder first"}
+	case info != nil && info.Live:
+		return report.Missing{What: "the live segment could not be read: " + oneLine(sk.Err),
+			Fix: "take a snapshot of the live segment (forensic snapshot DIR) while its recorder runs"}
+	case info != nil:
+		return report.Missing{What: fmt.Sprintf("segment %d could not be read: %s; its records are not in the analysis%s", info.Seq, oneLine(sk.Err), held),
+			Fix: "restore an intact copy of " + sk.Path + " (a copy taken while the recorder was writing may be torn)"}
+	}
+	return report.Missing{What: "a segment of the recording could not be read: " + oneLine(sk.Err),
+		Fix: "restore an intact copy of " + sk.Path}
+}
+
+// oneLine keeps an error's text on one line.
+func oneLine(err error) string { return strings.Join(strings.Fields(err.Error()), " ") }

@@ -2,6 +2,7 @@ package analyze
 
 import (
 	"fmt"
+	"slices"
 	"strings"
 
 	"github.com/retrivium/forensic/fleet"
@@ -9,14 +10,33 @@ import (
 	"github.com/retrivium/forensic/store"
 )
 
-// AnalyzeMany analyzes several runs of one job (one run.db per rank or
-// node) as one: each run is analyzed alone, their first failures are
-// ordered by the rule of docs/multi-run.md (package fleet), and the report
-// is the single-run report of the run whose failure came first, with the
-// runs, the order, the candidates that could not be ordered (each with its
-// own verdict), the failures that followed, and the ranks with no run.
-// Options apply to every run (an Observer sees none of them).
-func AnalyzeMany(paths []string, opts Options) (*report.Report, error) {
+// Jobs is several runs analyzed and split into the jobs they are
+// (fleet.Groups): one report per group, in the groups' order.
+type Jobs struct {
+	// Runs are what the grouping read of each run, in the order given.
+	Runs   []fleet.Run
+	Groups []fleet.Group
+	// Reports holds each group's report: the run's own for a group of
+	// one, else the group's analysis as one job (AnalyzeMany).
+	Reports []*report.Report
+}
+
+// NotOneJobError is AnalyzeMany's refusal of runs that are not one job:
+// it lists the groups and says how to give one.
+type NotOneJobError struct {
+	Runs   []fleet.Run
+	Groups []fleet.Group
+}
+
+func (e *NotOneJobError) Error() string { return fleet.GroupsText(e.Runs, e.Groups) }
+
+// AnalyzeJobs analyzes several runs, splits them into jobs on the evidence
+// (the same job id; without one, recordings that overlap in time: the
+// rule of docs/multi-run.md), and analyzes each job on its own: failures
+// of different jobs are never ordered against each other nor called each
+// other's consequences, and ranks are missing only within a job. Options
+// apply to every run (an Observer sees none of them).
+func AnalyzeJobs(paths []string, opts Options) (*Jobs, error) {
 	opts.Observer = nil
 	reps := make([]*report.Report, len(paths))
 	for i, p := range paths {
@@ -26,15 +46,64 @@ func AnalyzeMany(paths []string, opts Options) (*report.Report, error) {
 		}
 		reps[i] = rep
 	}
-	runs := make([]fleet.Run, len(reps))
+	return jobsOf(reps), nil
+}
+
+// jobsOf splits analyzed runs into jobs and makes each job's report.
+func jobsOf(reps []*report.Report) *Jobs {
+	j := &Jobs{Runs: make([]fleet.Run, len(reps))}
 	for i, rep := range reps {
-		runs[i] = fleetRun(rep)
+		j.Runs[i] = fleetRun(rep)
 	}
+	j.Groups = fleet.Groups(j.Runs)
+	for _, g := range j.Groups {
+		if len(g.Runs) == 1 {
+			j.Reports = append(j.Reports, reps[g.Runs[0]])
+			continue
+		}
+		runs := make([]fleet.Run, len(g.Runs))
+		grp := make([]*report.Report, len(g.Runs))
+		for k, i := range g.Runs {
+			runs[k], grp[k] = j.Runs[i], reps[i]
+		}
+		j.Reports = append(j.Reports, oneJob(grp, runs, g))
+	}
+	return j
+}
+
+// AnalyzeMany analyzes several runs of one job (one run.db per rank or
+// node) as one: each run is analyzed alone, their first failures are
+// ordered by the rule of docs/multi-run.md (package fleet), and the report
+// is the single-run report of the run whose failure came first, with the
+// runs, the order, the candidates that could not be ordered (each with its
+// own verdict), the failures that followed and what ties each to the
+// first, and the ranks with no run. Runs that are not one job on the
+// evidence are refused with a *NotOneJobError (AnalyzeJobs analyzes each
+// job).
+func AnalyzeMany(paths []string, opts Options) (*report.Report, error) {
+	j, err := AnalyzeJobs(paths, opts)
+	if err != nil {
+		return nil, err
+	}
+	return j.one()
+}
+
+// one returns the report of runs that are one job, and refuses others.
+func (j *Jobs) one() (*report.Report, error) {
+	if len(j.Groups) > 1 {
+		return nil, &NotOneJobError{Runs: j.Runs, Groups: j.Groups}
+	}
+	return j.Reports[0], nil
+}
+
+// oneJob is the report of several runs that are one job.
+func oneJob(reps []*report.Report, runs []fleet.Run, g fleet.Group) *report.Report {
 	order := fleet.Order(runs)
 	out := pick(reps, order)
 	out.MultiRun = multiRun(reps, order)
+	out.MultiRun.GroupedBy, out.MultiRun.JobID = g.By, g.JobID
 	explainOrder(out, order)
-	return out, nil
+	return out
 }
 
 // analyzeFile analyzes one run; errors name the file (store.Open's do).
@@ -61,26 +130,56 @@ func analyzeFile(path string, opts Options) (*report.Report, error) {
 	return rep, nil
 }
 
-// fleetRun is what the ordering needs of one analyzed run.
+// fleetRun is what the grouping and the ordering need of one analyzed
+// run.
 func fleetRun(rep *report.Report) fleet.Run {
 	ri := &rep.Run
-	fr := fleet.Run{Path: ri.Path, ID: ri.ID, Host: ri.Host, BootID: ri.BootID, Rank: ri.Rank, WorldSize: ri.WorldSize}
+	fr := fleet.Run{Path: ri.Path, ID: ri.ID, Host: ri.Host, BootID: ri.BootID, Rank: ri.Rank, WorldSize: ri.WorldSize,
+		JobID: fleet.JobID(ri.JobID), StartNS: ri.StartNS, EndNS: max(ri.EndNS, ri.StartNS+ri.DurationNS)}
+	var jobIDs []string
 	for _, p := range rep.Processes {
-		if j := fleet.ParseJobEnv(p.Env); j.Rank != nil && !containsInt(fr.Ranks, *j.Rank) {
+		j := fleet.ParseJobEnv(p.Env)
+		if j.JobID != "" && !slices.Contains(jobIDs, j.JobID) {
+			jobIDs = append(jobIDs, j.JobID)
+		}
+		if j.Rank != nil && !containsInt(fr.Ranks, *j.Rank) {
 			fr.Ranks = append(fr.Ranks, *j.Rank)
 			if fr.WorldSize == nil {
 				fr.WorldSize = j.WorldSize
 			}
 		}
 	}
+	if fr.JobID == "" && len(jobIDs) == 1 {
+		fr.JobID = jobIDs[0] // an --all run whose processes name one job
+	}
 	if fr.Rank == nil && len(fr.Ranks) == 1 {
 		fr.Rank, fr.Ranks = &fr.Ranks[0], nil
 	}
 	fr.Clock = &fleet.Clock{MonotonicNS: ri.StartNS, RealtimeNS: ri.WallStartNS, ErrorNS: ri.ClockErrorNS}
 	if f := rep.FirstFailure; f != nil {
-		fr.Failure = &fleet.Failure{TimeNS: f.TimeNS, Symbol: f.Symbol, ResultName: f.ResultName, PID: f.PID, TID: f.TID, Rank: f.Rank}
+		fr.Failure = &fleet.Failure{TimeNS: f.TimeNS, Symbol: f.Symbol, ResultName: f.ResultName, PID: f.PID, TID: f.TID,
+			Rank: f.Rank, OwnCause: ownCause(rep)}
+		if f.GPU != nil {
+			fr.Failure.GPU = *f.GPU
+		}
 	}
 	return fr
+}
+
+// ownCause says what a run's own verdict found behind its first failure
+// that needs no other run: its own GPU's framebuffer ran out. Other
+// findings (a mapping through another GPU's aperture, a not-memory code a
+// peer's death can cause) leave the tie to other runs open.
+func ownCause(rep *report.Report) string {
+	f := rep.FirstFailure
+	if f == nil || rep.Capacity == nil || *rep.Capacity != report.CapFBExhausted || f.GPU == nil {
+		return ""
+	}
+	gpu := "its GPU"
+	if f.GPUIndex != nil {
+		gpu = fmt.Sprintf("its GPU %d", *f.GPUIndex)
+	}
+	return gpu + " ran out of framebuffer memory (framebuffer-exhausted in its own run)"
 }
 
 func containsInt(s []int, v int) bool {
@@ -127,7 +226,7 @@ func multiRun(reps []*report.Report, order fleet.Result) *report.MultiRun {
 	for _, c := range order.Consequences {
 		m.Consequences = append(m.Consequences, report.Consequence{RunPath: c.RunPath, Rank: c.Rank, Host: c.Host,
 			Symbol: c.Failure.Symbol, ResultName: c.Failure.ResultName, TimeNS: c.Failure.TimeNS,
-			DelayMinNS: c.DelayMinNS, DelayMaxNS: c.DelayMaxNS, Exact: c.Exact})
+			DelayMinNS: c.DelayMinNS, DelayMaxNS: c.DelayMaxNS, Exact: c.Exact, Relation: c.Relation, Basis: c.Basis})
 	}
 	return m
 }
@@ -148,12 +247,12 @@ func orderCandidate(c fleet.Candidate, rep *report.Report) report.Candidate {
 }
 
 // explainOrder says what the order adds to the chosen run's verdict: which
-// run and rank failed first, what followed, and what could hide an
-// earlier failure (runs whose failures cannot be ordered, ranks with no
-// run), which makes the first failure unestablished.
+// run and rank failed first, what followed and what ties it to the first,
+// and what could hide an earlier failure (runs whose failures cannot be
+// ordered, ranks with no run), which makes the first failure unestablished
+// and leads the next steps.
 func explainOrder(rep *report.Report, order fleet.Result) {
-	var lead []string
-	lead = append(lead, fmt.Sprintf("Across %s:", report.Plural(len(order.Runs), "run")))
+	lead := []string{fmt.Sprintf("Across %s:", report.Plural(len(order.Runs), "run"))}
 	if f := order.FirstFailure; f != nil {
 		where := fmt.Sprintf("%s (host %s)", rankName(f.Rank), f.Host)
 		switch order.Order {
@@ -163,12 +262,37 @@ func explainOrder(rep *report.Report, order fleet.Result) {
 			lead = append(lead, fmt.Sprintf("the earliest estimate is %s's, in %s, but it cannot be ordered against %s.",
 				where, f.RunPath, report.Plural(len(f.Unordered), "other run")))
 		}
-		if n := len(order.Consequences); n > 0 {
-			lead = append(lead, fmt.Sprintf("%s in other runs came after it (likely consequences).", report.Plural(n, "failure")))
+		if after := afterText(rep.MultiRun.Consequences); after != "" {
+			lead = append(lead, after)
 		}
 	} else {
 		lead = append(lead, "no run recorded a failed call.")
 	}
+	hidden := hiddenByOrder(order)
+	for _, n := range order.Notes {
+		if !strings.Contains(n, "ranks have no run") && !strings.HasPrefix(n, "the first failure is uncertain") {
+			rep.Missing = append(rep.Missing, report.Missing{What: n, Fix: noteFix(n)})
+		}
+	}
+	rep.Missing = append(rep.Missing, hidden...)
+	if len(hidden) > 0 {
+		rep.Attribution = report.AttrMissingEvidence
+		var steps []string
+		for _, m := range hidden {
+			steps = append(steps, m.Fix)
+		}
+		rep.NextSteps = append(steps, rep.NextSteps...)
+	}
+	verdict := strings.Join(lead, " ") + " " + rep.Verdict
+	if len(hidden) > 0 {
+		verdict += " The record cannot establish it as the first failure of the job: " + whats(hidden) + "."
+	}
+	rep.Verdict = verdict
+}
+
+// hiddenByOrder is what could hide the job's first failure: runs whose
+// failures cannot be ordered, and ranks with no run.
+func hiddenByOrder(order fleet.Result) []report.Missing {
 	var hidden []report.Missing
 	if order.Order == fleet.OrderUncertain {
 		hidden = append(hidden, report.Missing{Decisive: true,
@@ -179,25 +303,56 @@ func explainOrder(rep *report.Report, order fleet.Result) {
 		hidden = append(hidden, report.Missing{Decisive: true,
 			What: fmt.Sprintf("no run was given for %s of the job's %d: the rank that failed first is often the one whose file is missing (its node crashed or rebooted, it was not recorded, or its run.db was not gathered)",
 				ranksText(order.MissingRanks), *order.WorldSize),
-			Fix: "record every rank (forensic record --all on each node) and gather every run.db, including those of nodes that crashed"})
+			Fix: fmt.Sprintf("gather the run.db of %s (from the node that ran it, even if that node crashed) and analyze it with the others; if it was not recorded, record every rank next time (forensic record --all on each node)",
+				ranksText(order.MissingRanks))})
 	}
-	// fleet's other notes (duplicate ranks, disagreeing world sizes, runs
-	// without a clock bound) are evidence gaps that decide nothing alone;
-	// its notes on missing ranks and an uncertain order are the two above.
-	for _, n := range order.Notes {
-		if !strings.Contains(n, "ranks have no run") && !strings.HasPrefix(n, "the first failure is uncertain") {
-			rep.Missing = append(rep.Missing, report.Missing{What: n, Fix: "see docs/multi-run.md"})
+	return hidden
+}
+
+// noteFix is the advice for one of fleet's notes that decides nothing
+// alone (duplicate ranks, disagreeing world sizes, a clock without a
+// bound across boots).
+func noteFix(note string) string {
+	switch {
+	case strings.Contains(note, "no clock bound"), strings.Contains(note, "no wall-clock mapping"):
+		return "run a time daemon (chrony or linuxptp) on every host so each run records a bound on its clock's error"
+	case strings.HasPrefix(note, "rank ") && strings.Contains(note, " runs ("):
+		return "give the runs of one attempt of the job: a restarted job's earlier runs belong to another analysis"
+	}
+	return "see docs/multi-run.md"
+}
+
+// afterText says what came after the first failure in other runs, by
+// what ties each to it.
+func afterText(cs []report.Consequence) string {
+	n := map[string]int{}
+	for _, c := range cs {
+		n[c.Relation]++
+	}
+	say := func(k int, one, many string) string {
+		if k == 1 {
+			return one
 		}
+		return fmt.Sprintf(many, k)
 	}
-	rep.Missing = append(rep.Missing, hidden...)
-	if len(hidden) > 0 {
-		rep.Attribution = report.AttrMissingEvidence
+	var parts []string
+	if k := n[report.RelationSameGPU]; k > 0 {
+		parts = append(parts, say(k, "a failure in another run on the same GPU came after it (likely a consequence)",
+			"%d failures in other runs on the same GPU came after it (likely consequences)"))
 	}
-	verdict := strings.Join(lead, " ") + " " + rep.Verdict
-	if len(hidden) > 0 {
-		verdict += " The record cannot establish it as the first failure of the job: " + whats(hidden) + "."
+	if k := n[report.RelationSameJob]; k > 0 {
+		parts = append(parts, say(k, "a failure in another run came after it, tied to it only by the job (possibly a consequence)",
+			"%d failures in other runs came after it, tied to it only by the job (possibly consequences)"))
 	}
-	rep.Verdict = verdict
+	if k := n[report.RelationIndependent]; k > 0 {
+		parts = append(parts, say(k, "another run also failed after it, for a reason of its own (not a consequence)",
+			"%d other runs also failed after it, for reasons of their own (not consequences)"))
+	}
+	if len(parts) == 0 {
+		return ""
+	}
+	s := strings.Join(parts, "; ")
+	return strings.ToUpper(s[:1]) + s[1:] + "."
 }
 
 func rankName(r *int) string {

@@ -40,7 +40,9 @@ type JobEnv struct {
 	WorldSizeFrom string
 	// LocalRank: LOCAL_RANK, then OMPI_COMM_WORLD_LOCAL_RANK, SLURM_LOCALID.
 	LocalRank *int
-	// JobID: TORCHELASTIC_RUN_ID, then SLURM_JOB_ID.
+	// JobID: TORCHELASTIC_RUN_ID, then SLURM_JOB_ID. torchrun sets
+	// TORCHELASTIC_RUN_ID to "none" when no --rdzv-id was given: that value
+	// is shared by unrelated jobs, so it names none.
 	JobID string
 }
 
@@ -58,12 +60,23 @@ func ParseJobEnv(env map[string]string) JobEnv {
 	j.WorldSize, j.WorldSizeFrom = firstInt(env, worldVars())
 	j.LocalRank, _ = firstInt(env, localVars())
 	for _, k := range jobIDVars() {
-		if v := strings.TrimSpace(env[k]); v != "" {
+		if v := JobID(env[k]); v != "" {
 			j.JobID = v
 			break
 		}
 	}
 	return j
+}
+
+// JobID is the job id a variable's value names: empty for a blank value
+// and for "none", torchrun's TORCHELASTIC_RUN_ID when no --rdzv-id was
+// given, which unrelated jobs share (a run.db recorded before this rule
+// may store it).
+func JobID(v string) string {
+	if v = strings.TrimSpace(v); strings.EqualFold(v, "none") {
+		return ""
+	}
+	return v
 }
 
 func firstInt(env map[string]string, keys []string) (*int, string) {

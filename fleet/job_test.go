@@ -22,6 +22,8 @@ func TestParseJobEnv(t *testing.T) {
 			JobEnv{Rank: ip(3), RankFrom: "OMPI_COMM_WORLD_RANK", WorldSize: ip(4), WorldSizeFrom: "OMPI_COMM_WORLD_SIZE", LocalRank: ip(3)}},
 		{"negative and malformed values are skipped", map[string]string{"RANK": "-1", "SLURM_PROCID": " 2 ", "WORLD_SIZE": "eight"},
 			JobEnv{Rank: ip(2), RankFrom: "SLURM_PROCID"}},
+		{"torchrun's default run id names no job", map[string]string{"RANK": "0", "TORCHELASTIC_RUN_ID": "none", "SLURM_JOB_ID": "8"},
+			JobEnv{Rank: ip(0), RankFrom: "RANK", JobID: "8"}},
 		{"indexed job", map[string]string{"JOB_COMPLETION_INDEX": "0"}, JobEnv{Rank: ip(0), RankFrom: "JOB_COMPLETION_INDEX"}},
 	}
 	for _, tt := range tests {

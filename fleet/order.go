@@ -47,6 +47,12 @@ type Run struct {
 	Rank      *int  `json:"rank"`
 	Ranks     []int `json:"ranks,omitempty"`
 	WorldSize *int  `json:"world_size"`
+	// JobID is the job id the run names (TORCHELASTIC_RUN_ID,
+	// SLURM_JOB_ID); empty when none (Groups then goes by time).
+	JobID string `json:"job_id,omitempty"`
+	// StartNS and EndNS bound the recording on the run clock.
+	StartNS int64 `json:"start_ns"`
+	EndNS   int64 `json:"end_ns"`
 	// Clock maps the run clock to wall time; nil when the run has none.
 	Clock *Clock `json:"clock"`
 	// Failure is the run's first failure; nil when no call failed.
@@ -78,6 +84,13 @@ type Failure struct {
 	// Rank is the failing process's rank, when its environment named one
 	// (else the caller may give the run's).
 	Rank *int `json:"rank"`
+	// GPU is the UUID of the GPU the call ran against; empty when unknown.
+	GPU string `json:"gpu,omitempty"`
+	// OwnCause, when set, says what the run's own record shows caused
+	// the failure without any other run (its own GPU's framebuffer ran
+	// out): a failure after the first with its own cause, on another GPU,
+	// is not a consequence of the first.
+	OwnCause string `json:"own_cause,omitempty"`
 }
 
 // Result is the order of the runs' failures.
@@ -142,7 +155,27 @@ type Consequence struct {
 	DelayMinNS int64 `json:"delay_min_ns"`
 	DelayMaxNS int64 `json:"delay_max_ns"`
 	Exact      bool  `json:"exact"`
+	// Relation is what ties it to the first failure (RelationSameGPU,
+	// RelationSameJob) or that nothing does (RelationIndependent); Basis
+	// says it in words.
+	Relation string `json:"relation"`
+	Basis    string `json:"basis"`
 }
+
+// Relations of a failure after the first to the first.
+const (
+	// RelationSameGPU: it ran on the first failure's GPU: likely a
+	// consequence (the same memory, the same device state).
+	RelationSameGPU = "same-gpu"
+	// RelationSameJob: another GPU (or one unknown), and nothing in its own
+	// run explains it: possibly a consequence, through the job alone (a
+	// rank waiting on a failed peer in a collective fails too).
+	RelationSameJob = "same-job"
+	// RelationIndependent: it also failed, for a reason of its own: its
+	// own GPU, not the first failure's, ran out, or its run began after
+	// the first failure's run had ended.
+	RelationIndependent = "independent"
+)
 
 // Order decides which run's failure came first, how certain that is, what
 // followed it, and which ranks have no run.
@@ -166,11 +199,16 @@ func Order(runs []Run) Result {
 	if f.PossiblyFirst && len(f.Unordered) == 0 {
 		res.Order = OrderCertain
 	}
+	runOf := map[string]*Run{}
+	for i := range runs {
+		runOf[runs[i].Path] = &runs[i]
+	}
 	for i := range res.Candidates {
 		if i == first {
 			continue
 		}
 		if c, ok := consequence(f, &res.Candidates[i]); ok {
+			c.Relation, c.Basis = relation(runOf[f.RunPath], runOf[c.RunPath], f, &c)
 			res.Consequences = append(res.Consequences, c)
 		}
 	}
@@ -282,6 +320,42 @@ func consequence(f, d *Candidate) (Consequence, bool) {
 	return c, true
 }
 
+// relation says what ties a failure certainly after the first (c, in run
+// later) to the first (f, in run first): the same GPU, the job alone, or
+// nothing (its own cause; a run begun after the first failure's run
+// ended).
+func relation(first, later *Run, f *Candidate, c *Consequence) (string, string) {
+	fg, cg := f.Failure.GPU, c.Failure.GPU
+	switch {
+	case first != nil && later != nil && runBefore(first, later):
+		basis := "also failed: its run began after the first failure's run had ended"
+		if fg != "" && fg == cg {
+			basis += " (on the same GPU, which a fault may have left unusable)"
+		}
+		return RelationIndependent, basis
+	case fg != "" && fg == cg:
+		return RelationSameGPU, "likely a consequence: on the same GPU as the first failure (" + fg + ")"
+	case fg != "" && cg != "" && c.Failure.OwnCause != "":
+		return RelationIndependent, "also failed, on another GPU: " + c.Failure.OwnCause
+	case cg == "" || fg == "":
+		return RelationSameJob, "possibly a consequence: the same job, after it (the GPUs are not both known)"
+	}
+	return RelationSameJob, "possibly a consequence: the same job, after it, on another GPU (a rank waiting on a failed peer fails too)"
+}
+
+// runBefore reports whether run a certainly ended before run b began.
+func runBefore(a, b *Run) bool {
+	if a.BootID != "" && a.BootID == b.BootID {
+		return a.EndNS > 0 && a.EndNS < b.StartNS
+	}
+	if a.Clock == nil || b.Clock == nil || a.Clock.ErrorNS == nil || b.Clock.ErrorNS == nil {
+		return false
+	}
+	_, aHi := a.wallSpan()
+	bLo, _ := b.wallSpan()
+	return a.EndNS > 0 && aHi < bLo
+}
+
 // missingRanks compares the ranks the runs name with the world size they
 // report.
 func missingRanks(runs []Run) (*int, []int, []string) {
@@ -357,11 +431,14 @@ func duplicateNotes(has map[int][]string) []string {
 }
 
 // boundNotes names the failed runs whose failure cannot be ordered against
-// other hosts because their clock has no bound.
+// another boot's failure because their clock has no bound. Runs of one boot
+// share a clock and need none: a run is named only when a failure of
+// another boot (or of a run that names no boot) is there to order it
+// against.
 func boundNotes(runs []Run) []string {
 	var notes []string
-	for _, r := range runs {
-		if r.Failure == nil || len(runs) < 2 {
+	for i, r := range runs {
+		if r.Failure == nil || !otherBootFailed(runs, i) {
 			continue
 		}
 		switch {
@@ -376,6 +453,17 @@ func boundNotes(runs []Run) []string {
 		}
 	}
 	return notes
+}
+
+// otherBootFailed reports whether a run other than runs[i] failed on
+// another boot than runs[i]'s, or either names no boot.
+func otherBootFailed(runs []Run, i int) bool {
+	for j, o := range runs {
+		if j != i && o.Failure != nil && (o.BootID == "" || o.BootID != runs[i].BootID) {
+			return true
+		}
+	}
+	return false
 }
 
 func uncertainNote(f *Candidate) string {

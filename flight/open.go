@@ -31,10 +31,12 @@ func OpenWith(dir string, opts OpenOptions) (*store.Set, error) {
 		return nil, err
 	}
 	paths := make([]string, len(x.Segments))
+	infos := make([]store.SegmentInfo, len(x.Segments))
 	for i, s := range x.Segments {
 		paths[i] = filepath.Join(dir, s.File)
+		infos[i] = store.SegmentInfo{Seq: s.Seq, From: s.Start, To: s.End, Calls: s.Calls, Failures: s.Failures, Live: s.Live}
 	}
-	so := store.SetOptions{Path: dir, Gaps: x.Gaps()}
+	so := store.SetOptions{Path: dir, Gaps: x.Gaps(), Segments: infos}
 	if n := len(x.Segments); n > 0 && x.Segments[n-1].Live {
 		so.Live = liveCopy(dir, paths[n-1], x.Segments[n-1].Seq, opts.Live)
 		if so.Live != nil {

@@ -111,8 +111,25 @@ func (q *queue) takeLast(counters *bpf.Stats, t int64) (store.Batch, store.Stats
 	q.mu.Lock()
 	defer q.mu.Unlock()
 	b := q.takeLocked(counters, t)
+	st := q.stats
+	b.Counts = &st
 	q.seg.begin(&q.pending)
 	return b, q.stats
+}
+
+// takeCounted hands the writer the pending batch with the stats as of it
+// (Batch.Counts), which the commit stores with the batch's records. A
+// reader of a flight segment, or of a copy of the live one taken at any
+// moment, then compares the events it holds with the count of that same
+// commit: the counters read about once a second (Drops) run behind the
+// commits in between.
+func (q *queue) takeCounted(counters *bpf.Stats, t int64) store.Batch {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	b := q.takeLocked(counters, t)
+	st := q.stats
+	b.Counts = &st
+	return b
 }
 
 // statsNow returns the counters as they are.

@@ -102,3 +102,35 @@ func TestDelaySample(t *testing.T) {
 		}
 	}
 }
+
+// In flight mode every batch carries the counters as of it, so the count a
+// segment (or a copy of the live one) stores matches the events committed
+// with it and before it, however long ago the loss counters were read.
+func TestBatchesCarryTheirCounts(t *testing.T) {
+	h, q, _, _ := testHandler(t, nil)
+	h.addRoot(store.Process{PID: 100})
+	var committed uint64
+	for i, n := range []int{3, 0, 5, 1} {
+		for k := 0; k < n; k++ {
+			feed(h, allocCall(t, 100, 4096, 0, -1, uint64(1000*(i+1)+k)))
+		}
+		var b store.Batch
+		if i == 2 {
+			var st store.Stats
+			b, st = q.takeLast(nil, int64(1000*(i+1)+999))
+			if st.Events != committed+uint64(n) {
+				t.Errorf("takeLast: stop counts %d, want %d", st.Events, committed+uint64(n))
+			}
+		} else {
+			b = q.takeCounted(nil, int64(1000*(i+1)+999))
+		}
+		committed += uint64(len(b.Events))
+		if b.Counts == nil || b.Counts.Events != committed {
+			t.Errorf("batch %d: counts %+v, want %d events (those of this batch and before)", i, b.Counts, committed)
+		}
+		q.giveBack(b)
+	}
+	if b := q.take(nil, 9999); b.Counts != nil {
+		t.Errorf("an ordinary recording's batch carries counts %+v", b.Counts)
+	}
+}

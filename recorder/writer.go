@@ -85,9 +85,12 @@ func (w *writer) flush(final bool) {
 	}
 	var b store.Batch
 	var st store.Stats
-	if last {
+	switch {
+	case last:
 		b, st = w.q.takeLast(counters, t)
-	} else {
+	case w.seg != nil:
+		b = w.q.takeCounted(counters, t)
+	default:
 		b = w.q.take(counters, t)
 	}
 	if counters != nil && w.stats != nil {

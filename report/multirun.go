@@ -7,13 +7,19 @@ package report
 // the ordering rule.
 type MultiRun struct {
 	Runs []RunRef `json:"runs"`
+	// GroupedBy says why the runs are taken for one job: "job-id" (they
+	// name the same job id, JobID) or "overlap" (none names a job id, and
+	// their recordings overlap in time).
+	GroupedBy string `json:"grouped_by"`
+	JobID     string `json:"job_id,omitempty"`
 	// Order is certain (one failure was first, whatever the clocks'
 	// error), uncertain, or none (no run failed).
 	Order string `json:"order"`
 	// Candidates are the runs' failures that could have been first when
 	// Order is uncertain, each judged on its own; empty otherwise.
 	Candidates []Candidate `json:"candidates"`
-	// Consequences are the failures certainly after the first.
+	// Consequences are the failures certainly after the first, each with
+	// what ties it to the first (Relation): not all are consequences.
 	Consequences []Consequence `json:"consequences"`
 	// WorldSize is the job's size the runs report; MissingRanks the ranks
 	// below it that no run names.
@@ -65,8 +71,8 @@ type Unordered struct {
 	OverlapNS *int64 `json:"overlap_ns,omitempty"`
 }
 
-// Consequence is a failure in another run certainly after the first, and
-// how long after.
+// Consequence is a failure in another run certainly after the first, how
+// long after, and what ties it to the first.
 type Consequence struct {
 	RunPath    string `json:"run_path"`
 	Rank       *int   `json:"rank"`
@@ -77,4 +83,19 @@ type Consequence struct {
 	DelayMinNS int64  `json:"delay_min_ns"`
 	DelayMaxNS int64  `json:"delay_max_ns"`
 	Exact      bool   `json:"exact"`
+	// Relation is "same-gpu" (it ran on the first failure's GPU: likely a
+	// consequence), "same-job" (another GPU, or one unknown, and nothing
+	// of its own explains it: possibly a consequence, through the job) or
+	// "independent" (it also failed, for a reason of its own: its own GPU
+	// ran out, or its run began after the first failure's run had ended).
+	// Basis says it in words.
+	Relation string `json:"relation"`
+	Basis    string `json:"basis"`
 }
+
+// Relations of a later failure to the first (Consequence.Relation).
+const (
+	RelationSameGPU     = "same-gpu"
+	RelationSameJob     = "same-job"
+	RelationIndependent = "independent"
+)

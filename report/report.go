@@ -161,9 +161,18 @@ type FlightRead struct {
 	Live      string `json:"live"`
 	LiveTaken string `json:"live_taken,omitempty"`
 	// DroppedRanges and DroppedCalls are the stretches retention deleted
-	// and the call events they held.
-	DroppedRanges int    `json:"dropped_ranges"`
-	DroppedCalls  uint64 `json:"dropped_calls"`
+	// and the call events they held; DroppedWindowCut how many of those
+	// stretches cut into the window kept around a failure (the windows
+	// alone exceeded the size bound), as the index says.
+	DroppedRanges    int    `json:"dropped_ranges"`
+	DroppedCalls     uint64 `json:"dropped_calls"`
+	DroppedWindowCut int    `json:"dropped_window_cut"`
+	// SegmentsLost are the sequence numbers of closed segments the index
+	// lists whose files are gone (also in NotRead), and LostCalls the call
+	// events the index says they held: records lost, not deleted by
+	// retention.
+	SegmentsLost []uint64 `json:"segments_lost"`
+	LostCalls    uint64   `json:"lost_calls"`
 	// EventsRead are the call events in the segments read; EventsRecorded
 	// the recorder's own count at the end of what was read (its stop
 	// record, or its last counter reading), deleted stretches included.

@@ -27,6 +27,9 @@
 //	                       cleanly (killed, crashed, disk full before it could write)
 //	            "flight"   JSON FlightInfo: only in a segment of a flight-mode
 //	                       recording (its sequence number and the retention)
+//	            "committed" JSON Stats: only in a segment of a flight-mode
+//	                       recording, the recorder's counters as of the last
+//	                       commit, written in that commit's transaction
 //	symbols     uint16 BE symbol id -> symbol name. Events carry ids; this
 //	            bucket makes the file self-describing, so a newer forensic
 //	            with a reordered symbol table still reads an old file.

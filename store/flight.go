@@ -1,14 +1,19 @@
 package store
 
 import (
+	"fmt"
 	"io"
 	"time"
 
 	bolt "go.etcd.io/bbolt"
 )
 
-// keyFlight is the meta key of the flight record.
-var keyFlight = []byte("flight")
+// keyFlight is the meta key of the flight record; keyCommitted the
+// recorder's counters as of the last commit.
+var (
+	keyFlight    = []byte("flight")
+	keyCommitted = []byte("committed")
+)
 
 // StopRotated is the stop reason of a flight-mode segment the recorder
 // closed to start the next one: the recording went on in the next segment.
@@ -72,4 +77,44 @@ func (w *Writer) Snapshot(begin func(size int64) (io.Writer, error)) (int64, err
 		return err
 	})
 	return n, err
+}
+
+// putCounts stores the counters a batch carries (Batch.Counts) in the
+// batch's own transaction, replacing the last commit's: whoever reads the
+// file, or a consistent copy of it, finds the count that matches the
+// events it holds, not a reading taken before or after them.
+func putCounts(tx *bolt.Tx, c *Stats) error {
+	if c == nil {
+		return nil
+	}
+	return putJSON(tx.Bucket(bucketMeta), keyCommitted, c)
+}
+
+// Committed returns the recorder's counters as of the file's last commit
+// (meta/committed), or nil for a file whose recorder did not store them
+// (an ordinary recording, or one written before they were). In a flight
+// recording they count from the recording's start: their Events are the
+// call events of this segment and of every one before it.
+func (r *Reader) Committed() (c *Stats, err error) {
+	err = r.view(func(tx *bolt.Tx) error {
+		m := tx.Bucket(bucketMeta)
+		if m.Get(keyCommitted) == nil {
+			return nil
+		}
+		c = new(Stats)
+		return getJSON(m, keyCommitted, c)
+	})
+	return c, err
+}
+
+// Committed returns the counters as of the last commit of the last
+// segment read (Reader.Committed): for a recording still being written,
+// those of the copy of its live segment, taken with the copy's data.
+func (s *Set) Committed() (*Stats, error) {
+	last := s.segs[len(s.segs)-1]
+	c, err := last.r.Committed()
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", last.r.path, err)
+	}
+	return c, nil
 }

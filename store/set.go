@@ -62,11 +62,33 @@ type segment struct {
 	symbols []uint16
 }
 
-// Skipped is a segment a Set could not read, and why (an error wrapping
-// one of the sentinels of errors.go: ErrLocked for the live segment).
+// Skipped is a segment a Set could not read, and why (an error that names
+// the path and wraps one of the sentinels of errors.go: ErrLocked for the
+// live segment, ErrNotFound for a segment whose file is gone).
 type Skipped struct {
 	Path string
 	Err  error
+	// Segment is what the recording's index says the segment held; nil
+	// when the set was opened without it.
+	Segment *SegmentInfo
+}
+
+// Lost reports whether the skipped segment is a closed one whose file is
+// gone: its records are lost (the live segment, locked or torn, is not).
+func (sk *Skipped) Lost() bool {
+	return sk.Segment != nil && !sk.Segment.Live && errors.Is(sk.Err, ErrNotFound)
+}
+
+// SegmentInfo is what a flight recording's index says of one segment.
+type SegmentInfo struct {
+	Seq uint64
+	// From and To bound what it holds, on the run clock (To of the live
+	// segment is its last update).
+	From, To int64
+	// Calls and Failures are its call events and failed calls.
+	Calls, Failures uint64
+	// Live: the recorder was writing it when the index was written.
+	Live bool
 }
 
 // Gap is a stretch of a recording whose segments were deleted to hold the
@@ -108,6 +130,9 @@ type SetOptions struct {
 	// Live, when set, says that the last path is a copy of the live
 	// segment read in its place (reported by Set.Live).
 	Live *LiveCopy
+	// Segments, when set, is what the index says of each path, in the
+	// same order: a segment that cannot be read is reported with it.
+	Segments []SegmentInfo
 }
 
 // OpenSet opens the segments at paths, given in the recording's order, as
@@ -127,7 +152,12 @@ func OpenSet(paths []string, opts SetOptions) (*Set, error) {
 	for i, p := range paths {
 		err := s.add(p)
 		if err != nil {
-			s.skipped = append(s.skipped, Skipped{Path: p, Err: err})
+			sk := Skipped{Path: p, Err: err}
+			if i < len(opts.Segments) {
+				info := opts.Segments[i]
+				sk.Segment = &info
+			}
+			s.skipped = append(s.skipped, sk)
 		}
 		s.lastSkipped = err != nil && i == len(paths)-1
 	}
@@ -247,9 +277,18 @@ func (s *Set) Run() RunInfo { return s.segs[0].r.run }
 // its events carry.
 func (s *Set) SymbolNames() []string { return slices.Clone(s.symbols) }
 
+// EndLost reports whether the recording's last segment, closed by its
+// recorder, is a file that is gone: the recording ended (the index says
+// so), but its end and its stop record are lost with that segment.
+func (s *Set) EndLost() bool {
+	n := len(s.skipped)
+	return s.lastSkipped && n > 0 && s.skipped[n-1].Lost()
+}
+
 // Stop returns the recording's stop record: the last segment's, or nil
 // while the recording is open (its last segment could not be read, or
-// ends with a rotation, so the recording went on past these files).
+// ends with a rotation, so the recording went on past these files) or
+// when its last segment is lost (EndLost).
 func (s *Set) Stop() (*StopInfo, error) {
 	if s.lastSkipped {
 		return nil, nil

@@ -3,6 +3,7 @@ package store
 import (
 	"errors"
 	"fmt"
+	"io"
 	"os"
 	"path/filepath"
 	"reflect"
@@ -358,5 +359,119 @@ func TestFlightRecord(t *testing.T) {
 		if err != nil || !reflect.DeepEqual(got, want) {
 			t.Errorf("%s: Flight = %+v %v, want %+v", filepath.Base(path), got, err, want)
 		}
+	}
+}
+
+// A segment the index lists as closed whose file is gone is lost: its
+// records are, and when it was the last, so are the recording's end and
+// stop record. A live one that cannot be read is not lost, and a segment
+// that does not read for another reason is not either.
+func TestSetLostSegments(t *testing.T) {
+	info := func(seq uint64, live bool) SegmentInfo {
+		return SegmentInfo{Seq: seq, From: int64(seq) * 1e9, To: int64(seq+1) * 1e9, Calls: 10 * seq, Failures: 1, Live: live}
+	}
+	tests := []struct {
+		name    string
+		missing []int // indexes of the paths whose files are removed
+		infos   []SegmentInfo
+		lost    []bool
+		endLost bool
+	}{
+		{"the last, closed", []int{2}, []SegmentInfo{info(1, false), info(2, false), info(3, false)}, []bool{true}, true},
+		{"the last, live", []int{2}, []SegmentInfo{info(1, false), info(2, false), info(3, true)}, []bool{false}, false},
+		{"one in the middle", []int{1}, []SegmentInfo{info(1, false), info(2, false), info(3, false)}, []bool{true}, false},
+		{"no index", []int{2}, nil, []bool{false}, false},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			paths := threeSegments(t, t.TempDir())
+			for _, i := range tt.missing {
+				os.Remove(paths[i])
+			}
+			s, err := OpenSet(paths, SetOptions{Path: "DIR", Segments: tt.infos})
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer s.Close()
+			var lost []bool
+			for _, sk := range s.Skipped() {
+				lost = append(lost, sk.Lost())
+				if sk.Err.Error() == "" || sk.Path == "" {
+					t.Errorf("skipped %+v", sk)
+				}
+			}
+			if !reflect.DeepEqual(lost, tt.lost) || s.EndLost() != tt.endLost {
+				t.Errorf("lost %v, end lost %v; want %v, %v", lost, s.EndLost(), tt.lost, tt.endLost)
+			}
+			if st, _ := s.Stop(); tt.endLost && st != nil {
+				t.Errorf("Stop = %+v: the stop record is lost with the last segment", st)
+			}
+		})
+	}
+}
+
+// The counters a batch carries are stored in its own transaction: a copy
+// of the file taken while commits go on holds the count of exactly the
+// events in it, whatever the moment the copy was taken.
+func TestCommittedCountsMatchTheCopy(t *testing.T) {
+	dir := t.TempDir()
+	path := filepath.Join(dir, "live.db")
+	w, err := Create(path, CreateOptions{}, testRun(), []string{"cuInit"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	w.Reserve = 0
+	defer w.Close()
+	done := make(chan error)
+	go func() {
+		var total uint64
+		for i := 0; i < 200; i++ {
+			b := Batch{}
+			for k := 0; k < 50; k++ {
+				b.Events = append(b.Events, call(0, 1, int64(i*100+k+1)*1000, 0))
+			}
+			total += uint64(len(b.Events))
+			b.Counts = &Stats{Events: total}
+			if err := w.Commit(&b); err != nil {
+				done <- err
+				return
+			}
+		}
+		done <- nil
+	}()
+	for i := 0; i < 5; i++ {
+		cp := filepath.Join(dir, fmt.Sprintf("copy%d.db", i))
+		f, err := os.Create(cp)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := w.Snapshot(func(int64) (io.Writer, error) { return f, nil }); err != nil {
+			t.Fatal(err)
+		}
+		f.Close()
+		r, err := Open(cp)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var n uint64
+		r.Events(func(*Event) error { n++; return nil })
+		c, err := r.Committed()
+		r.Close()
+		if err != nil || (n > 0 && (c == nil || c.Events != n)) {
+			t.Errorf("copy %d holds %d events, its count says %+v (%v)", i, n, c, err)
+		}
+	}
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+	plain := filepath.Join(dir, "run.db")
+	writeRun(t, plain)
+	r, err := Open(plain)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer r.Close()
+	if c, err := r.Committed(); c != nil || err != nil {
+		t.Errorf("a file written without counts: Committed = %+v %v, want nil", c, err)
 	}
 }

@@ -186,6 +186,9 @@ type Batch struct {
 	PyStacks  []PyStack
 	PyCodes   []PyCode
 	StackRefs []StackRef
+	// Counts, when set, are the recorder's counters as of this batch,
+	// stored with it (meta/committed, flight.go).
+	Counts *Stats
 }
 
 // Len is the number of records in the batch.
@@ -215,6 +218,7 @@ func (b *Batch) Reset() {
 	b.PyStacks = b.PyStacks[:0]
 	b.PyCodes = b.PyCodes[:0]
 	b.StackRefs = b.StackRefs[:0]
+	b.Counts = nil
 }
 
 // appendJSON stores each record under the bucket's next sequence number.
@@ -318,6 +322,9 @@ func (w *Writer) Commit(b *Batch) error {
 			if err := putJSON(tx.Bucket(bucketMeta), keyInventory, b.Inventory); err != nil {
 				return err
 			}
+		}
+		if err := putCounts(tx, b.Counts); err != nil {
+			return err
 		}
 		return putStacks(tx, b)
 	})

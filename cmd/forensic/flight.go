@@ -135,16 +135,8 @@ func (c *cli) openRun(path string) (src analyze.Source, done func() error, err e
 		}
 		return r, r.Close, nil
 	}
-	var opts flight.OpenOptions
-	copyPath := ""
-	if x, err := flight.ReadIndex(path); err == nil && len(x.Segments) > 0 && x.Segments[len(x.Segments)-1].Live {
-		copyPath, opts.Live = c.copyLive(path)
-	}
-	set, err := flight.OpenWith(path, opts)
+	set, copyPath, err := c.openFlight(path)
 	if err != nil {
-		if copyPath != "" {
-			os.Remove(copyPath)
-		}
 		return nil, nil, err
 	}
 	c.sayRead(set)
@@ -155,6 +147,32 @@ func (c *cli) openRun(path string) (src analyze.Source, done func() error, err e
 		}
 		return err
 	}, nil
+}
+
+// openFlight opens a flight recording's directory; a live segment is read
+// from a copy its recorder makes now (copyPath, removed by the caller). A
+// segment that rotated between the copy and the index read makes the copy
+// one of a segment now closed, which the set refuses: the copy is taken
+// again, so that the events read and the recorder's count stored with
+// them come from the same moment.
+func (c *cli) openFlight(path string) (set *store.Set, copyPath string, err error) {
+	for try := 0; ; try++ {
+		var opts flight.OpenOptions
+		copyPath = ""
+		if x, err := flight.ReadIndex(path); err == nil && len(x.Segments) > 0 && x.Segments[len(x.Segments)-1].Live {
+			copyPath, opts.Live = c.copyLive(path)
+		}
+		set, err = flight.OpenWith(path, opts)
+		if err == nil && copyPath != "" && set.Live() == nil && try < 2 {
+			set.Close()
+			os.Remove(copyPath)
+			continue
+		}
+		if err != nil && copyPath != "" {
+			os.Remove(copyPath)
+		}
+		return set, copyPath, err
+	}
 }
 
 // copyLive asks a flight recording's recorder for a copy of its live
@@ -192,10 +210,33 @@ func (c *cli) sayRead(set *store.Set) {
 		}
 	}
 	for _, sk := range set.Skipped() {
-		what += fmt.Sprintf("; not read: %s (%s)", sk.Path, oneLine(sk.Err))
+		if sk.Lost() {
+			what += fmt.Sprintf("; segment %d is missing (%s): its records are lost", sk.Segment.Seq, sk.Path)
+		} else {
+			what += "; not read: " + oneLine(sk.Err) // the error names the path
+		}
 	}
-	if g := set.Gaps(); len(g) > 0 {
-		what += "; " + count(uint64(len(g)), "stretch", "stretches") + " deleted by retention"
-	}
+	what += gapsText(set.Gaps())
 	fmt.Fprintf(c.stderr, "forensic: %s: read %s\n", set.Path(), what)
+}
+
+// gapsText says how many stretches retention deleted, by the index's
+// reason: routine retention, or cuts into a failure's window.
+func gapsText(gaps []store.Gap) string {
+	var routine, cut uint64
+	for _, g := range gaps {
+		if g.Reason == store.GapWindowCut {
+			cut++
+		} else {
+			routine++
+		}
+	}
+	var out string
+	if routine > 0 {
+		out += "; " + count(routine, "stretch", "stretches") + " deleted by retention"
+	}
+	if cut > 0 {
+		out += "; " + count(cut, "stretch", "stretches") + " deleted from failure windows (the windows alone exceeded --max-size)"
+	}
+	return out
 }

@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"os"
@@ -48,8 +49,11 @@ and the memory views around it. --json writes the documented contract
 
 Several runs of one job (a run.db per rank or node, a directory of them, or
 a quoted glob) are analyzed together: the first failure across them,
-ordered by their clocks' error bounds, the failures that followed it, and
-the ranks with no run (docs/multi-run.md).
+ordered by their clocks' error bounds, the failures that followed it and
+what ties each to it, and the ranks with no run (docs/multi-run.md). Runs
+are one job when they name the same job id (TORCHELASTIC_RUN_ID,
+SLURM_JOB_ID) or, naming none, were recorded at overlapping times; runs of
+several jobs get one report per job (--json refuses them: give one job).
 
 Colour is used on a terminal unless --no-color or NO_COLOR is set; text
 wraps to the terminal (COLUMNS overrides; 100 when not a terminal).`,
@@ -60,20 +64,22 @@ wraps to the terminal (COLUMNS overrides; 100 when not a terminal).`,
   forensic analyze runs/            # every rank's run.db of one job`,
 		Args: someRuns,
 		RunE: work(func(cmd *cobra.Command, args []string) error {
-			rep, err := c.analyzeRuns(args, analyze.Options{})
-			if err != nil {
-				return err
-			}
+			var reps []*report.Report
+			var err error
 			if asJSON {
-				err = report.WriteJSON(c.stdout, rep)
+				var rep *report.Report
+				if rep, err = c.analyzeRuns(args, analyze.Options{}); err != nil {
+					return withHint(err, "; or analyze without --json for each job's report")
+				}
+				reps, err = []*report.Report{rep}, report.WriteJSON(c.stdout, rep)
 			} else {
-				err = text.Write(c.stdout, rep, text.Options{
+				reps, err = c.analyzeText(args, text.Options{
 					Color: !noColor && c.getenv("NO_COLOR") == "" && isTerminal(c.stdout),
 					Width: textWidth(c.stdout, c.getenv),
 					Input: inputLabel(args),
 				})
 			}
-			if err == nil && exitCode && rep.Attribution != report.AttrNone {
+			if err == nil && exitCode && slices.ContainsFunc(reps, func(r *report.Report) bool { return r.Attribution != report.AttrNone }) {
 				return exitError{exitVerdict}
 			}
 			return err
@@ -102,7 +108,7 @@ written mode 0600 (under sudo, owned by the user who ran sudo).`,
 			}
 			rep, err := c.analyzeRuns(args, analyze.Options{})
 			if err != nil {
-				return err
+				return withHint(err, "; or forensic analyze (text) for each job's report")
 			}
 			return c.writeOutput(out, func(w io.Writer) error { return html.Write(w, rep) })
 		}),
@@ -287,6 +293,44 @@ func (c *cli) analyzeRuns(args []string, opts analyze.Options) (*report.Report, 
 	}
 	defer done()
 	return analyze.Analyze(r, opts)
+}
+
+// analyzeText writes the text report of the runs args name and returns
+// the reports written: one alone; several of one job together; runs of
+// several jobs each job on its own, after the list of jobs.
+func (c *cli) analyzeText(args []string, o text.Options) ([]*report.Report, error) {
+	paths, err := store.Expand(args)
+	if err != nil {
+		return nil, err
+	}
+	if len(paths) == 1 {
+		rep, err := c.analyzeRuns(paths, analyze.Options{})
+		if err != nil {
+			return nil, err
+		}
+		return []*report.Report{rep}, text.Write(c.stdout, rep, o)
+	}
+	jobs, err := analyze.AnalyzeJobs(paths, analyze.Options{Open: c.openRun})
+	if err != nil {
+		return nil, err
+	}
+	if len(jobs.Reports) == 1 {
+		return jobs.Reports, text.Write(c.stdout, jobs.Reports[0], o)
+	}
+	names := make([]string, len(jobs.Groups))
+	for i, g := range jobs.Groups {
+		names[i] = g.Describe(jobs.Runs)
+	}
+	return jobs.Reports, text.WriteJobs(c.stdout, names, jobs.Reports, o)
+}
+
+// withHint adds a hint to a refusal of runs that are not one job.
+func withHint(err error, hint string) error {
+	var notOne *analyze.NotOneJobError
+	if errors.As(err, &notOne) {
+		return fmt.Errorf("%w%s", err, hint)
+	}
+	return err
 }
 
 // checkOutput checks the -o of a command that writes a file from runs.

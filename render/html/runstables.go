@@ -51,6 +51,8 @@ type candidateRow struct {
 type consequenceRow struct {
 	Rank, Host, Path string
 	Call, Delay, How string
+	// Basis says what ties it to the first failure (or that nothing does).
+	Basis string
 }
 
 // newRuns prepares the Runs section; nil for a report on one run.
@@ -84,7 +86,7 @@ func newRuns(rep *report.Report) *runsView {
 	for _, c := range m.Consequences {
 		v.Consequences = append(v.Consequences, consequenceRow{Rank: rankText(c.Rank, nil), Host: orDash(c.Host), Path: c.RunPath,
 			Call: c.Symbol + " → " + c.ResultName, Delay: delayText(c.DelayMinNS, c.DelayMaxNS, c.Exact) + " later",
-			How: howText(c.Exact)})
+			How: howText(c.Exact), Basis: c.Basis})
 	}
 	v.Picture, v.Notes = newRunsPicture(rep, places)
 	return v

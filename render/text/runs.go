@@ -2,6 +2,7 @@ package text
 
 import (
 	"fmt"
+	"io"
 	"strings"
 
 	"github.com/retrivium/forensic/report"
@@ -15,7 +16,7 @@ func (t *writer) runs(rep *report.Report) {
 	if m == nil {
 		return
 	}
-	t.heading(fmt.Sprintf("RUNS (%s; order of their first failures: %s)", report.Plural(len(m.Runs), "run"), m.Order))
+	t.heading(fmt.Sprintf("RUNS (%s%s; order of their first failures: %s)", report.Plural(len(m.Runs), "run"), groupedBy(m), m.Order))
 	for _, r := range m.Runs {
 		bound := "no clock error bound"
 		if r.ClockErrorNS != nil {
@@ -24,7 +25,7 @@ func (t *writer) runs(rep *report.Report) {
 		t.wrap("  ", fmt.Sprintf("%s, host %s: %s (%s) %s", rankLabel(r.Rank, r.Ranks), r.Host, r.Attribution, bound, r.Path))
 	}
 	if len(m.MissingRanks) > 0 && m.WorldSize != nil {
-		t.wrap("  ", fmt.Sprintf("missing: %s of the job's %d have no run", ranksLabel(m.MissingRanks), *m.WorldSize))
+		t.wrap("  ", fmt.Sprintf("missing: %s of the job's %d %s no run", ranksLabel(m.MissingRanks), *m.WorldSize, hasHave(len(m.MissingRanks))))
 	}
 	for _, c := range m.Candidates {
 		t.wrap("  candidate: ", fmt.Sprintf("%s, host %s, %s", rankLabel(c.Rank, nil), c.Host, c.RunPath))
@@ -40,7 +41,7 @@ func (t *writer) runs(rep *report.Report) {
 		}
 	}
 	if len(m.Consequences) > 0 {
-		t.wrap("  ", "after the first failure, in other runs (likely consequences):")
+		t.wrap("  ", "after the first failure, in other runs, and what ties each to it:")
 	}
 	for _, c := range m.Consequences {
 		delay := report.Duration(c.DelayMinNS)
@@ -49,7 +50,21 @@ func (t *writer) runs(rep *report.Report) {
 		}
 		t.wrap("    ", fmt.Sprintf("%s, host %s: %s %s, %s later", rankLabel(c.Rank, nil), c.Host, c.Symbol,
 			strings.TrimPrefix(c.ResultName, "CUDA_ERROR_"), delay))
+		if c.Basis != "" {
+			t.wrap("      ", c.Basis)
+		}
 	}
+}
+
+// groupedBy says why the runs were taken for one job.
+func groupedBy(m *report.MultiRun) string {
+	switch m.GroupedBy {
+	case "job-id":
+		return " of job " + m.JobID
+	case "overlap":
+		return ", no job id, recorded at overlapping times"
+	}
+	return ""
 }
 
 func rankLabel(r *int, ranks []int) string {
@@ -71,4 +86,48 @@ func ranksLabel(ranks []int) string {
 		return "rank " + parts[0]
 	}
 	return "ranks " + strings.Join(parts, ", ")
+}
+
+// WriteJobs writes the reports of runs that are several separate jobs:
+// first the list of jobs (jobs[i] names the runs of reps[i] and why they
+// are one job), then each job's report under a heading of its own. No
+// failure of one job is ordered against another's.
+func WriteJobs(w io.Writer, jobs []string, reps []*report.Report, o Options) error {
+	if o.Width == 0 {
+		o.Width = 100
+	}
+	o.Width = max(o.Width, 60)
+	t := &writer{w: w, o: o}
+	runs := 0
+	for _, rep := range reps {
+		if rep.MultiRun != nil {
+			runs += len(rep.MultiRun.Runs)
+		} else {
+			runs++
+		}
+	}
+	t.wrap("", fmt.Sprintf("forensic analyze: %d runs of %d separate jobs, each analyzed on its own (no failure is ordered against another job's, no rank is missing from another job):",
+		runs, len(jobs)))
+	for i, j := range jobs {
+		t.wrap(fmt.Sprintf("  %d. ", i+1), j)
+	}
+	t.wrap("  ", "to analyze one job: give only its files")
+	for i, rep := range reps {
+		if t.err != nil {
+			break
+		}
+		rule := strings.Repeat("=", min(o.Width, 80))
+		t.printf("\n%s\n", rule)
+		t.wrap("", fmt.Sprintf("JOB %d OF %d: %s", i+1, len(reps), jobs[i]))
+		t.printf("%s\n\n", rule)
+		t.err = Write(w, rep, o)
+	}
+	return t.err
+}
+
+func hasHave(n int) string {
+	if n == 1 {
+		return "has"
+	}
+	return "have"
 }

@@ -194,11 +194,21 @@ func flightLine(f *report.FlightRead) string {
 	case "not-read":
 		s += ", the live one not read"
 	}
-	if n := len(f.NotRead); n > 0 {
+	if n := len(f.NotRead) - len(f.SegmentsLost); n > 0 {
 		s += fmt.Sprintf(", %d not read", n)
 	}
+	if n := len(f.SegmentsLost); n > 0 {
+		s += fmt.Sprintf("; %s missing (%s lost)", report.Plural(n, "segment"), report.Plural(int(f.LostCalls), "call event"))
+	}
 	if f.DroppedRanges > 0 {
-		s += fmt.Sprintf("; %s deleted by retention (%s)", report.Plural(f.DroppedRanges, "stretch"), report.Plural(int(f.DroppedCalls), "call event"))
+		why := "by retention"
+		switch {
+		case f.DroppedWindowCut == f.DroppedRanges:
+			why = "from failure windows (the windows alone exceeded the size bound)"
+		case f.DroppedWindowCut > 0:
+			why = fmt.Sprintf("by retention, %d of them from failure windows", f.DroppedWindowCut)
+		}
+		s += fmt.Sprintf("; %s (%s) deleted %s", report.Plural(f.DroppedRanges, "stretch"), report.Plural(int(f.DroppedCalls), "call event"), why)
 	}
 	return s + fmt.Sprintf("; the recorder counted %s", report.Plural(int(f.EventsRecorded), "call event"))
 }
