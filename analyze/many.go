@@ -235,10 +235,7 @@ func multiRun(reps []*report.Report, order fleet.Result) *report.MultiRun {
 // verdict on it.
 func orderCandidate(c fleet.Candidate, rep *report.Report) report.Candidate {
 	out := report.Candidate{RunPath: c.RunPath, Rank: c.Rank, Host: c.Host, WallNS: c.WallNS, EarliestNS: c.EarliestNS,
-		LatestNS: c.LatestNS, Unordered: []report.Unordered{}}
-	for _, u := range c.Unordered {
-		out.Unordered = append(out.Unordered, report.Unordered{RunPath: u.RunPath, Reason: u.Reason, OverlapNS: u.OverlapNS})
-	}
+		LatestNS: c.LatestNS, Unordered: append([]report.Unordered{}, c.Unordered...)}
 	if rep != nil && rep.FirstFailure != nil {
 		out.Judged = &report.Judged{Failure: *rep.FirstFailure, Attribution: rep.Attribution, Capacity: rep.Capacity,
 			Verdict: rep.Verdict, Evidence: rep.Evidence, Missing: rep.Missing}
@@ -302,9 +299,9 @@ func hiddenByOrder(order fleet.Result) []report.Missing {
 	if len(order.MissingRanks) > 0 {
 		hidden = append(hidden, report.Missing{Decisive: true,
 			What: fmt.Sprintf("no run was given for %s of the job's %d: the rank that failed first is often the one whose file is missing (its node crashed or rebooted, it was not recorded, or its run.db was not gathered)",
-				ranksText(order.MissingRanks), *order.WorldSize),
+				report.Ranks(order.MissingRanks), *order.WorldSize),
 			Fix: fmt.Sprintf("gather the run.db of %s (from the node that ran it, even if that node crashed) and analyze it with the others; if it was not recorded, record every rank next time (forensic record --all on each node)",
-				ranksText(order.MissingRanks))})
+				report.Ranks(order.MissingRanks))})
 	}
 	return hidden
 }
@@ -362,16 +359,6 @@ func rankName(r *int) string {
 	return fmt.Sprintf("rank %d", *r)
 }
 
-func ranksText(ranks []int) string {
-	parts := make([]string, len(ranks))
-	for i, r := range ranks {
-		parts[i] = fmt.Sprint(r)
-	}
-	if len(ranks) == 1 {
-		return "rank " + parts[0]
-	}
-	return "ranks " + strings.Join(parts, ", ")
-}
 
 // unorderedText says which runs a failure cannot be ordered against.
 func unorderedText(f *fleet.Candidate) string {

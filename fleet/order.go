@@ -6,6 +6,8 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+
+	"github.com/retrivium/forensic/report"
 )
 
 // Order values.
@@ -128,19 +130,11 @@ type Candidate struct {
 	// PossiblyFirst: no other candidate is certainly before this one.
 	PossiblyFirst bool `json:"possibly_first"`
 	// Unordered lists the candidates this one cannot be ordered against.
-	Unordered []Unordered `json:"unordered"`
+	Unordered []report.Unordered `json:"unordered"`
 
 	// domain is the boot id: runs of one kernel boot share CLOCK_MONOTONIC,
 	// whatever their host names (containers on one node).
 	domain string
-}
-
-// Unordered is a candidate another cannot be ordered against, and why.
-type Unordered struct {
-	RunPath string `json:"run_path"`
-	Reason  string `json:"reason"`
-	// OverlapNS is how long their intervals overlap (ReasonOverlap).
-	OverlapNS *int64 `json:"overlap_ns,omitempty"`
 }
 
 // Consequence is a failure certainly after the first, and how long after.
@@ -220,7 +214,7 @@ func Order(runs []Run) Result {
 }
 
 func candidateOf(r Run) Candidate {
-	c := Candidate{RunPath: r.Path, RunID: r.ID, Host: r.Host, Rank: r.Failure.Rank, Failure: *r.Failure, Unordered: []Unordered{}}
+	c := Candidate{RunPath: r.Path, RunID: r.ID, Host: r.Host, Rank: r.Failure.Rank, Failure: *r.Failure, Unordered: []report.Unordered{}}
 	if c.Rank == nil {
 		c.Rank = r.Rank
 	}
@@ -289,8 +283,8 @@ func before(a, b *Candidate) bool {
 	return a.LatestNS != nil && b.EarliestNS != nil && *a.LatestNS < *b.EarliestNS
 }
 
-func unordered(a, b *Candidate) Unordered {
-	u := Unordered{RunPath: b.RunPath}
+func unordered(a, b *Candidate) report.Unordered {
+	u := report.Unordered{RunPath: b.RunPath}
 	switch {
 	case a.domain != "" && a.domain == b.domain:
 		u.Reason = ReasonSameTime

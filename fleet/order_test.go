@@ -4,6 +4,8 @@ import (
 	"reflect"
 	"strings"
 	"testing"
+
+	"github.com/retrivium/forensic/report"
 )
 
 const (
@@ -41,7 +43,7 @@ func TestOrder(t *testing.T) {
 		runs         []Run
 		order        string
 		first        string
-		unordered    []Unordered
+		unordered    []report.Unordered
 		consequences []consequenceWant
 		missing      []int
 		noteHas      []string
@@ -54,7 +56,7 @@ func TestOrder(t *testing.T) {
 				synthetic("b.db", "node-b", "boot-b", ip(1), 10*ms, bound(2*ms)),
 				noFailure(synthetic("d.db", "node-d", "boot-d", ip(3), 0, bound(1*ms))),
 			},
-			order: OrderCertain, first: "a.db", unordered: []Unordered{},
+			order: OrderCertain, first: "a.db", unordered: []report.Unordered{},
 			consequences: []consequenceWant{{"b.db", 7 * ms, 13 * ms, false}, {"c.db", 48 * ms, 52 * ms, false}},
 			missing:      []int{},
 		},
@@ -67,7 +69,7 @@ func TestOrder(t *testing.T) {
 				noFailure(synthetic("d.db", "node-d", "boot-d", ip(3), 0, nil)),
 			},
 			order: OrderUncertain, first: "a.db",
-			unordered:    []Unordered{{RunPath: "b.db", Reason: ReasonOverlap, OverlapNS: bound(7 * ms)}},
+			unordered:    []report.Unordered{{RunPath: "b.db", Reason: ReasonOverlap, OverlapNS: bound(7 * ms)}},
 			consequences: []consequenceWant{{"c.db", 90 * ms, 110 * ms, false}},
 			missing:      []int{},
 			noteHas:      []string{"uncertain", "b.db (intervals overlap by 7000000 ns)"},
@@ -81,7 +83,7 @@ func TestOrder(t *testing.T) {
 				noFailure(synthetic("d.db", "node-d", "boot-d", ip(3), 0, bound(1*ms))),
 			},
 			order: OrderUncertain, first: "a.db",
-			unordered:    []Unordered{{RunPath: "b.db", Reason: ReasonNoBound}},
+			unordered:    []report.Unordered{{RunPath: "b.db", Reason: ReasonNoBound}},
 			consequences: []consequenceWant{{"c.db", 18 * ms, 22 * ms, false}},
 			missing:      []int{},
 			noteHas:      []string{"b.db (host node-b) has no clock bound (the kernel marks the wall clock unsynchronized (STA_UNSYNC))"},
@@ -94,7 +96,7 @@ func TestOrder(t *testing.T) {
 				noFailure(synthetic("x.db", "node-b", "boot-b", ip(2), 0, nil)),
 				noFailure(synthetic("y.db", "node-b", "boot-b", ip(3), 0, nil)),
 			},
-			order: OrderCertain, first: "early.db", unordered: []Unordered{},
+			order: OrderCertain, first: "early.db", unordered: []report.Unordered{},
 			consequences: []consequenceWant{{"late.db", 250_000, 250_000, true}},
 			missing:      []int{},
 		},
@@ -105,7 +107,7 @@ func TestOrder(t *testing.T) {
 				sameBoot(synthetic("late.db", "node-a", "boot-2", ip(1), 0, nil), 1_000_250_000),
 			},
 			order: OrderUncertain, first: "early.db",
-			unordered:    []Unordered{{RunPath: "late.db", Reason: ReasonNoBound}},
+			unordered:    []report.Unordered{{RunPath: "late.db", Reason: ReasonNoBound}},
 			consequences: nil,
 			missing:      []int{2, 3},
 		},
@@ -115,7 +117,7 @@ func TestOrder(t *testing.T) {
 				sameBoot(synthetic("pod-b.db", "pod-b", "boot-1", ip(1), 0, nil), 1_000_000_900),
 				sameBoot(synthetic("pod-a.db", "pod-a", "boot-1", ip(0), 0, nil), 1_000_000_000),
 			},
-			order: OrderCertain, first: "pod-a.db", unordered: []Unordered{},
+			order: OrderCertain, first: "pod-a.db", unordered: []report.Unordered{},
 			consequences: []consequenceWant{{"pod-b.db", 900, 900, true}},
 			missing:      []int{2, 3},
 		},
@@ -126,7 +128,7 @@ func TestOrder(t *testing.T) {
 				sameBoot(synthetic("b.db", "node-a", "boot-1", ip(1), 0, nil), 1_000_000_000),
 			},
 			order: OrderUncertain, first: "a.db",
-			unordered: []Unordered{{RunPath: "b.db", Reason: ReasonSameTime}},
+			unordered: []report.Unordered{{RunPath: "b.db", Reason: ReasonSameTime}},
 			missing:   []int{2, 3},
 		},
 		{
@@ -136,7 +138,7 @@ func TestOrder(t *testing.T) {
 				noFailure(synthetic("r1.db", "node-b", "boot-b", ip(1), 0, bound(1*ms))),
 				noFailure(synthetic("r3.db", "node-d", "boot-d", ip(3), 0, bound(1*ms))),
 			},
-			order: OrderCertain, first: "r0.db", unordered: []Unordered{},
+			order: OrderCertain, first: "r0.db", unordered: []report.Unordered{},
 			missing: []int{2},
 			noteHas: []string{"1 of 4 ranks have no run (2)", "often the one whose file is missing"},
 		},

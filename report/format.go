@@ -72,6 +72,18 @@ func Plural(n int, noun string) string {
 	return strconv.Itoa(n) + " " + noun
 }
 
+// Ranks names a list of ranks: "rank 3", "ranks 1, 4".
+func Ranks(ranks []int) string {
+	parts := make([]string, len(ranks))
+	for i, r := range ranks {
+		parts[i] = strconv.Itoa(r)
+	}
+	if len(ranks) == 1 {
+		return "rank " + parts[0]
+	}
+	return "ranks " + strings.Join(parts, ", ")
+}
+
 // Rel formats a run-clock time as seconds into the run ("+1.234 s").
 func Rel(t, start int64) string {
 	return fmt.Sprintf("%+.3f s", float64(t-start)/1e9)

@@ -64,3 +64,19 @@ func TestHumanBytesUnits(t *testing.T) {
 		}
 	}
 }
+
+func TestRanks(t *testing.T) {
+	tests := []struct {
+		ranks []int
+		want  string
+	}{
+		{[]int{3}, "rank 3"},
+		{[]int{1, 4}, "ranks 1, 4"},
+		{[]int{0, 2, 7}, "ranks 0, 2, 7"},
+	}
+	for _, tt := range tests {
+		if got := Ranks(tt.ranks); got != tt.want {
+			t.Errorf("Ranks(%v) = %q, want %q", tt.ranks, got, tt.want)
+		}
+	}
+}

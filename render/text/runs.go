@@ -25,7 +25,7 @@ func (t *writer) runs(rep *report.Report) {
 		t.wrap("  ", fmt.Sprintf("%s, host %s: %s (%s) %s", rankLabel(r.Rank, r.Ranks), r.Host, r.Attribution, bound, r.Path))
 	}
 	if len(m.MissingRanks) > 0 && m.WorldSize != nil {
-		t.wrap("  ", fmt.Sprintf("missing: %s of the job's %d %s no run", ranksLabel(m.MissingRanks), *m.WorldSize, hasHave(len(m.MissingRanks))))
+		t.wrap("  ", fmt.Sprintf("missing: %s of the job's %d %s no run", report.Ranks(m.MissingRanks), *m.WorldSize, hasHave(len(m.MissingRanks))))
 	}
 	for _, c := range m.Candidates {
 		t.wrap("  candidate: ", fmt.Sprintf("%s, host %s, %s", rankLabel(c.Rank, nil), c.Host, c.RunPath))
@@ -72,21 +72,11 @@ func rankLabel(r *int, ranks []int) string {
 	case r != nil:
 		return fmt.Sprintf("rank %d", *r)
 	case len(ranks) > 0:
-		return ranksLabel(ranks)
+		return report.Ranks(ranks)
 	}
 	return "no rank"
 }
 
-func ranksLabel(ranks []int) string {
-	parts := make([]string, len(ranks))
-	for i, r := range ranks {
-		parts[i] = fmt.Sprint(r)
-	}
-	if len(ranks) == 1 {
-		return "rank " + parts[0]
-	}
-	return "ranks " + strings.Join(parts, ", ")
-}
 
 // WriteJobs writes the reports of runs that are several separate jobs:
 // first the list of jobs (jobs[i] names the runs of reps[i] and why they
