@@ -80,14 +80,20 @@ type finding struct {
 func (f *finding) reconciled() bool { return f.lo != f.seen || f.hi != f.seen }
 
 // capacity judges a failed request against the one view that can hold it.
-func (s *state) capacity(f *failed, attribution report.Attribution) finding {
+// A code that is not about memory, or a sticky code an earlier fault left
+// on the context, is not judged: no memory view explains it.
+func (s *state) capacity(f *failed, m cuda.Meaning, attribution report.Attribution) finding {
 	fd := finding{capacity: report.CapNotApplicable, gpu: -1, failAt: f.e.End}
-	if attribution == report.AttrNotMemory {
+	fd.size, fd.sized = f.e.Size, f.e.Has&cuda.FieldSize != 0
+	switch {
+	case attribution == report.AttrNotMemory:
 		fd.notApplicable = "the code says the failure is not about memory"
 		return fd
+	case m == cuda.MeaningSticky:
+		fd.notApplicable = "the code is a sticky error left on the context by an earlier fault; the call only reported it, so free memory does not explain it"
+		return fd
 	}
-	fd.gpu, fd.mig, fd.method = s.gpuOfDev(f.e.PID, f.e.Dev)
-	fd.size, fd.sized = f.e.Size, f.e.Has&cuda.FieldSize != 0
+	fd.gpu, fd.mig, fd.method = s.gpuOfCall(&f.e)
 	fd.peers = 1
 	switch f.sym.Op {
 	case cuda.OpHostAllocation:
@@ -345,7 +351,7 @@ func (s *state) unknownGPU(f *failed, method string) *report.Missing {
 	}
 	m := &report.Missing{Decisive: true}
 	switch {
-	case f.e.Dev < 0:
+	case f.e.Dev < 0 || method == noContext:
 		why = "no current context was seen for the thread"
 		m.Fix = "start the recorder before the process creates its CUDA context, so the context and its device are recorded"
 	case s.inv == nil || s.inv.Init.Code != 0:

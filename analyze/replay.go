@@ -254,8 +254,21 @@ func (p *replayer) recover(e *store.Event, sym *cuda.Symbol) {
 	}
 }
 
-// recoveredBy reports whether success e (of sym) recovers failure f.
+// handleCall reports whether a failed call is a call on a handle: a
+// release, or a call with no size that names its target.
+func handleCall(f *failed) bool {
+	return f.sym.Op == cuda.OpFree || (f.e.Has&cuda.FieldSize == 0 && f.e.Has&cuda.FieldTarget != 0)
+}
+
+// recoveredBy reports whether success e (of sym) recovers failure f. A
+// call on a handle (a release: free, unmap, destroy; or an unsized call
+// naming its target) is recovered only by a success on the same handle:
+// freeing one pointer does not undo a failed free of another.
 func recoveredBy(f *failed, e *store.Event, sym *cuda.Symbol) bool {
+	if handleCall(f) {
+		same := f.e.Has&e.Has&cuda.FieldTarget != 0 && e.Target == f.e.Target
+		return same && (f.sym.Op == cuda.OpFree || f.sym.Family == sym.Family)
+	}
 	if f.e.Has&cuda.FieldSize != 0 {
 		return e.Has&cuda.FieldSize != 0 && e.Size >= f.e.Size
 	}

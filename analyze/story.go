@@ -18,7 +18,7 @@ const bar1Explained = "BAR1 is the PCIe window through which the CPU and other G
 func (s *state) story(j *judgement) string {
 	f := j.f
 	var b strings.Builder
-	gpu, mig, _ := s.gpuOfDev(f.e.PID, f.e.Dev)
+	gpu, mig, method := s.gpuOfCall(&f.e)
 	own := true
 	if j.cap.gpu >= 0 && j.cap.gpu != gpu {
 		// An import is judged on the exporter's GPU, not the caller's.
@@ -26,6 +26,8 @@ func (s *state) story(j *judgement) string {
 	}
 	where := "on an unknown GPU"
 	switch {
+	case method == noContext && gpu < 0:
+		where = "on no GPU (the thread had no current context)"
 	case gpu >= 0 && mig != nil:
 		where = fmt.Sprintf("on GPU %d MIG instance %d", gpu, *mig)
 	case gpu >= 0 && own && s.migOn(gpu):
@@ -45,9 +47,12 @@ func (s *state) story(j *judgement) string {
 		s.rel(f.e.End), j.res.Name)
 	switch j.attribution {
 	case report.AttrMissingEvidence:
-		if len(j.hidden) > 0 {
+		switch {
+		case len(j.hidden) > 0:
 			fmt.Fprintf(&b, "The record cannot establish it as the first failure: %s.", whats(j.hidden))
-		} else {
+		case j.res.Meaning == cuda.MeaningSticky:
+			fmt.Fprintf(&b, "That is a sticky error (%s): an earlier fault, which forensic does not trace, left it on the context, and this call only reported it. Free memory does not explain it, so capacity is not judged; the cause is missing from the record.", j.res.Cause)
+		default:
 			fmt.Fprintf(&b, "Its code does not say what went wrong (%s), so the cause is missing from the record.", j.res.Cause)
 		}
 		return b.String()

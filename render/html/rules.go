@@ -37,7 +37,7 @@ func rules() []rule {
 			"the range and k, the driver's per-peer cost being unrecorded: BAR1 is judged exhausted or with room only when " +
 			"both agree, else unknown."},
 		{"recovered", "A failure is recovered when the same process later succeeded at the same operation for at least " +
-			"the same size; the first unrecovered failure is then judged just as fully, and the verdict leads with it."},
+			"the same size (a failed release: released the same handle); the first unrecovered failure is then judged just as fully, and the verdict leads with it."},
 		{"interrupted-is-not-crashed", "A run or workload stopped by SIGINT, SIGTERM or SIGHUP was interrupted, not " +
 			"crashed: with no failed call, the attribution is none."},
 		{"unknown-is-not-zero", "A value NVML could not read (a failed or unsupported query) is shown as unavailable " +
