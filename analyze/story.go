@@ -147,8 +147,13 @@ func (fd *finding) apertureTotal() *uint64 {
 
 // freeText is the free space at the failure, as a value or a range.
 func (fd *finding) freeText() string {
-	if fd.sample == nil {
+	switch {
+	case fd.sample == nil || (fd.openLo && fd.openHi):
 		return "an unknown amount"
+	case fd.openHi:
+		return "at least " + report.HumanBytes(fd.lo)
+	case fd.openLo:
+		return "at most " + report.HumanBytes(fd.hi)
 	}
 	if fd.lo != fd.hi {
 		return "between " + report.HumanBytes(fd.lo) + " and " + report.HumanBytes(fd.hi)
