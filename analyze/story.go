@@ -100,8 +100,11 @@ func (s *state) capacitySentence(j *judgement) string {
 	case report.CapBAR1HadRoom:
 		return s.bar1Sentence(fd, "The aperture had room, so the mapping failed for another reason: "+j.res.Cause+". ") + " " + bar1Explained
 	case report.CapNotApplicable:
-		if j.f.sym.Op == cuda.OpHostAllocation {
+		switch j.f.sym.Op {
+		case cuda.OpHostAllocation:
 			return "It is a host allocation; no GPU memory view applies: " + j.res.Cause + "."
+		case cuda.OpFree, cuda.OpOther:
+			return "It allocates and maps nothing, so no memory view explains it: " + j.res.Cause + "."
 		}
 		return "Its path does not use the BAR1 aperture, so neither BAR1 nor framebuffer free explains it: " + j.res.Cause + "."
 	}
