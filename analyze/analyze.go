@@ -332,6 +332,27 @@ func (s *state) wall(t int64) string {
 // rel formats a run-clock time as seconds into the run.
 func (s *state) rel(t int64) string { return report.Rel(t, s.run.ClockStart) }
 
+// noContext is gpuOfCall's method for a call made with no current
+// context.
+const noContext = report.MappingNoContext
+
+// cudaErrorInvalidContext is CUDA_ERROR_INVALID_CONTEXT.
+const cudaErrorInvalidContext = 201
+
+// gpuOfCall is gpuOfDev for a call. A call that names no device, made on
+// a thread with no current context by a process followed from its start
+// (every context call of it recorded), and refused by the driver for want
+// of a context, ran on no GPU: the recorder's guess of the only GPU's
+// ordinal holds only for a call that did run on one.
+func (s *state) gpuOfCall(e *store.Event) (int, *int, string) {
+	if e.Ctx == 0 && e.Has&cuda.FieldDevice == 0 && e.Result == cudaErrorInvalidContext {
+		if p := s.procs[e.PID]; p != nil && !p.AttachedLate {
+			return -1, nil, noContext
+		}
+	}
+	return s.gpuOfDev(e.PID, e.Dev)
+}
+
 // gpuOfDev maps a process's CUDA ordinal to an NVML index (-1 unknown),
 // its MIG instance and how the match was made.
 func (s *state) gpuOfDev(pid uint32, dev int32) (int, *int, string) {

@@ -2,6 +2,7 @@ package analyze
 
 import (
 	"fmt"
+	"math"
 	"strings"
 
 	"github.com/retrivium/forensic/cuda"
@@ -71,6 +72,15 @@ type finding struct {
 	// rangedBetween: a grant to several peers, of uncertain cost, lies
 	// between the sample and the failure (it widens lo..hi).
 	rangedBetween bool
+	// A release of unknown size (a process exit, a free of memory made
+	// before the record) lies between the sample and the failure: free at
+	// the failure may be below lo (openLo: lo is 0) or above hi (openHi:
+	// hi is unbounded). opaque is the first such release.
+	openLo, openHi bool
+	opaque         *opaqueRel
+	// setAside says why the sample this failure triggered was not the
+	// reference: a release of unknown size came between.
+	setAside string
 	// miss is the decisive missing evidence when capacity is unknown.
 	miss *report.Missing
 }
@@ -80,14 +90,20 @@ type finding struct {
 func (f *finding) reconciled() bool { return f.lo != f.seen || f.hi != f.seen }
 
 // capacity judges a failed request against the one view that can hold it.
-func (s *state) capacity(f *failed, attribution report.Attribution) finding {
+// A code that is not about memory, or a sticky code an earlier fault left
+// on the context, is not judged: no memory view explains it.
+func (s *state) capacity(f *failed, m cuda.Meaning, attribution report.Attribution) finding {
 	fd := finding{capacity: report.CapNotApplicable, gpu: -1, failAt: f.e.End}
-	if attribution == report.AttrNotMemory {
+	fd.size, fd.sized = f.e.Size, f.e.Has&cuda.FieldSize != 0
+	switch {
+	case attribution == report.AttrNotMemory:
 		fd.notApplicable = "the code says the failure is not about memory"
 		return fd
+	case m == cuda.MeaningSticky:
+		fd.notApplicable = "the code is a sticky error left on the context by an earlier fault; the call only reported it, so free memory does not explain it"
+		return fd
 	}
-	fd.gpu, fd.mig, fd.method = s.gpuOfDev(f.e.PID, f.e.Dev)
-	fd.size, fd.sized = f.e.Size, f.e.Has&cuda.FieldSize != 0
+	fd.gpu, fd.mig, fd.method = s.gpuOfCall(&f.e)
 	fd.peers = 1
 	switch f.sym.Op {
 	case cuda.OpHostAllocation:
@@ -202,6 +218,10 @@ type candidate struct {
 	xlo, xhi int64
 	relation string
 	ranged   bool // a grant of uncertain cost lies between it and the failure
+	// up, down: a release of unknown size lies between it and the failure
+	// (free at the failure may be higher, lower); opaque is the first.
+	up, down bool
+	opaque   *opaqueRel
 }
 
 // judgeView picks the reference sample, reconciles it, and compares.
@@ -231,6 +251,11 @@ func (s *state) judgeView(f *failed, fd *finding) {
 	fd.seen, fd.lo, fd.hi = *best.smp.Free, best.lo, best.hi
 	fd.delta, fd.deltaExact = best.xlo, best.xlo == best.xhi
 	fd.rangedBetween = best.ranged
+	fd.openLo, fd.openHi, fd.opaque = best.down, best.up, best.opaque
+	if c := cands[0]; c.smp != best.smp && c.opaque != nil && fd.trigger == nil {
+		fd.setAside = fmt.Sprintf("the sample this failure triggered, %s after it, came after pid %d %s",
+			report.Duration(c.smp.Start-f.e.End), c.opaque.pid, c.opaque.why)
+	}
 	fd.capacity = fd.compare()
 	if fd.capacity == report.CapUnknown {
 		fd.miss = fd.undecided(f.name)
@@ -264,8 +289,16 @@ func (s *state) candidates(f *failed, fd *finding, t *target) []candidate {
 		xlo, xhi := between(changes, f.e.End, smp.Start, smp.End)
 		// free at the failure = free seen - (traced at failure - traced seen)
 		clamp := func(v int64) uint64 { return uint64(max(v, 0)) }
-		out = append(out, candidate{smp: smp, lo: clamp(int64(*smp.Free) - xhi), hi: clamp(int64(*smp.Free) - xlo),
-			xlo: xlo, xhi: xhi, relation: relation, ranged: rangedBetween(changes, f.e.End, smp.Start, smp.End)})
+		c := candidate{smp: smp, lo: clamp(int64(*smp.Free) - xhi), hi: clamp(int64(*smp.Free) - xlo),
+			xlo: xlo, xhi: xhi, relation: relation, ranged: rangedBetween(changes, f.e.End, smp.Start, smp.End)}
+		c.up, c.down, c.opaque = opaqueBetween(s.replay.opaque, fd.gpu, vk.view, f.e.End, smp.Start, smp.End)
+		if c.down {
+			c.lo = 0
+		}
+		if c.up {
+			c.hi = math.MaxUint64
+		}
+		out = append(out, c)
 	}
 	if ref := t.ref[key]; ref != nil {
 		if _, ok := triggeredBy(ref, f); ok {
@@ -276,6 +309,40 @@ func (s *state) candidates(f *failed, fd *finding, t *target) []candidate {
 		consider(lb, "the nearest sample before the failure")
 	}
 	return out
+}
+
+// opaqueBetween reports how releases of unknown size on a GPU and view
+// bear on a sample whose query ran from s to e, for the value at the
+// failure: up, free at the failure may be higher than the sample implies
+// (a release after the sample, by the failure); down, lower (a release
+// after the failure that the sample saw). A release that overlaps the
+// query may be either. first is the first release that bears.
+func opaqueBetween(rels []opaqueRel, gpu int, view cuda.View, failure, s, e int64) (up, down bool, first *opaqueRel) {
+	for i := range rels {
+		r := &rels[i]
+		if (r.gpu >= 0 && r.gpu != gpu) || (r.view != viewMixed && r.view != view) {
+			continue
+		}
+		inF := int64(0)
+		if r.at <= failure {
+			inF = 1
+		}
+		// free at the failure = the sample's + k × (the unknown size).
+		k0, k1 := inF, inF
+		switch {
+		case r.at < s:
+			k0, k1 = inF-1, inF-1
+		case r.at <= e:
+			k0 = inF - 1
+		}
+		if k1 > 0 || k0 < 0 {
+			up, down = up || k1 > 0, down || k0 < 0
+			if first == nil {
+				first = r
+			}
+		}
+	}
+	return up, down, first
 }
 
 // compare decides capacity from the free space at the failure.
@@ -318,6 +385,12 @@ func (fd *finding) undecided(name string) *report.Missing {
 				report.HumanBytes(fd.size), fd.peers, fd.gpu, report.HumanBytes(fd.size), report.HumanBytes(fd.needMost()), fd.freeText()),
 			Fix: "to settle it, grant one peer per cuMemSetAccess call (each then maps the range once), or read BAR1 used (nvidia-smi -q -d MEMORY) before and after a grant to several peers to learn the driver's per-peer cost"}
 	}
+	if fd.opaque != nil {
+		return &report.Missing{Decisive: true,
+			What: fmt.Sprintf("between the failure and the %s sample (%s), pid %d %s: %s free at the failure was %s, and %s were requested",
+				fd.view, fd.relation, fd.opaque.pid, fd.opaque.why, fd.view, fd.freeText(), report.HumanBytes(fd.size)),
+			Fix: "record with --freeze-on-failure, so the failure's own sample is taken while the process is held stopped; start the recorder before the workload, so what its processes allocate is traced"}
+	}
 	why := "the sample overlapped traced calls"
 	if fd.rangedBetween {
 		why = "between the sample and the failure lies a grant to several peers, whose cost is between one mapping of its range and one per peer"
@@ -345,7 +418,7 @@ func (s *state) unknownGPU(f *failed, method string) *report.Missing {
 	}
 	m := &report.Missing{Decisive: true}
 	switch {
-	case f.e.Dev < 0:
+	case f.e.Dev < 0 || method == noContext:
 		why = "no current context was seen for the thread"
 		m.Fix = "start the recorder before the process creates its CUDA context, so the context and its device are recorded"
 	case s.inv == nil || s.inv.Init.Code != 0:
@@ -440,11 +513,20 @@ func (fd *finding) evidence(s *state) []report.Evidence {
 		at.Source = src + ", corrected by traced calls"
 		at.Rule = ruleReconcile
 		at.Note = fd.reconcileNote()
-		if fd.lo != fd.hi {
-			at.Text = fmt.Sprintf("between %s and %s", report.HumanBytes(fd.lo), report.HumanBytes(fd.hi))
+		switch {
+		case fd.openLo && fd.openHi:
+			at.Value = nil
+			at.Text = fd.freeText()
+		case fd.openLo:
+			at.Value, at.Text = ptr(fd.hi), fd.freeText()
+		case fd.lo != fd.hi:
+			at.Text = fd.freeText()
 		}
 	} else {
 		at.Note = fd.sampleLabel()
+	}
+	if fd.setAside != "" {
+		at.Note += "; " + fd.setAside
 	}
 	out = append(out, at)
 	if fd.reconciled() {
@@ -493,6 +575,13 @@ func (fd *finding) sampleLabel() string {
 	}
 	if smp.Fallback != "" {
 		when += "; v1 used because " + smp.Fallback
+	}
+	if o := fd.opaque; o != nil {
+		side := "after"
+		if fd.trigger == nil {
+			side = "before"
+		}
+		when += fmt.Sprintf("; %s the failure, pid %d %s", side, o.pid, o.why)
 	}
 	if fd.deltaExact && fd.delta != 0 {
 		n := report.HumanBytes(uint64(abs(fd.delta)))

@@ -22,8 +22,11 @@ func (s *state) failure(f *failed) report.Failure {
 	if f.e.Has&cuda.FieldFlags != 0 {
 		out.Flags = ptr(f.e.Fields.Flags)
 	}
-	gpu, mig, method := s.gpuOfDev(f.e.PID, f.e.Dev)
+	gpu, mig, method := s.gpuOfCall(&f.e)
 	out.GPUMapping = method
+	if method == noContext {
+		out.CUDADevice = -1 // the recorder's guess of the only GPU's ordinal
+	}
 	if gpu >= 0 {
 		out.GPUIndex = optInt(gpu)
 		out.MIGIndex = mig

@@ -93,7 +93,7 @@ func (s *state) hiding(t int64) []report.Missing {
 		add(fmt.Sprintf("process %d already had libcuda loaded when recording started: calls it made earlier are not in the record", p),
 			"start the recorder before the workload: forensic record -o run.db -- CMD")
 	}
-	for _, m := range s.unexplainedExits(t) {
+	for _, m := range s.unexplainedExits(0, t) {
 		add(m.What, m.Fix)
 	}
 	out = append(out, s.untraced(t)...)
@@ -134,24 +134,29 @@ func (s *state) lateProcs(t int64) []uint32 {
 // coreSignals are the signals whose default action dumps core.
 var coreSignals = map[int]bool{3: true, 4: true, 5: true, 6: true, 7: true, 8: true, 11: true, 24: true, 25: true, 31: true}
 
-// unexplainedExits lists processes that ended badly before t with no
-// failed call of theirs recorded: killed by a signal nobody sent on
-// purpose, or (for a process that used the GPU) exiting non-zero. Their
-// failure happened outside the traced calls.
-func (s *state) unexplainedExits(t int64) []report.Missing {
+// unexplainedExits lists processes that ended badly after from and by to
+// (to = 0: no bound) with no unrecovered failed call of theirs recorded:
+// killed by a signal nobody sent on purpose, or (for a process that used
+// the GPU) exiting non-zero. Their failure happened outside the traced
+// calls; a failure the process recovered from did not end it.
+func (s *state) unexplainedExits(from, to int64) []report.Missing {
 	var out []report.Missing
 	for _, p := range s.procList {
 		x := p.Exit
-		if x == nil || s.failedPIDs[p.PID] || (t != 0 && x.Time > t) {
+		if x == nil || x.Time <= from || (to != 0 && x.Time > to) || s.explainedBy(p.PID) {
 			continue
+		}
+		why := " with no failed call recorded"
+		if s.failedPIDs[p.PID] {
+			why = " after recovering from every failed call of its, so what ended it is not in the record"
 		}
 		switch {
 		case x.Signal != nil && !interruptSignal(*x.Signal):
-			out = append(out, s.signalGap(p))
+			out = append(out, s.signalGap(p, why))
 		case x.Code != nil && *x.Code != 0 && s.usedGPU(p):
 			out = append(out, report.Missing{Decisive: true,
-				What: fmt.Sprintf("process %d (%s) exited with status %d with no failed call recorded: a framework's own memory pool may have run out without a driver call failing (JAX preallocation, a PyTorch memory fraction), or it used a libcuda forensic did not trace",
-					p.PID, exeName(&p), *x.Code),
+				What: fmt.Sprintf("process %d (%s) exited with status %d%s: its own code may have failed, a framework's own memory pool may have run out without a driver call failing (JAX preallocation, a PyTorch memory fraction), or it used a libcuda forensic did not trace",
+					p.PID, exeName(&p), *x.Code, why),
 				Fix: "read the process's own error output; " + s.againWithoutLibcuda("record again without --libcuda so the libcuda it maps is found; ") +
 					"for JAX set XLA_PYTHON_CLIENT_PREALLOCATE=false, for PyTorch check set_per_process_memory_fraction"})
 		}
@@ -159,10 +164,28 @@ func (s *state) unexplainedExits(t int64) []report.Missing {
 	return out
 }
 
+// explainedBy reports whether a process has a failed call it did not
+// recover from, which may be what ended it. When the failure list was
+// cut short, any failed call of its counts.
+func (s *state) explainedBy(pid uint32) bool {
+	if !s.failedPIDs[pid] {
+		return false
+	}
+	if s.rep.FailuresTruncated > 0 {
+		return true
+	}
+	for _, f := range s.failures {
+		if f.e.PID == pid && !f.recovered {
+			return true
+		}
+	}
+	return false
+}
+
 // signalGap explains a death by signal, with advice that fits the signal.
-func (s *state) signalGap(p store.Process) report.Missing {
+func (s *state) signalGap(p store.Process, why string) report.Missing {
 	x := exitOf(p.Exit)
-	what := fmt.Sprintf("process %d (%s) died of %s with no failed call recorded: its failure happened outside the traced calls", p.PID, exeName(&p), x.Name)
+	what := fmt.Sprintf("process %d (%s) died of %s%s: its failure happened outside the traced calls", p.PID, exeName(&p), x.Name, why)
 	var fix string
 	switch {
 	case x.Core:

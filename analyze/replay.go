@@ -83,7 +83,8 @@ type replayer struct {
 	live       map[resKey]liveRes
 	slots      []*viewSlot
 	changes    map[viewKey][]change
-	failTimes  []int64 // sorted: changes near these are kept
+	opaque     []opaqueRel // releases of unknown size near failures
+	failTimes  []int64     // sorted: changes near these are kept
 	perProc    map[uint32]map[viewKey]*report.LiveBytes
 	atFailure  bool // perProc taken
 	exits      exitQueue
@@ -115,7 +116,7 @@ func newReplayer(s *state) *replayer {
 	var exits []procExit
 	for _, pr := range s.procList {
 		if pr.Exit != nil {
-			exits = append(exits, procExit{pr.PID, pr.Exit.Time})
+			exits = append(exits, procExit{pr.PID, pr.Exit.Time, pr.AttachedLate})
 		}
 	}
 	p.exits = newExitQueue(exits)
@@ -254,8 +255,21 @@ func (p *replayer) recover(e *store.Event, sym *cuda.Symbol) {
 	}
 }
 
-// recoveredBy reports whether success e (of sym) recovers failure f.
+// handleCall reports whether a failed call is a call on a handle: a
+// release, or a call with no size that names its target.
+func handleCall(f *failed) bool {
+	return f.sym.Op == cuda.OpFree || (f.e.Has&cuda.FieldSize == 0 && f.e.Has&cuda.FieldTarget != 0)
+}
+
+// recoveredBy reports whether success e (of sym) recovers failure f. A
+// call on a handle (a release: free, unmap, destroy; or an unsized call
+// naming its target) is recovered only by a success on the same handle:
+// freeing one pointer does not undo a failed free of another.
 func recoveredBy(f *failed, e *store.Event, sym *cuda.Symbol) bool {
+	if handleCall(f) {
+		same := f.e.Has&e.Has&cuda.FieldTarget != 0 && e.Target == f.e.Target
+		return same && (f.sym.Op == cuda.OpFree || f.sym.Family == sym.Family)
+	}
 	if f.e.Has&cuda.FieldSize != 0 {
 		return e.Has&cuda.FieldSize != 0 && e.Size >= f.e.Size
 	}
@@ -273,15 +287,7 @@ func (p *replayer) apply(e *store.Event, sym *cuda.Symbol) {
 	if sym.Creates != cuda.ResNone && e.Has&cuda.FieldPtr != 0 {
 		p.create(e, sym)
 	}
-	for _, res := range sym.Releases {
-		k := resKey{e.PID, res, e.Target}
-		if l, ok := p.live[k]; ok {
-			delete(p.live, k)
-			if l.counted() {
-				p.addRange(l.key(), e.Start, e.End, -int64(l.size), -int64(l.most))
-			}
-		}
-	}
+	p.release(e, sym)
 	// An export names a live allocation: remember its size for the
 	// processes that import it.
 	if isExport(sym, e) {
@@ -292,6 +298,60 @@ func (p *replayer) apply(e *store.Event, sym *cuda.Symbol) {
 			}
 		}
 	}
+}
+
+// release replays what a successful call released. A release the replay
+// cannot size (of a resource it never saw created, or created with no
+// size) is kept as such: a sample on its far side cannot be reconciled
+// exactly.
+func (p *replayer) release(e *store.Event, sym *cuda.Symbol) {
+	if len(sym.Releases) == 0 || e.Has&cuda.FieldTarget == 0 || e.Target == 0 {
+		return
+	}
+	view, known := sym.Releases[0].View(), false
+	for _, res := range sym.Releases {
+		if res.View() != view {
+			view = viewMixed // either GPU view
+		}
+		k := resKey{e.PID, res, e.Target}
+		l, ok := p.live[k]
+		if !ok {
+			continue
+		}
+		known = true
+		delete(p.live, k)
+		if l.counted() {
+			p.addRange(l.key(), e.Start, e.End, -int64(l.size), -int64(l.most))
+		} else if l.view != cuda.ViewNone {
+			p.logOpaque(opaqueRel{at: e.End, gpu: l.gpu, view: l.view, pid: e.PID, why: "released memory of unknown size"})
+		}
+	}
+	if !known && view != cuda.ViewHost && view != cuda.ViewNone {
+		p.logOpaque(opaqueRel{at: e.End, gpu: -1, view: view, pid: e.PID, why: "released memory allocated before the record (or outside it)"})
+	}
+}
+
+// viewMixed stands for "any GPU view": a release whose resource may lie
+// in either.
+const viewMixed = cuda.View(255)
+
+// opaqueRel is a release the replay cannot size, near a failure: by pid,
+// at a time, on a GPU (-1: any) and view (viewMixed: either).
+type opaqueRel struct {
+	at   int64
+	gpu  int
+	view cuda.View
+	pid  uint32
+	why  string
+}
+
+// logOpaque keeps a release of unknown size that lies near a failure.
+func (p *replayer) logOpaque(o opaqueRel) {
+	i := sort.Search(len(p.failTimes), func(i int) bool { return p.failTimes[i] >= o.at-reconcileHorizon })
+	if i == len(p.failTimes) || p.failTimes[i] > o.at+reconcileHorizon || len(p.opaque) >= maxChanges {
+		return
+	}
+	p.opaque = append(p.opaque, o)
 }
 
 // create replays a resource a call created: on the caller's GPU (the
@@ -380,7 +440,7 @@ func (p *replayer) logChange(vk viewKey, start, end, lo, hi int64) {
 func (p *replayer) releaseUpTo(t int64) {
 	p.exits.releaseUpTo(t, p.live, func(vk viewKey, at int64, n, most uint64) {
 		p.addRange(vk, at, at, -int64(n), -int64(most))
-	})
+	}, p.logOpaque)
 }
 
 // snapshotAtFailure records what each process held at the first failure,
@@ -507,10 +567,12 @@ func between(changes []change, failure, s, e int64) (lo, hi int64) {
 	return lo, hi
 }
 
-// procExit is when a process ended.
+// procExit is when a process ended, and whether it was already running
+// when recording started (it may have held memory no traced call made).
 type procExit struct {
-	pid uint32
-	t   int64
+	pid  uint32
+	t    int64
+	late bool
 }
 
 // exitQueue holds process exits in time order, for a replay that releases
@@ -524,19 +586,29 @@ func newExitQueue(exits []procExit) exitQueue {
 
 // releaseUpTo removes from live everything held by the processes that
 // exited by t, in exit order, and reports each traced total that lost
-// sized bytes: freed(total, exit time, bytes, the most they may have been).
-func (q *exitQueue) releaseUpTo(t int64, live map[resKey]liveRes, freed func(vk viewKey, at int64, n, most uint64)) {
+// sized bytes: freed(total, exit time, bytes, the most they may have been);
+// and each release it cannot size: a process that may have held memory
+// made before the record (on any GPU), an unsized live resource.
+func (q *exitQueue) releaseUpTo(t int64, live map[resKey]liveRes, freed func(vk viewKey, at int64, n, most uint64), opaque func(opaqueRel)) {
 	for len(*q) > 0 && (*q)[0].t <= t {
 		x := (*q)[0]
 		*q = (*q)[1:]
+		if x.late {
+			opaque(opaqueRel{at: x.t, gpu: -1, view: viewMixed, pid: x.pid,
+				why: "exited, and the driver freed what it held, including memory allocated before recording started (it was already running), of a size the record does not have"})
+		}
 		lost := map[viewKey][2]uint64{}
 		for k, l := range live {
-			if k.pid == x.pid {
-				delete(live, k)
-				if l.counted() {
-					n := lost[l.key()]
-					lost[l.key()] = [2]uint64{n[0] + l.size, n[1] + l.most}
-				}
+			if k.pid != x.pid {
+				continue
+			}
+			delete(live, k)
+			switch {
+			case l.counted():
+				n := lost[l.key()]
+				lost[l.key()] = [2]uint64{n[0] + l.size, n[1] + l.most}
+			case l.view != cuda.ViewNone && !x.late:
+				opaque(opaqueRel{at: x.t, gpu: l.gpu, view: l.view, pid: x.pid, why: "exited, and the driver freed memory of unknown size it held"})
 			}
 		}
 		keys := make([]viewKey, 0, len(lost))

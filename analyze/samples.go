@@ -25,7 +25,7 @@ type target struct {
 }
 
 func newTarget(s *state, f *failed) *target {
-	gpu, _, _ := s.gpuOfDev(f.e.PID, f.e.Dev)
+	gpu, _, _ := s.gpuOfCall(&f.e)
 	return &target{f: f, gpu: gpu, ref: map[string]*store.Sample{}, lastBefore: map[string]*store.Sample{}}
 }
 

@@ -18,7 +18,7 @@ const bar1Explained = "BAR1 is the PCIe window through which the CPU and other G
 func (s *state) story(j *judgement) string {
 	f := j.f
 	var b strings.Builder
-	gpu, mig, _ := s.gpuOfDev(f.e.PID, f.e.Dev)
+	gpu, mig, method := s.gpuOfCall(&f.e)
 	own := true
 	if j.cap.gpu >= 0 && j.cap.gpu != gpu {
 		// An import is judged on the exporter's GPU, not the caller's.
@@ -26,6 +26,8 @@ func (s *state) story(j *judgement) string {
 	}
 	where := "on an unknown GPU"
 	switch {
+	case method == noContext && gpu < 0:
+		where = "on no GPU (the thread had no current context)"
 	case gpu >= 0 && mig != nil:
 		where = fmt.Sprintf("on GPU %d MIG instance %d", gpu, *mig)
 	case gpu >= 0 && own && s.migOn(gpu):
@@ -45,9 +47,12 @@ func (s *state) story(j *judgement) string {
 		s.rel(f.e.End), j.res.Name)
 	switch j.attribution {
 	case report.AttrMissingEvidence:
-		if len(j.hidden) > 0 {
+		switch {
+		case len(j.hidden) > 0:
 			fmt.Fprintf(&b, "The record cannot establish it as the first failure: %s.", whats(j.hidden))
-		} else {
+		case j.res.Meaning == cuda.MeaningSticky:
+			fmt.Fprintf(&b, "That is a sticky error (%s): an earlier fault, which forensic does not trace, left it on the context, and this call only reported it. Free memory does not explain it, so capacity is not judged; the cause is missing from the record.", j.res.Cause)
+		default:
 			fmt.Fprintf(&b, "Its code does not say what went wrong (%s), so the cause is missing from the record.", j.res.Cause)
 		}
 		return b.String()
@@ -95,8 +100,11 @@ func (s *state) capacitySentence(j *judgement) string {
 	case report.CapBAR1HadRoom:
 		return s.bar1Sentence(fd, "The aperture had room, so the mapping failed for another reason: "+j.res.Cause+". ") + " " + bar1Explained
 	case report.CapNotApplicable:
-		if j.f.sym.Op == cuda.OpHostAllocation {
+		switch j.f.sym.Op {
+		case cuda.OpHostAllocation:
 			return "It is a host allocation; no GPU memory view applies: " + j.res.Cause + "."
+		case cuda.OpFree, cuda.OpOther:
+			return "It allocates and maps nothing, so no memory view explains it: " + j.res.Cause + "."
 		}
 		return "Its path does not use the BAR1 aperture, so neither BAR1 nor framebuffer free explains it: " + j.res.Cause + "."
 	}
@@ -142,8 +150,13 @@ func (fd *finding) apertureTotal() *uint64 {
 
 // freeText is the free space at the failure, as a value or a range.
 func (fd *finding) freeText() string {
-	if fd.sample == nil {
+	switch {
+	case fd.sample == nil || (fd.openLo && fd.openHi):
 		return "an unknown amount"
+	case fd.openHi:
+		return "at least " + report.HumanBytes(fd.lo)
+	case fd.openLo:
+		return "at most " + report.HumanBytes(fd.hi)
 	}
 	if fd.lo != fd.hi {
 		return "between " + report.HumanBytes(fd.lo) + " and " + report.HumanBytes(fd.hi)

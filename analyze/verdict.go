@@ -95,7 +95,7 @@ func (s *state) judge(f *failed) *judgement {
 			What: fmt.Sprintf("%s (%d) says nothing about the cause", j.res.Name, j.res.Code),
 			Fix:  "check the kernel log and the driver's own logs (nvidia-bug-report.sh)"})
 	}
-	j.cap = s.capacity(f, j.attribution)
+	j.cap = s.capacity(f, j.res.Meaning, j.attribution)
 	j.evidence = append(j.evidence, j.cap.evidence(s)...)
 	if m := j.cap.missing(s); m != nil {
 		j.missing = append(j.missing, *m)
@@ -153,16 +153,37 @@ func (s *state) verdict() {
 	}
 	story := s.story(j)
 	rep.NextSteps = s.nextSteps(j)
-	if s.unrecovered != nil {
+	switch {
+	case s.unrecovered != nil:
 		u := s.judge(s.unrecovered)
 		rep.FirstUnrecovered = s.judged(u)
 		// Lead with the failure the job did not survive.
-		story = rep.FirstUnrecovered.Verdict + " " + s.recoveredNote(j)
+		story = rep.FirstUnrecovered.Verdict + " " + s.recoveredNote(j, false)
 		rep.NextSteps = s.nextSteps(u)
-	} else if s.first.recovered {
-		story += " " + s.recoveredNote(j)
+	case s.first.recovered:
+		story += " " + s.recoveredNote(j, true) + s.allRecovered()
 	}
 	rep.Verdict = strings.TrimSpace(story)
+}
+
+// allRecovered decides a run whose every failure was recovered: a process
+// that then ended badly died of something the record does not hold, and
+// the evidence is missing; otherwise the failure did no harm, and making
+// the request fit is not the advice. It returns the verdict's last words.
+func (s *state) allRecovered() string {
+	rep := s.rep
+	exits := s.unexplainedExits(s.first.e.End, 0)
+	if len(exits) == 0 {
+		rep.NextSteps = []string{"nothing needs fixing for this failure: the process recovered from it, as a caching allocator does when it frees cached blocks and retries; if the retries slow the job, leave more headroom (a smaller batch, or PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True against fragmentation)"}
+		return " No later failure went unrecovered."
+	}
+	rep.Attribution = report.AttrMissingEvidence
+	rep.Missing = append(rep.Missing, exits...)
+	rep.NextSteps = nil
+	for _, m := range exits {
+		rep.NextSteps = append(rep.NextSteps, m.Fix)
+	}
+	return " No later failure went unrecovered, yet " + whats(exits) + "."
 }
 
 // judged converts a judgement into the report's Judged.
@@ -177,18 +198,22 @@ func (s *state) judged(j *judgement) *report.Judged {
 	return out
 }
 
-// recoveredNote says that the first failure was survived.
-func (s *state) recoveredNote(j *judgement) string {
+// recoveredNote says that the first failure was survived: as "It" when
+// the verdict's subject is the first failure itself.
+func (s *state) recoveredNote(j *judgement, subject bool) string {
+	how := "the same process later succeeded at the same operation for at least the same size"
+	if handleCall(j.f) {
+		how = "the same process later succeeded at the same call on the same handle"
+	}
+	if subject {
+		return "It was recovered: " + how + "."
+	}
 	what := j.f.name
 	if j.f.e.Has&cuda.FieldSize != 0 {
 		what += " of " + report.HumanBytes(j.f.e.Size)
 	}
-	note := fmt.Sprintf("The first failed operation, %s by pid %d at %s (%s), was recovered: the same process later succeeded at the same operation for at least the same size.",
-		what, j.f.e.PID, s.rel(j.f.e.End), j.res.Name)
-	if s.unrecovered == nil {
-		note += " No later failure went unrecovered."
-	}
-	return note
+	return fmt.Sprintf("The first failed operation, %s by pid %d at %s (%s), was recovered: %s.",
+		what, j.f.e.PID, s.rel(j.f.e.End), j.res.Name, how)
 }
 
 // verdictNoFailure decides a run in which no recorded call failed.

@@ -145,7 +145,7 @@ var scenarios = []scenario{
 		name: "sticky illegal address on an allocation", env: []string{"SIMGPU_FAIL=cuMemAlloc_v2:3:700"},
 		cmd:    script("init; use 0; alloc 1M; alloc 1M; touch {dir}/xid; wait-file {dir}/xid-done; alloc 1M; alloc 1M"),
 		during: writeXid,
-		symbol: "cuMemAlloc_v2", result: "CUDA_ERROR_ILLEGAL_ADDRESS", attribution: "missing-evidence", capacity: "framebuffer-had-room",
+		symbol: "cuMemAlloc_v2", result: "CUDA_ERROR_ILLEGAL_ADDRESS", attribution: "missing-evidence", capacity: "not-applicable",
 		check: func(t *testing.T, rep *report.Report, w *world) {
 			xid := false
 			for _, e := range rep.Evidence {

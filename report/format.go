@@ -130,6 +130,10 @@ func breakAt(line string, width int) int {
 	return over
 }
 
+// MappingNoContext is a Failure's GPUMapping for a call made on a thread
+// with no current context: it ran on no GPU.
+const MappingNoContext = "no-context"
+
 // MappingWords says in words how a CUDA device was matched to an NVML GPU:
 // a Failure's GPUMapping or a device's Method, as every renderer writes it.
 func MappingWords(method string) string {
@@ -150,6 +154,8 @@ func MappingWords(method string) string {
 		return "matched by PCI bus order"
 	case "order-same-model":
 		return "matched on identical GPUs in NVML order"
+	case MappingNoContext:
+		return "the thread had no current context"
 	case "", "unknown":
 		return "not matched"
 	}

@@ -23,21 +23,22 @@ func rules() []rule {
 			"or an access grant to a device other than the memory's owner."},
 		{"attribution-by-result-code", "The attribution follows the operation that failed and what its result code means: " +
 			"a resource or mapping code makes an allocation or mapping problem; an initialization, device, context or " +
-			"permission code is not a memory problem; a sticky or unknown code leaves the evidence missing."},
+			"permission code is not a memory problem; a sticky or unknown code leaves the evidence missing (sticky: no capacity)."},
 		{"hidden-failure", "The first recorded failure is the first only if nothing could hide an earlier one: no call lost " +
 			"or unfollowed before it, its process not already running when recording started, and no process that " +
 			"ended badly before it without a failed call of its own."},
 		{"reference-sample", "A request is judged against the one view that can hold it, on its GPU (its MIG instance for " +
 			"framebuffer), in the sample the failure triggered, else the nearest usable one before it within three " +
 			"sampling intervals (at least 300 ms)."},
-		{"reconciled-with-traced-calls", "A sample taken a moment after (or before) the failure is corrected by what the " +
-			"recorded processes allocated and released on that GPU and view in between; a traced call that overlapped " +
-			"the query makes the value a range."},
+		{"reconciled-with-traced-calls", "A sample a moment after (or before) the failure is corrected by what the " +
+			"recorded processes allocated and released in between; a traced call overlapping the query makes a range; " +
+			"a release the record cannot size (a late process's exit) in between leaves it open on that side."},
 		{"peer-grant-cost", "A grant of a range to k peers through the owner's BAR1 aperture costs between one mapping of " +
 			"the range and k, the driver's per-peer cost being unrecorded: BAR1 is judged exhausted or with room only when " +
 			"both agree, else unknown."},
 		{"recovered", "A failure is recovered when the same process later succeeded at the same operation for at least " +
-			"the same size; the first unrecovered failure is then judged just as fully, and the verdict leads with it."},
+			"the same size (a release: of the same handle); the first unrecovered one is judged as fully and leads the " +
+			"verdict. With all recovered, a process that still ended badly leaves the evidence missing."},
 		{"interrupted-is-not-crashed", "A run or workload stopped by SIGINT, SIGTERM or SIGHUP was interrupted, not " +
 			"crashed: with no failed call, the attribution is none."},
 		{"unknown-is-not-zero", "A value NVML could not read (a failed or unsupported query) is shown as unavailable " +

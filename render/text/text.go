@@ -287,13 +287,21 @@ func (t *writer) failure(title string, f *report.Failure, cause *report.Cause) {
 			gpu += " " + *f.GPU
 		}
 	}
-	t.wrap("  process   ", fmt.Sprintf("pid %d, thread %d, CUDA device %d is %s (%s)", f.PID, f.TID, f.CUDADevice, gpu, matchMethod(f.GPUMapping)))
+	proc := fmt.Sprintf("pid %d, thread %d, CUDA device %d is %s (%s)", f.PID, f.TID, f.CUDADevice, gpu, matchMethod(f.GPUMapping))
+	if f.GPUMapping == report.MappingNoContext {
+		proc = fmt.Sprintf("pid %d, thread %d, no GPU: %s", f.PID, f.TID, matchMethod(f.GPUMapping))
+	}
+	t.wrap("  process   ", proc)
 	if f.ApertureGPU != nil {
 		t.wrap("  aperture  ", fmt.Sprintf("GPU %d's BAR1 (the exporter's GPU)", *f.ApertureGPU))
 	}
 	t.wrap("  time      ", fmt.Sprintf("%s  %s  phase: %s", t.rel(f.TimeNS), f.Wall, f.Phase))
 	if f.Recovered {
-		t.wrap("  recovered ", "yes: the same process later succeeded at the same operation for at least the same size")
+		how := "yes: the same process later succeeded at the same operation for at least the same size"
+		if f.Operation == "free" {
+			how = "yes: the same process later released the same handle"
+		}
+		t.wrap("  recovered ", how)
 	}
 	if f.Frozen {
 		t.wrap("  frozen    ", "the process was held stopped while its GPUs were sampled")
