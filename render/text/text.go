@@ -283,6 +283,9 @@ func (t *writer) failure(title string, f *report.Failure, cause *report.Cause) {
 	gpu := "an unknown GPU"
 	if f.GPUIndex != nil {
 		gpu = fmt.Sprintf("GPU %d", *f.GPUIndex)
+		if f.MIGIndex != nil {
+			gpu += fmt.Sprintf(" MIG instance %d", *f.MIGIndex)
+		}
 		if f.GPU != nil {
 			gpu += " " + *f.GPU
 		}

@@ -163,3 +163,23 @@ func TestCoverageCounts(t *testing.T) {
 		}
 	}
 }
+
+// The FIRST FAILURE section names the MIG instance when the analysis
+// matched one, as the verdict does.
+func TestFirstFailureMIGInstance(t *testing.T) {
+	gpu, mig := 0, 1
+	uuid := "GPU-0"
+	for _, tt := range []struct {
+		mig  *int
+		want string
+	}{
+		{&mig, "CUDA device 0 is GPU 0 MIG instance 1 GPU-0"},
+		{nil, "CUDA device 0 is GPU 0 GPU-0"},
+	} {
+		rep := &report.Report{FirstFailure: &report.Failure{Symbol: "cuMemAlloc_v2", PID: 7, TID: 7,
+			GPU: &uuid, GPUIndex: &gpu, MIGIndex: tt.mig, GPUMapping: "uuid"}}
+		if out := oneLine(render(t, rep, false)); !strings.Contains(out, tt.want) {
+			t.Errorf("lacks %q:\n%s", tt.want, out)
+		}
+	}
+}
