@@ -1,0 +1,55 @@
+package e2e
+
+import (
+	"bytes"
+	"os/exec"
+	"path/filepath"
+	"testing"
+)
+
+// recordPID runs `forensic record` like world.record and also returns the
+// recorder's own pid.
+func (w *world) recordPID(flags []string, command ...string) (result, int) {
+	w.t.Helper()
+	db := filepath.Join(w.dir, "run.db")
+	args := append([]string{"record", "-o", db, "--force", "--libnvidia-ml", simNVML}, flags...)
+	cmd := exec.Command(binPath, append(append(args, "--"), command...)...)
+	cmd.Env = w.environ()
+	var out, errb bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &out, &errb
+	if err := cmd.Start(); err != nil {
+		w.t.Fatal(err)
+	}
+	pid := cmd.Process.Pid
+	cmd.Wait()
+	return result{db: db, code: cmd.ProcessState.ExitCode(), stderr: errb.String(), stdout: out.String()}, pid
+}
+
+// The spawned workload's parent is the recorder, whether its libcuda was
+// given up front (nothing holds the workload when it maps it, so it may
+// be gone before its exec record is read) or found at mapping.
+func TestReview2FixcSpawnedParent(t *testing.T) {
+	w := newWorld(t)
+	for i, flags := range [][]string{
+		{"--libcuda", simCUDA}, {"--libcuda", simCUDA}, {"--libcuda", simCUDA}, {"--libcuda", simCUDA}, nil,
+	} {
+		res, recorder := w.recordPID(flags, simwork, "init; use 0; alloc 1M")
+		if res.code != 0 {
+			t.Fatalf("run %d: exit %d: %s", i, res.code, res.stderr)
+		}
+		rep, _ := analyzeJSON(t, res.db)
+		roots := 0
+		for _, p := range rep.Processes {
+			if !p.Root {
+				continue
+			}
+			roots++
+			if p.PPID != uint32(recorder) {
+				t.Errorf("run %d (%q): the workload's parent is recorded as %d, want the recorder, %d", i, flags, p.PPID, recorder)
+			}
+		}
+		if roots != 1 {
+			t.Errorf("run %d: %d root processes, want 1", i, roots)
+		}
+	}
+}
