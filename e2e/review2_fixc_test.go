@@ -2,9 +2,13 @@ package e2e
 
 import (
 	"bytes"
+	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
+	"strings"
 	"testing"
+	"unicode/utf8"
 )
 
 // recordPID runs `forensic record` like world.record and also returns the
@@ -50,6 +54,36 @@ func TestReview2FixcSpawnedParent(t *testing.T) {
 		}
 		if roots != 1 {
 			t.Errorf("run %d: %d root processes, want 1", i, roots)
+		}
+	}
+}
+
+// make demo's script ends with commands to run on its recording (record
+// suggests one too): the file they name is still there, and analyzes.
+func TestReview2FixcDemoKeepsItsRecording(t *testing.T) {
+	newWorld(t)
+	cmd := exec.Command(filepath.Join(repo, "scripts", "demo.sh"))
+	cmd.Env = append(os.Environ(), "COLUMNS=80")
+	out, err := cmd.CombinedOutput()
+	if err != nil {
+		t.Fatalf("demo: %v\n%s", err, out)
+	}
+	m := regexp.MustCompile(`forensic analyze (\S+)`).FindAllStringSubmatch(string(out), -1)
+	if len(m) == 0 {
+		t.Fatalf("the demo suggests no analyze command:\n%s", out)
+	}
+	for _, s := range m {
+		db := s[1]
+		if !filepath.IsAbs(db) {
+			db = filepath.Join(repo, db)
+		}
+		if b, err := exec.Command(binPath, "analyze", db).CombinedOutput(); err != nil {
+			t.Errorf("the demo suggests forensic analyze %s, which fails: %v\n%s", s[1], err, b)
+		}
+	}
+	for i, l := range strings.Split(string(out), "\n") {
+		if utf8.RuneCountInString(l) > 80 {
+			t.Errorf("demo line %d is %d columns: %q", i+1, utf8.RuneCountInString(l), l)
 		}
 	}
 }
