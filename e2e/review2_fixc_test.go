@@ -8,6 +8,7 @@ import (
 	"regexp"
 	"strings"
 	"testing"
+	"time"
 	"unicode/utf8"
 )
 
@@ -120,5 +121,34 @@ func TestReview2FixcStackFramesWrap(t *testing.T) {
 	}
 	if _, stack, _ := strings.Cut(string(out), "  stack"); strings.Contains(strings.Split(stack, "\n\n")[0], "…") {
 		t.Errorf("a stack frame was cut:\n%s", out)
+	}
+}
+
+// What analyze says on stderr about a live flight recording (how its
+// live segment was read) wraps at an 80-column terminal like record's
+// messages do, here with a long directory name.
+func TestReview2FixcLiveNoteWraps(t *testing.T) {
+	w := newWorld(t)
+	fr := w.startFlight(`$S 'init; use 0; alloc 1M'; touch started; while [ ! -e stop ]; do sleep 0.05; done`)
+	fr.pollUntil(20*time.Second, "the workload ran", func() bool { return exists(filepath.Join(fr.work, "started")) })
+	cmd := exec.Command(binPath, "analyze", "--no-color", fr.dir)
+	cmd.Env = append(os.Environ(), "COLUMNS=80")
+	var errb bytes.Buffer
+	cmd.Stderr = &errb
+	if err := cmd.Run(); err != nil {
+		t.Errorf("analyze: %v: %s", err, errb.String())
+	}
+	os.WriteFile(filepath.Join(fr.work, "stop"), nil, 0o644)
+	if err := <-fr.done; err != nil {
+		t.Errorf("record: %v\n%s", err, fr.log.String())
+	}
+	said := errb.String()
+	if !strings.Contains(strings.Join(strings.Fields(said), " "), "the live one from a copy its recorder made now") {
+		t.Errorf("analyze did not say how it read the live segment: %q", said)
+	}
+	for _, l := range strings.Split(said, "\n") {
+		if n := utf8.RuneCountInString(l); n > 80 {
+			t.Errorf("a %d-column line on stderr: %q", n, l)
+		}
 	}
 }

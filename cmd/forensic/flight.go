@@ -172,7 +172,7 @@ func (c *cli) copyLive(dir string) (string, *store.LiveCopy) {
 	if err != nil {
 		os.Remove(f.Name())
 		if !errors.Is(err, recorder.ErrNoRecorder) {
-			fmt.Fprintf(c.stderr, "forensic: %s: the recorder could not copy its live segment: %s\n", dir, oneLine(err))
+			c.note("forensic: %s: the recorder could not copy its live segment: %s", dir, oneLine(err))
 		}
 		return "", nil
 	}
@@ -197,5 +197,5 @@ func (c *cli) sayRead(set *store.Set) {
 	if g := set.Gaps(); len(g) > 0 {
 		what += "; " + count(uint64(len(g)), "stretch", "stretches") + " deleted by retention"
 	}
-	fmt.Fprintf(c.stderr, "forensic: %s: read %s\n", set.Path(), what)
+	c.note("forensic: %s: read %s", set.Path(), what)
 }

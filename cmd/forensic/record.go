@@ -200,7 +200,7 @@ func (c *cli) stopSignals(output string) <-chan os.Signal {
 	go func() {
 		stop <- <-sigs
 		sig := <-sigs
-		fmt.Fprintf(c.stderr, "forensic: second %v: exiting now; what was committed to %s is kept\n", sig, output)
+		c.note("forensic: second %v: exiting now; what was committed to %s is kept", sig, output)
 		os.Exit(130)
 	}()
 	return stop
