@@ -7,6 +7,7 @@ import (
 	"os"
 	"os/signal"
 	"path/filepath"
+	"strings"
 	"syscall"
 	"time"
 
@@ -15,6 +16,8 @@ import (
 
 	"github.com/retrivium/forensic/bpf"
 	"github.com/retrivium/forensic/recorder"
+	"github.com/retrivium/forensic/render/text"
+	"github.com/retrivium/forensic/report"
 	"github.com/retrivium/forensic/store"
 )
 
@@ -216,12 +219,13 @@ func (c *cli) summary(log io.Writer, res *recorder.Result) {
 			extra += " in " + human(time.Duration(res.Stop.Time-start))
 		}
 	}
-	lost := ""
-	if st.Lost() {
-		lost = fmt.Sprintf(" (%d lost)", st.LostCalls+st.LostInflight+st.TooDeep+st.LostProc)
-	}
-	fmt.Fprintf(log, "forensic: recorded %s%s, %s%s; stopped: %s\n", count(st.Events, "call", "calls"), lost,
+	fmt.Fprintf(log, "forensic: recorded %s, %s%s; stopped: %s\n", count(st.Events, "call", "calls"),
 		count(st.Samples, "sample", "samples"), extra, res.Stop.Reason)
+	// Each kind of loss on its own, in the words analyze uses.
+	if lost := text.Losses(&report.Loss{LostCalls: st.LostCalls, LostInflight: st.LostInflight, TooDeep: st.TooDeep,
+		Unmatched: st.Unmatched, LostProc: st.LostProc, Untracked: st.Untracked, DecodeErrors: st.DecodeErrors}); len(lost) > 0 {
+		fmt.Fprintf(log, "forensic: not in the record: %s\n", strings.Join(lost, ", "))
+	}
 	if d := res.Stop.TriggerDelay; d.Count > 0 {
 		fmt.Fprintf(log, "forensic: %s, delay from failure to sample: median %s, max %s\n",
 			count(uint64(d.Count), "failure-triggered sample", "failure-triggered samples"),
