@@ -12,6 +12,8 @@ import (
 	"testing"
 	"time"
 	"unicode/utf8"
+
+	"github.com/retrivium/forensic/store"
 )
 
 // recordPID runs `forensic record` like world.record and also returns the
@@ -189,4 +191,33 @@ func TestReview2FixcLossesAgree(t *testing.T) {
 	if want := fmt.Sprintf("%d calls lost (ring buffer full)", stop.Stats.LostCalls); !strings.Contains(said, want) {
 		t.Errorf("record says %q, want %q", said, want)
 	}
+}
+
+// An output that collides with an existing file, and a shell without
+// completion, are said in words on one line, never as a system call's
+// error.
+func TestReview2FixcOutputIsAFile(t *testing.T) {
+	w := newWorld(t)
+	res := w.record(nil, simwork, "init")
+	if res.code != 0 {
+		t.Fatalf("exit %d: %s", res.code, res.stderr)
+	}
+	for _, tt := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"record", "--flight", "-o", res.db, "--", "true"}, res.db + " is a file: --flight records into a directory"},
+		{[]string{"export", "--format", "parquet", res.db, "-o", res.db}, res.db + " is a file: --format parquet writes a directory"},
+		{[]string{"completion", "tcsh"}, "tcsh is not supported: the shells with completion are bash, zsh and fish"},
+	} {
+		out, err := exec.Command(binPath, tt.args...).CombinedOutput()
+		if err == nil || !strings.Contains(string(out), tt.want) || strings.Contains(string(out), "not a directory") {
+			t.Errorf("forensic %s: %v, said %q; want %q", strings.Join(tt.args, " "), err, out, tt.want)
+		}
+	}
+	r, err := store.Open(res.db)
+	if err != nil {
+		t.Fatalf("the run.db is no longer readable: %v", err)
+	}
+	r.Close()
 }

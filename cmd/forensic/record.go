@@ -144,12 +144,18 @@ func (c *cli) config(f *recordFlags, command []string) (recorder.Config, error) 
 }
 
 // outputNotDir refuses a directory as the run.db to create, whether or
-// not --force is given: only flight mode records into a directory (a
-// failure, not a usage error: the command line is well formed).
+// not --force is given: only flight mode records into a directory; and
+// an existing file as a flight recording's directory (a failure, not a
+// usage error: the command line is well formed).
 func outputNotDir(out string, flight bool) error {
-	if st, err := os.Stat(out); err == nil && st.IsDir() && !flight {
+	st, err := os.Stat(out)
+	switch {
+	case err != nil:
+	case st.IsDir() && !flight:
 		return fmt.Errorf("%s is a directory: give the run.db file to create, for example %s (only --flight records into a directory)",
 			out, filepath.Join(out, "run.db"))
+	case !st.IsDir() && flight:
+		return fmt.Errorf("%s is a file: --flight records into a directory: give a new one", out)
 	}
 	return nil
 }
