@@ -187,7 +187,7 @@ func (s *state) noCaptureWhy() string {
 	case st.StackSkipped > 0:
 		return fmt.Sprintf("no registers and stack were captured at this call: %d captures were skipped by their rate limit", st.StackSkipped)
 	case st.StackLost > 0:
-		return fmt.Sprintf("no registers and stack were captured at this call: %d captures were lost", st.StackLost)
+		return fmt.Sprintf("no registers and stack were captured at this call: %s %s lost", report.Plural(int(st.StackLost), "capture"), report.Were(int(st.StackLost)))
 	}
 	return ""
 }

@@ -40,10 +40,10 @@ func (s *state) generalGaps() []report.Missing {
 		add("the recorder stopped writing early: "+s.stop.Error, "record on a filesystem with more free space")
 	}
 	if n := s.rep.Loss.Unmatched; n > 0 {
-		add(report.Plural(int(n), "call")+" were already in progress when the probes attached", "start the recorder before the workload")
+		add(report.Plural(int(n), "call")+" "+report.Were(int(n))+" already in progress when the probes attached", "start the recorder before the workload")
 	}
 	if n := s.rep.Loss.LostProc; n > 0 {
-		add(report.Plural(int(n), "process lifecycle record")+" were lost (ring buffer full)", "record with a bigger --ring-size")
+		add(report.Plural(int(n), "process lifecycle record")+" "+report.Were(int(n))+" lost (ring buffer full)", "record with a bigger --ring-size")
 	}
 	if len(s.rep.Sampling.Unsupported) > 0 {
 		add("NVML queries not supported here: "+strings.Join(s.rep.Sampling.Unsupported, ", "),
@@ -71,7 +71,7 @@ func (s *state) hiding(t int64) []report.Missing {
 	before := func(x int64) bool { return t == 0 || (x != 0 && x <= t) }
 	loss := s.rep.Loss
 	if loss.LostCalls > 0 && before(loss.LostFirstNS) {
-		what := fmt.Sprintf("%s were lost (ring buffer full) from %s on", report.Plural(int(loss.LostCalls), "call"), s.rel(loss.LostFirstNS))
+		what := fmt.Sprintf("%s %s lost (ring buffer full) from %s on", report.Plural(int(loss.LostCalls), "call"), report.Were(int(loss.LostCalls)), s.rel(loss.LostFirstNS))
 		if t != 0 {
 			what += ", before the failure: an earlier failure may be among them"
 		}

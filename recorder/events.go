@@ -375,9 +375,11 @@ func (h *handler) executed(e *bpf.Proc, ts int64) {
 			p.rec.Env = pi.Env
 			p.vis = visibilityOf(pi.Env)
 		}
-		if p.rec.PPID == 0 {
-			p.rec.PPID = pi.PPID
-		}
+	}
+	if p.rec.PPID == 0 {
+		// The probe read the parent as the record was made: a process
+		// gone before its record is read has no /proc to ask.
+		p.rec.PPID = e.Ppid
 	}
 	if e.What == bpf.ProcFirstCall {
 		p.rec.AttachedLate = h.late[e.Pid]

@@ -325,3 +325,19 @@ func TestHandlerExecNamesTheProgram(t *testing.T) {
 		})
 	}
 }
+
+// A process gone before its exec (or first-call) record is read keeps
+// the parent the probe saw: /proc has nothing left to say (the spawned
+// workload with --libcuda, which nothing holds at mapping time).
+func TestHandlerParentOfAGoneProcess(t *testing.T) {
+	for _, what := range []uint8{bpf.ProcExec, bpf.ProcFirstCall} {
+		h, q, _, _ := testHandler(t, nil)
+		h.addRoot(store.Process{PID: 100})
+		p := bpf.Proc{Kind: bpf.KindProc, What: what, Pid: 100, Tid: 100, Ppid: 42, Ts: 2000}
+		h.run(&ring{recs: [][]byte{recordOf(&p), procRecord(bpf.ProcExit, 100, 42, 3000, 0)}})
+		procs := q.take(nil, 0).Processes
+		if len(procs) != 1 || procs[0].PPID != 42 {
+			t.Errorf("record %d: processes %+v, want pid 100 with parent 42", what, procs)
+		}
+	}
+}

@@ -62,8 +62,11 @@ func (s *Session) spawn() error {
 		return err
 	}
 	pid := uint32(g.cmd.Process.Pid)
-	s.h.addRoot(store.Process{PID: pid, Start: now(), Args: s.cfg.Command, Exe: s.cfg.Command[0],
-		Env: FilterEnv(os.Environ())})
+	// The recorder forked the gate, which execs the workload in place:
+	// its parent is this process, whether or not /proc can still be read
+	// when its exec record arrives.
+	s.h.addRoot(store.Process{PID: pid, PPID: uint32(os.Getpid()), Start: now(), Args: s.cfg.Command,
+		Exe: s.cfg.Command[0], Env: FilterEnv(os.Environ())})
 	// The file the gate will exec, as the recorder finds it on the same
 	// PATH: a short-lived workload may be gone before its mappings can be
 	// read, and its own frames are in every stack.

@@ -84,6 +84,15 @@ func Ranks(ranks []int) string {
 	return "ranks " + strings.Join(parts, ", ")
 }
 
+// Were is the verb that agrees with a count: "was" for 1, else "were"
+// ("1 call was lost", "2 calls were lost").
+func Were(n int) string {
+	if n == 1 {
+		return "was"
+	}
+	return "were"
+}
+
 // Rel formats a run-clock time as seconds into the run ("+1.234 s").
 func Rel(t, start int64) string {
 	return fmt.Sprintf("%+.3f s", float64(t-start)/1e9)

@@ -11,13 +11,22 @@ fi
 # sudo, forensic record must not run the workload as the user who ran sudo.
 unset SUDO_UID SUDO_GID SUDO_USER
 sim=build/simgpu
+# The recording stays in build/demo (replaced by the next demo) so that the
+# commands record suggests at its end work; the simulated GPU's state goes.
+out=build/demo
+mkdir -p "$out"
 work=$(mktemp -d /tmp/forensic-demo.XXXXXX)
 trap 'rm -rf "$work"' EXIT
 export SIMGPU_STATE=$work/simgpu.state # a fresh simulated GPU: 16 GiB, 512 MiB reserved
-echo "== forensic record: a workload loads 8 GiB of weights, then grows a KV cache until it runs out"
+echo "== forensic record: a workload loads 8 GiB of weights, then grows a KV cache"
+echo "   until it runs out"
 # The workload fails on purpose; forensic exits with its status.
-bin/forensic record -o "$work/run.db" --libcuda $sim/libcuda.so.1 --libnvidia-ml $sim/libnvidia-ml.so.1 \
+bin/forensic record -o "$out/run.db" --force --libcuda $sim/libcuda.so.1 --libnvidia-ml $sim/libnvidia-ml.so.1 \
 	-- $sim/scenarios/weights_oom || true
 echo
 echo "== forensic analyze"
-bin/forensic analyze "$work/run.db"
+bin/forensic analyze "$out/run.db"
+echo
+echo "== the recording stays in $out/run.db (the next demo replaces it); see it"
+echo "   again with bin/forensic analyze $out/run.db (--json for the contract),"
+echo "   or as a page: bin/forensic report -o $out/report.html $out/run.db"

@@ -190,7 +190,7 @@ func (c *cli) copyLive(dir string) (string, *store.LiveCopy) {
 	if err != nil {
 		os.Remove(f.Name())
 		if !errors.Is(err, recorder.ErrNoRecorder) {
-			fmt.Fprintf(c.stderr, "forensic: %s: the recorder could not copy its live segment: %s\n", dir, oneLine(err))
+			c.note("forensic: %s: the recorder could not copy its live segment: %s", dir, oneLine(err))
 		}
 		return "", nil
 	}
@@ -217,7 +217,7 @@ func (c *cli) sayRead(set *store.Set) {
 		}
 	}
 	what += gapsText(set.Gaps())
-	fmt.Fprintf(c.stderr, "forensic: %s: read %s\n", set.Path(), what)
+	c.note("forensic: %s: read %s", set.Path(), what)
 }
 
 // gapsText says how many stretches retention deleted, by the index's

@@ -2,6 +2,7 @@ package main
 
 import (
 	"bytes"
+	"fmt"
 	"io"
 	"os"
 	"strconv"
@@ -68,4 +69,10 @@ func (c *cli) messages() io.Writer {
 		return c.stderr
 	}
 	return &logWriter{w: c.stderr, width: min(width, maxLogWidth)}
+}
+
+// note writes one message (not an error) on stderr, wrapped as the
+// recorder's are: to the terminal, or left one line for a log.
+func (c *cli) note(format string, a ...any) {
+	fmt.Fprintf(c.messages(), format+"\n", a...)
 }

@@ -2,6 +2,7 @@ package main
 
 import (
 	"bytes"
+	"strconv"
 	"strings"
 	"testing"
 	"unicode/utf8"
@@ -69,6 +70,34 @@ func TestMessagesWidth(t *testing.T) {
 			t.Errorf("COLUMNS=%q: wrapped at %d, want plain stderr", tc.columns, lw.width)
 		case tc.width != 0 && (!wrapped || lw.width != tc.width):
 			t.Errorf("COLUMNS=%q: %T, want wrapped at %d", tc.columns, w, tc.width)
+		}
+	}
+}
+
+// analyze's notes on stderr (how a flight recording was read) wrap like
+// record's messages at a terminal's width, and stay one line in a log.
+func TestNoteWraps(t *testing.T) {
+	msg := "forensic: /tmp/r2/fl: read 1 segment, the live one from a copy its recorder made now"
+	for _, columns := range []string{"", "80", "60"} {
+		var errb bytes.Buffer
+		c := &cli{stderr: &errb, getenv: func(k string) string {
+			if k == "COLUMNS" {
+				return columns
+			}
+			return ""
+		}}
+		c.note("forensic: %s: read %s", "/tmp/r2/fl", "1 segment, the live one from a copy its recorder made now")
+		lines := strings.Split(strings.TrimSuffix(errb.String(), "\n"), "\n")
+		if strings.Join(strings.Fields(errb.String()), " ") != msg {
+			t.Errorf("COLUMNS=%q: %q, want the words of %q", columns, errb.String(), msg)
+		}
+		for _, l := range lines {
+			if n, _ := strconv.Atoi(columns); n > 0 && len(l) > n {
+				t.Errorf("COLUMNS=%s: %d columns: %q", columns, len(l), l)
+			}
+		}
+		if columns == "" && len(lines) != 1 {
+			t.Errorf("without a terminal the note is %d lines, want 1", len(lines))
 		}
 	}
 }

@@ -19,6 +19,10 @@ import (
 func TestRunExitStatus(t *testing.T) {
 	dir := t.TempDir()
 	missing := filepath.Join(dir, "missing.db")
+	file := filepath.Join(t.TempDir(), "run.db")
+	if err := os.WriteFile(file, []byte("a run.db"), 0o600); err != nil {
+		t.Fatal(err)
+	}
 	tests := []struct {
 		args   []string
 		code   int
@@ -63,6 +67,10 @@ func TestRunExitStatus(t *testing.T) {
 		{[]string{"inventory", "extra"}, 2, "inventory takes no arguments (got extra)"},
 		{[]string{"help", "nosuch"}, 2, `no help for "nosuch"`},
 		{[]string{"completion"}, 2, "give the shell"},
+		{[]string{"completion", "tcsh"}, 2, "tcsh is not supported: the shells with completion are bash, zsh and fish"},
+		{[]string{"completion", "bash", "zsh"}, 2, "give one shell, not 2"},
+		{[]string{"record", "--flight", "-o", file, "--all"}, 1, file + " is a file: --flight records into a directory"},
+		{[]string{"export", "--format", "parquet", missing, "-o", file}, 1, file + " is a file: --format parquet writes a directory"},
 	}
 	for _, tt := range tests {
 		t.Run(strings.Join(tt.args, " "), func(t *testing.T) {

@@ -200,6 +200,9 @@ func (c *cli) exportParquet(ctx context.Context, args []string, dir string, forc
 	if dir == "" {
 		return usageErr("give the directory to write with -o DIR")
 	}
+	if st, err := os.Stat(dir); err == nil && !st.IsDir() {
+		return fmt.Errorf("%s is a file: --format parquet writes a directory (a new one, or one exported to before)", dir)
+	}
 	paths, err := store.Expand(args)
 	if err != nil {
 		return err

@@ -7,6 +7,7 @@ import (
 	"os"
 	"os/signal"
 	"path/filepath"
+	"strings"
 	"syscall"
 	"time"
 
@@ -15,6 +16,8 @@ import (
 
 	"github.com/retrivium/forensic/bpf"
 	"github.com/retrivium/forensic/recorder"
+	"github.com/retrivium/forensic/render/text"
+	"github.com/retrivium/forensic/report"
 	"github.com/retrivium/forensic/store"
 )
 
@@ -141,12 +144,18 @@ func (c *cli) config(f *recordFlags, command []string) (recorder.Config, error) 
 }
 
 // outputNotDir refuses a directory as the run.db to create, whether or
-// not --force is given: only flight mode records into a directory (a
-// failure, not a usage error: the command line is well formed).
+// not --force is given: only flight mode records into a directory; and
+// an existing file as a flight recording's directory (a failure, not a
+// usage error: the command line is well formed).
 func outputNotDir(out string, flight bool) error {
-	if st, err := os.Stat(out); err == nil && st.IsDir() && !flight {
+	st, err := os.Stat(out)
+	switch {
+	case err != nil:
+	case st.IsDir() && !flight:
 		return fmt.Errorf("%s is a directory: give the run.db file to create, for example %s (only --flight records into a directory)",
 			out, filepath.Join(out, "run.db"))
+	case !st.IsDir() && flight:
+		return fmt.Errorf("%s is a file: --flight records into a directory: give a new one", out)
 	}
 	return nil
 }
@@ -200,7 +209,7 @@ func (c *cli) stopSignals(output string) <-chan os.Signal {
 	go func() {
 		stop <- <-sigs
 		sig := <-sigs
-		fmt.Fprintf(c.stderr, "forensic: second %v: exiting now; what was committed to %s is kept\n", sig, output)
+		c.note("forensic: second %v: exiting now; what was committed to %s is kept", sig, output)
 		os.Exit(130)
 	}()
 	return stop
@@ -216,12 +225,13 @@ func (c *cli) summary(log io.Writer, res *recorder.Result) {
 			extra += " in " + human(time.Duration(res.Stop.Time-start))
 		}
 	}
-	lost := ""
-	if st.Lost() {
-		lost = fmt.Sprintf(" (%d lost)", st.LostCalls+st.LostInflight+st.TooDeep+st.LostProc)
-	}
-	fmt.Fprintf(log, "forensic: recorded %s%s, %s%s; stopped: %s\n", count(st.Events, "call", "calls"), lost,
+	fmt.Fprintf(log, "forensic: recorded %s, %s%s; stopped: %s\n", count(st.Events, "call", "calls"),
 		count(st.Samples, "sample", "samples"), extra, res.Stop.Reason)
+	// Each kind of loss on its own, in the words analyze uses.
+	if lost := text.Losses(&report.Loss{LostCalls: st.LostCalls, LostInflight: st.LostInflight, TooDeep: st.TooDeep,
+		Unmatched: st.Unmatched, LostProc: st.LostProc, Untracked: st.Untracked, DecodeErrors: st.DecodeErrors}); len(lost) > 0 {
+		fmt.Fprintf(log, "forensic: not in the record: %s\n", strings.Join(lost, ", "))
+	}
 	if d := res.Stop.TriggerDelay; d.Count > 0 {
 		fmt.Fprintf(log, "forensic: %s, delay from failure to sample: median %s, max %s\n",
 			count(uint64(d.Count), "failure-triggered sample", "failure-triggered samples"),

@@ -151,8 +151,13 @@ func completionCommand(root *cobra.Command) *cobra.Command {
   fish:  forensic completion fish | source`,
 		ValidArgs: []string{"bash", "zsh", "fish"},
 		Args: func(_ *cobra.Command, args []string) error {
-			if len(args) != 1 || (args[0] != "bash" && args[0] != "zsh" && args[0] != "fish") {
+			switch {
+			case len(args) == 0:
 				return usageErr("give the shell: bash, zsh or fish")
+			case len(args) > 1:
+				return usageErr("give one shell, not %d: bash, zsh or fish", len(args))
+			case args[0] != "bash" && args[0] != "zsh" && args[0] != "fish":
+				return usageErr("%s is not supported: the shells with completion are bash, zsh and fish", args[0])
 			}
 			return nil
 		},

@@ -301,6 +301,17 @@ func (t *writer) loss(rep *report.Report) {
 // losses that happened.
 func lossText(l *report.Loss) string {
 	s := fmt.Sprintf("%s seen, %s stored", report.Plural(int(l.Calls), "call"), report.Plural(int(l.Events), "event"))
+	lost := Losses(l)
+	if len(lost) == 0 {
+		return s + ", none lost"
+	}
+	return s + "; " + strings.Join(lost, ", ")
+}
+
+// Losses names each kind of evidence the recorder lost, one phrase per
+// kind that happened ("3 calls lost (ring buffer full)"), in the words
+// the report uses: record's own summary says them the same way.
+func Losses(l *report.Loss) []string {
 	var lost []string
 	for _, c := range []struct {
 		n          uint64
@@ -310,7 +321,7 @@ func lossText(l *report.Loss) string {
 		{l.LostInflight, "call", "not followed (too many calls in progress at once)"},
 		{l.TooDeep, "call", "nested too deeply in the library"},
 		{l.Unmatched, "call", "already in progress when the probes attached"},
-		{l.LostProc, "process record", "lost (ring buffer full)"},
+		{l.LostProc, "process lifecycle record", "lost (ring buffer full)"},
 		{l.Untracked, "process", "not followed (the table of tracked processes was full)"},
 		{l.DecodeErrors, "event", "not decoded"},
 	} {
@@ -318,10 +329,7 @@ func lossText(l *report.Loss) string {
 			lost = append(lost, report.Plural(int(c.n), c.noun)+" "+c.what)
 		}
 	}
-	if len(lost) == 0 {
-		return s + ", none lost"
-	}
-	return s + "; " + strings.Join(lost, ", ")
+	return lost
 }
 
 // samplingText says how NVML was read: its library and status, the

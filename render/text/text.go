@@ -1,11 +1,12 @@
 // Package text renders a report for people, in a terminal: the verdict
 // first, then what to do next, the first failure, the evidence, and the
 // tables. Every line fits the width it is given (80 columns included):
-// prose and labels wrap, they are never cut; only paths and stack frames
-// are shortened, in the middle, and never a value the verdict used.
+// prose, labels and stack frames wrap, they are never cut; only table
+// cells are shortened, and never a value the verdict used.
 package text
 
 import (
+	"cmp"
 	"fmt"
 	"io"
 	"strings"
@@ -58,24 +59,30 @@ func (t *writer) wrap(prefix, s string) {
 
 // wrapLines wraps s after prefix into lines of at most width columns.
 func wrapLines(prefix, s string, width int) []string {
-	indent := strings.Repeat(" ", utf8.RuneCountInString(prefix))
-	room := max(width-utf8.RuneCountInString(prefix), 10)
+	return hangLines(prefix, strings.Repeat(" ", utf8.RuneCountInString(prefix)), s, width)
+}
+
+// hangLines wraps s after prefix into lines of at most width columns, the
+// continuation lines after indent. A word longer than a line is broken,
+// so no line is ever wider than the width, and nothing is cut.
+func hangLines(prefix, indent, s string, width int) []string {
 	var out []string
 	line, lead := "", prefix
+	room := func() int { return max(width-utf8.RuneCountInString(lead), 10) }
 	flush := func() {
 		out = append(out, lead+line)
 		line, lead = "", indent
 	}
 	for _, word := range strings.Fields(s) {
-		for utf8.RuneCountInString(word) > room {
+		for utf8.RuneCountInString(word) > room() {
 			if line != "" {
 				flush()
 			}
 			r := []rune(word)
-			line, word = string(r[:room]), string(r[room:])
+			line, word = string(r[:room()]), string(r[room():])
 			flush()
 		}
-		if line != "" && utf8.RuneCountInString(line)+1+utf8.RuneCountInString(word) > room {
+		if line != "" && utf8.RuneCountInString(line)+1+utf8.RuneCountInString(word) > room() {
 			flush()
 		}
 		if line != "" {
@@ -363,9 +370,11 @@ func (t *writer) stack(st *report.Stack) {
 	t.frames("  native    ", native)
 }
 
-// frames prints frames under a label, at most maxFrames.
+// frames prints frames under a label, at most maxFrames. A frame too wide
+// for one line wraps, its continuation indented under its text by two
+// more columns: a symbol's offset and a file's name are never cut.
 func (t *writer) frames(label string, frames []report.Frame) {
-	room := t.o.Width - 12
+	more := strings.Repeat(" ", utf8.RuneCountInString(label)+2)
 	for i, fr := range frames {
 		if i > 0 {
 			label = "            "
@@ -374,28 +383,26 @@ func (t *writer) frames(label string, frames []report.Frame) {
 			t.printf("%s... %d more frames\n", label, len(frames)-i)
 			break
 		}
-		if fr.Language == report.LangPython {
-			where := " (" + fr.File
-			if fr.Line > 0 {
-				where += fmt.Sprintf(":%d", fr.Line)
-			}
-			where += ")"
-			name := fr.Function
-			if name == "" {
-				name = "?"
-			}
-			t.printf("%s%s%s\n", label, clip(name, max(room/2, 20)), clipMiddle(where, max(room-min(utf8.RuneCountInString(name), room/2), 20)))
-			continue
+		for _, l := range hangLines(label, more, frameText(fr), t.o.Width) {
+			t.printf("%s\n", l)
 		}
-		name := fr.Function
-		if name == "" {
-			name = fmt.Sprintf("0x%x", fr.Address)
-		} else {
-			name = fmt.Sprintf("%s+0x%x", name, fr.Offset)
-		}
-		lib := " (" + fr.Library + ")"
-		t.printf("%s%s%s\n", label, clip(name, max(room-utf8.RuneCountInString(lib), 20)), clip(lib, room/2))
 	}
+}
+
+// frameText is one frame as the report shows it: a Python function with
+// its file and line, a native one with its offset and library.
+func frameText(fr report.Frame) string {
+	if fr.Language == report.LangPython {
+		where := fr.File
+		if fr.Line > 0 {
+			where += fmt.Sprintf(":%d", fr.Line)
+		}
+		return cmp.Or(fr.Function, "?") + " (" + where + ")"
+	}
+	if fr.Function == "" {
+		return fmt.Sprintf("0x%x (%s)", fr.Address, fr.Library)
+	}
+	return fmt.Sprintf("%s+0x%x (%s)", fr.Function, fr.Offset, fr.Library)
 }
 
 // evidence lists each value a verdict used: the label in full, the value,

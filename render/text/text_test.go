@@ -115,7 +115,7 @@ func TestTextPythonFramesFirst(t *testing.T) {
 		t.Fatal(err)
 	}
 	out := b.String()
-	order := []string{"  python    Model.forward (/srv/", "train.py:42)", "            main (train.py)",
+	order := []string{"  python    Model.forward", "train.py:42)", "            main (train.py)",
 		"  native    ffi_call+0xcd (libffi.so.8)", "            Py_RunMain+0x9 (python3.11)"}
 	at := 0
 	for _, s := range order {
@@ -128,6 +128,42 @@ func TestTextPythonFramesFirst(t *testing.T) {
 	for i, line := range strings.Split(out, "\n") {
 		if n := utf8.RuneCountInString(line); n > 80 {
 			t.Errorf("line %d has %d columns: %q", i+1, n, line)
+		}
+	}
+}
+
+// A stack frame too wide for the terminal wraps onto indented lines: its
+// offset, its library's name and its file's name are all there, never cut.
+func TestTextFramesWrapNeverCut(t *testing.T) {
+	frames := []report.Frame{
+		{Function: "_ctypes_callproc.cold", Offset: 0x5ab, Library: "_ctypes.cpython-311-x86_64-linux-gnu.so", Language: report.LangNative},
+		{Function: "PyCFuncPtr_call.cold", Offset: 0x19a, Library: "_ctypes.cpython-311-x86_64-linux-gnu.so", Language: report.LangNative},
+		{Address: 0x7f3efcae1f7a, Library: "/opt/" + strings.Repeat("long-directory-name/", 5) + "libffi.so.8.1.2"},
+		{Function: "step", File: "/srv/" + strings.Repeat("deep/", 20) + "train.py", Line: 123, Language: report.LangPython},
+	}
+	want := []string{"_ctypes_callproc.cold+0x5ab (_ctypes.cpython-311-x86_64-linux-gnu.so)",
+		"PyCFuncPtr_call.cold+0x19a (_ctypes.cpython-311-x86_64-linux-gnu.so)",
+		"0x7f3efcae1f7a (" + frames[2].Library + ")", "step (" + frames[3].File + ":123)"}
+	for _, width := range []int{60, 80, 100} {
+		ff := report.Failure{Symbol: "cuMemAlloc_v2", Stack: &report.Stack{Frames: frames}}
+		var b bytes.Buffer
+		if err := Write(&b, &report.Report{FirstFailure: &ff}, Options{Width: width}); err != nil {
+			t.Fatal(err)
+		}
+		var joined strings.Builder
+		for i, line := range strings.Split(b.String(), "\n") {
+			if n := utf8.RuneCountInString(line); n > width {
+				t.Errorf("width %d: line %d has %d columns: %q", width, i+1, n, line)
+			}
+			joined.WriteString(strings.ReplaceAll(line, " ", ""))
+		}
+		if strings.Contains(b.String(), "…") {
+			t.Errorf("width %d: a frame was cut:\n%s", width, b.String())
+		}
+		for _, w := range want {
+			if !strings.Contains(joined.String(), strings.ReplaceAll(w, " ", "")) {
+				t.Errorf("width %d: %q is not whole in:\n%s", width, w, b.String())
+			}
 		}
 	}
 }

@@ -82,7 +82,7 @@ func TestLossAndSamplingWording(t *testing.T) {
 			[]string{" 0 ", "NVML NVML_SUCCESS", "thinned"}},
 		{"some lost", report.Loss{Known: true, Calls: 30, Events: 27, LostCalls: 2, TooDeep: 1, LostProc: 1},
 			report.Sampling{NVMLInit: "NVML_SUCCESS", Samples: 3, Thinned: 4},
-			[]string{"27 events stored; 2 calls lost (ring buffer full), 1 call nested too deeply in the library, 1 process record lost",
+			[]string{"27 events stored; 2 calls lost (ring buffer full), 1 call nested too deeply in the library, 1 process lifecycle record lost",
 				"NVML: 3 samples, 4 thinned out, none triggered by a failure"},
 			[]string{"not followed", " 0 "}},
 		{"NVML failed", report.Loss{Known: true, Calls: 1, Events: 1},
