@@ -16,7 +16,6 @@ import (
 
 	"github.com/retrivium/forensic/bpf"
 	"github.com/retrivium/forensic/recorder"
-	"github.com/retrivium/forensic/render/text"
 	"github.com/retrivium/forensic/report"
 	"github.com/retrivium/forensic/store"
 )
@@ -228,8 +227,8 @@ func (c *cli) summary(log io.Writer, res *recorder.Result) {
 	fmt.Fprintf(log, "forensic: recorded %s, %s%s; stopped: %s\n", count(st.Events, "call", "calls"),
 		count(st.Samples, "sample", "samples"), extra, res.Stop.Reason)
 	// Each kind of loss on its own, in the words analyze uses.
-	if lost := text.Losses(&report.Loss{LostCalls: st.LostCalls, LostInflight: st.LostInflight, TooDeep: st.TooDeep,
-		Unmatched: st.Unmatched, LostProc: st.LostProc, Untracked: st.Untracked, DecodeErrors: st.DecodeErrors}); len(lost) > 0 {
+	if lost := (&report.Loss{LostCalls: st.LostCalls, LostInflight: st.LostInflight, TooDeep: st.TooDeep,
+		Unmatched: st.Unmatched, LostProc: st.LostProc, Untracked: st.Untracked, DecodeErrors: st.DecodeErrors}).Lost(); len(lost) > 0 {
 		fmt.Fprintf(log, "forensic: not in the record: %s\n", strings.Join(lost, ", "))
 	}
 	if d := res.Stop.TriggerDelay; d.Count > 0 {

@@ -353,9 +353,8 @@ type lossView struct {
 func newLoss(rep *report.Report) lossView {
 	l, sm := rep.Loss, rep.Sampling
 	v := lossView{Known: l.Known, BeforeFailure: l.BeforeFailure,
-		Lost: l.LostCalls+l.LostInflight+l.TooDeep+l.LostProc+l.Untracked+l.LostHolds > 0,
-		Calls: fmt.Sprintf("%s seen, %s stored, %d lost (ring buffer full); %d not followed (too many calls in progress at once), %d nested too deeply in the library; %d already in progress when the probes attached; %d lost process records, %d undecodable events",
-			report.Plural(int(l.Calls), "call"), report.Plural(int(l.Events), "event"), l.LostCalls, l.LostInflight, l.TooDeep, l.Unmatched, l.LostProc, l.DecodeErrors),
+		Lost:     l.LostCalls+l.LostInflight+l.TooDeep+l.LostProc+l.Untracked+l.LostHolds > 0,
+		Calls:    l.Summary(),
 		NVMLInit: sm.NVMLInit, NVMLClass: statusClass(sm.NVMLInit), NVMLLibrary: sm.NVMLLibrary,
 		NVML: fmt.Sprintf("%s, %d thinned out, %s triggered by failures", report.Plural(sm.Samples, "sample"), sm.Thinned,
 			report.Plural(sm.Triggered, "round")),

@@ -77,7 +77,6 @@ func rankLabel(r *int, ranks []int) string {
 	return "no rank"
 }
 
-
 // WriteJobs writes the reports of runs that are several separate jobs:
 // first the list of jobs (jobs[i] names the runs of reps[i] and why they
 // are one job), then each job's report under a heading of its own. No

@@ -286,7 +286,7 @@ func (t *writer) loss(rep *report.Report) {
 	l := rep.Loss
 	t.heading("LOSS AND SAMPLING")
 	if l.Known {
-		t.wrap("  ", lossText(&l))
+		t.wrap("  ", l.Summary())
 	} else {
 		t.wrap("  ", "loss counters were not recorded (the recorder did not stop cleanly)")
 	}
@@ -295,41 +295,6 @@ func (t *writer) loss(rep *report.Report) {
 			l.StackSkipped, l.StackLost))
 	}
 	t.wrap("  ", samplingText(&rep.Sampling))
-}
-
-// lossText says what the recorder saw and stored, and names only the
-// losses that happened.
-func lossText(l *report.Loss) string {
-	s := fmt.Sprintf("%s seen, %s stored", report.Plural(int(l.Calls), "call"), report.Plural(int(l.Events), "event"))
-	lost := Losses(l)
-	if len(lost) == 0 {
-		return s + ", none lost"
-	}
-	return s + "; " + strings.Join(lost, ", ")
-}
-
-// Losses names each kind of evidence the recorder lost, one phrase per
-// kind that happened ("3 calls lost (ring buffer full)"), in the words
-// the report uses: record's own summary says them the same way.
-func Losses(l *report.Loss) []string {
-	var lost []string
-	for _, c := range []struct {
-		n          uint64
-		noun, what string
-	}{
-		{l.LostCalls, "call", "lost (ring buffer full)"},
-		{l.LostInflight, "call", "not followed (too many calls in progress at once)"},
-		{l.TooDeep, "call", "nested too deeply in the library"},
-		{l.Unmatched, "call", "already in progress when the probes attached"},
-		{l.LostProc, "process lifecycle record", "lost (ring buffer full)"},
-		{l.Untracked, "process", "not followed (the table of tracked processes was full)"},
-		{l.DecodeErrors, "event", "not decoded"},
-	} {
-		if c.n > 0 {
-			lost = append(lost, report.Plural(int(c.n), c.noun)+" "+c.what)
-		}
-	}
-	return lost
 }
 
 // samplingText says how NVML was read: its library and status, the
