@@ -101,9 +101,13 @@ func readProc(procRoot string, pid uint32) procInfo {
 type buildIDCache struct {
 	mu  sync.Mutex
 	ids map[[4]int64]string
+	// read reads a file's build id (elfnote.Read; a test fails it).
+	read func(path string) (string, error)
 }
 
-func newBuildIDCache() *buildIDCache { return &buildIDCache{ids: map[[4]int64]string{}} }
+func newBuildIDCache() *buildIDCache {
+	return &buildIDCache{ids: map[[4]int64]string{}, read: elfnote.Read}
+}
 
 func (c *buildIDCache) get(path string) string {
 	st, err := os.Stat(path)
@@ -119,7 +123,13 @@ func (c *buildIDCache) get(path string) string {
 	id, seen := c.ids[k]
 	c.mu.Unlock()
 	if !seen {
-		id = elfnote.BuildID(path)
+		// A read that failed is not remembered: a /proc/PID/root path
+		// stats, then stops opening when its process exits, and the file
+		// (the same device and inode) must not read as one without a
+		// build id for the rest of the recording.
+		if id, err = c.read(path); err != nil {
+			return ""
+		}
 		c.mu.Lock()
 		if len(c.ids) >= maxCached {
 			clear(c.ids) // files of containers long gone; read again when seen

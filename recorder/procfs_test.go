@@ -109,3 +109,32 @@ func TestThinnerKeepsLandmarks(t *testing.T) {
 		}
 	}
 }
+
+// A build id read that failed (a /proc/PID/root path whose process exited
+// between the stat and the open) is not remembered as "no build id": the
+// same file read later, by another path, gives its id.
+func TestBuildIDCacheForgetsFailedReads(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "lib.so")
+	if err := os.WriteFile(path, []byte("not read"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	fail := true
+	c := newBuildIDCache()
+	c.read = func(string) (string, error) {
+		if fail {
+			return "", os.ErrNotExist
+		}
+		return "abcd", nil
+	}
+	if id := c.get(path); id != "" {
+		t.Fatalf("failed read gave %q", id)
+	}
+	fail = false
+	if id := c.get(path); id != "abcd" {
+		t.Fatalf("after a failed read: %q, want the file's id", id)
+	}
+	fail = true
+	if id := c.get(path); id != "abcd" {
+		t.Fatalf("a successful read is remembered: got %q", id)
+	}
+}

@@ -12,9 +12,17 @@ import (
 // BuildID returns the GNU build id of the ELF file at path, or "" when it
 // has none or cannot be read.
 func BuildID(path string) string {
+	id, _ := Read(path)
+	return id
+}
+
+// Read returns the GNU build id of the ELF file at path ("" when it has
+// none), or the error that kept the file from being read: a caller that
+// remembers build ids must not remember a failed read as "no build id".
+func Read(path string) (string, error) {
 	f, err := elf.Open(path)
 	if err != nil {
-		return ""
+		return "", err
 	}
 	defer f.Close()
 	for _, p := range f.Progs {
@@ -23,13 +31,13 @@ func BuildID(path string) string {
 		}
 		data := make([]byte, p.Filesz)
 		if _, err := p.ReadAt(data, 0); err != nil {
-			continue
+			return "", err
 		}
 		if id := parse(data); id != "" {
-			return id
+			return id, nil
 		}
 	}
-	return ""
+	return "", nil
 }
 
 // parse walks ELF notes (namesz, descsz, type, name, desc; 4-byte aligned)
