@@ -199,25 +199,56 @@ func (s *state) kernelLog() error {
 	return nil
 }
 
-// loss reports the recorder's loss counters: from the stop record, or the
-// last reading of a run whose recorder was killed.
+// loss reports the recorder's loss counters: from the stop record, else
+// from its last periodic reading (a recorder killed, or a flight
+// recording still being written), which counts nothing after it.
 func (s *state) loss() error {
 	var st store.Stats
-	known := false
+	l := report.Loss{CountersFrom: report.CountersNone}
 	if s.stop != nil {
-		st, known = s.stop.Stats, true
+		st, l.Known, l.CountersFrom = s.stop.Stats, true, report.CountersStop
 	} else if drops, err := s.r.Drops(); err == nil && len(drops) > 0 {
-		st, known = drops[len(drops)-1].Stats, true
+		d := drops[len(drops)-1]
+		st, l.Known, l.CountersFrom, l.CountersAtNS = d.Stats, true, report.CountersReading, d.Time
 	}
-	l := report.Loss{Calls: st.Calls, Events: st.Events, LostCalls: st.LostCalls, LostFirstNS: st.LostFirst,
-		LostInflight: st.LostInflight, TooDeep: st.TooDeep, Unmatched: st.Unmatched, LostProc: st.LostProc,
-		DecodeErrors: st.DecodeErrors, Untracked: st.Untracked, LostHolds: st.LostHolds, StackSkipped: st.StackSkipped, StackLost: st.StackLost, Known: known}
+	l.Calls, l.Events, l.LostCalls, l.LostFirstNS = st.Calls, st.Events, st.LostCalls, st.LostFirst
+	l.LostInflight, l.TooDeep, l.Unmatched, l.LostProc = st.LostInflight, st.TooDeep, st.Unmatched, st.LostProc
+	l.DecodeErrors, l.Untracked, l.LostHolds = st.DecodeErrors, st.Untracked, st.LostHolds
+	l.StackSkipped, l.StackLost = st.StackSkipped, st.StackLost
 	if s.first != nil {
 		l.BeforeFailure = (st.LostCalls > 0 && st.LostFirst != 0 && st.LostFirst <= s.first.e.End) ||
 			st.LostInflight > 0 || st.TooDeep > 0
 	}
 	s.rep.Loss = l
 	return nil
+}
+
+// countersShort says, as decisive missing evidence, when the loss
+// counters do not reach a failure at t (t = 0: the last call recorded):
+// never read, or last read before it. Calls lost after the reading are
+// counted nowhere, so an earlier failure may be among them.
+func (s *state) countersShort(t int64) []report.Missing {
+	l := &s.rep.Loss
+	what := "the failure"
+	if t == 0 {
+		t, what = s.lastTime, "the last call recorded"
+	}
+	var m report.Missing
+	switch {
+	case l.CountersFrom == report.CountersNone && s.rep.Run.Events > 0:
+		m.What = "the recorder's loss counters were never read: calls lost (ring buffer full) are not counted, so a failure may be among them"
+	case l.CountersFrom == report.CountersReading && l.CountersAtNS < t:
+		m.What = fmt.Sprintf("the recorder's loss counters were last read at %s, before %s (%s): calls lost after that reading are not counted, so a failure may be among them",
+			s.rel(l.CountersAtNS), what, s.rel(t))
+	default:
+		return nil
+	}
+	m.Decisive = true
+	m.Fix = "stop the recorder with SIGINT or SIGTERM, so that its stop record counts every call"
+	if s.rep.Run.Ended == "recording" {
+		m.Fix = "analyze the recording again after the recorder's next reading of its counters (about a second later), or once it stops"
+	}
+	return []report.Missing{m}
 }
 
 // phases splits the run at the markers; without markers, at its own

@@ -22,9 +22,10 @@ type runSpec struct {
 	samples   []store.Sample
 	procs     []store.Process
 	libs      []store.Library
-	workload  *store.Exit // the spawned workload's exit, in the stop record
-	abrupt    bool        // no stop record
-	stopAfter int64       // stop time after the clock start (default 1 s)
+	workload  *store.Exit   // the spawned workload's exit, in the stop record
+	abrupt    bool          // no stop record
+	drops     []store.Drops // periodic readings of the loss counters
+	stopAfter int64         // stop time after the clock start (default 1 s)
 }
 
 // write stores the spec as a run.db and returns its path.
@@ -44,7 +45,7 @@ func (sp runSpec) write(t *testing.T) string {
 			Devices: []store.DeviceMap{{Ordinal: 0, GPU: 0, Method: "uuid"}}}}
 	}
 	inv := store.Inventory{Init: store.Status{Code: 0, Name: "NVML_SUCCESS"}, Library: "libnvidia-ml.so.1"}
-	b := &store.Batch{Events: sp.events, Samples: sp.samples, Processes: procs, Libraries: sp.libs, Inventory: &inv}
+	b := &store.Batch{Events: sp.events, Samples: sp.samples, Processes: procs, Libraries: sp.libs, Inventory: &inv, Drops: sp.drops}
 	if err := w.Commit(b); err != nil {
 		t.Fatal(err)
 	}

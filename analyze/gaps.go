@@ -104,6 +104,7 @@ func (s *state) hiding(t int64) []report.Missing {
 		}
 	}
 	out = append(out, s.flightUnaccounted()...)
+	out = append(out, s.countersShort(t)...)
 	return out
 }
 

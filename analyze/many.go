@@ -102,7 +102,11 @@ func oneJob(reps []*report.Report, runs []fleet.Run, g fleet.Group) *report.Repo
 	out := pick(reps, order)
 	out.MultiRun = multiRun(reps, order)
 	out.MultiRun.GroupedBy, out.MultiRun.JobID = g.By, g.JobID
-	explainOrder(out, order)
+	own := out.Verdict
+	if u := jobUnrecovered(out, reps, order); u != nil {
+		own = "In that run, " + strings.ToLower(u.Verdict[:1]) + u.Verdict[1:] + " " + recoveredInJob(out.FirstFailure)
+	}
+	explainOrder(out, order, own)
 	return out
 }
 
@@ -157,22 +161,35 @@ func fleetRun(rep *report.Report) fleet.Run {
 	}
 	fr.Clock = &fleet.Clock{MonotonicNS: ri.StartNS, RealtimeNS: ri.WallStartNS, ErrorNS: ri.ClockErrorNS}
 	if f := rep.FirstFailure; f != nil {
-		fr.Failure = &fleet.Failure{TimeNS: f.TimeNS, Symbol: f.Symbol, ResultName: f.ResultName, PID: f.PID, TID: f.TID,
-			Rank: f.Rank, OwnCause: ownCause(rep)}
-		if f.GPU != nil {
-			fr.Failure.GPU = *f.GPU
+		fr.Failure = fleetFailure(f, rep.Capacity)
+		switch u := rep.FirstUnrecovered; {
+		case !f.Recovered:
+			fr.Unrecovered = fr.Failure
+		case u != nil:
+			fr.Unrecovered = fleetFailure(&u.Failure, u.Capacity)
 		}
 	}
 	return fr
 }
 
-// ownCause says what a run's own verdict found behind its first failure
-// that needs no other run: its own GPU's framebuffer ran out. Other
-// findings (a mapping through another GPU's aperture, a not-memory code a
-// peer's death can cause) leave the tie to other runs open.
-func ownCause(rep *report.Report) string {
-	f := rep.FirstFailure
-	if f == nil || rep.Capacity == nil || *rep.Capacity != report.CapFBExhausted || f.GPU == nil {
+// fleetFailure is what the ordering needs of one failure its run judged
+// with capacity c.
+func fleetFailure(f *report.Failure, c *report.Capacity) *fleet.Failure {
+	out := &fleet.Failure{TimeNS: f.TimeNS, Symbol: f.Symbol, ResultName: f.ResultName, PID: f.PID, TID: f.TID,
+		Rank: f.Rank, OwnCause: ownCause(f, c), Recovered: f.Recovered}
+	if f.GPU != nil {
+		out.GPU = *f.GPU
+	}
+	return out
+}
+
+// ownCause says what a run's own verdict (capacity c) found behind one of
+// its failures that needs no other run: its own GPU's framebuffer ran
+// out. Other findings (a mapping through another GPU's aperture, a
+// not-memory code a peer's death can cause) leave the tie to other runs
+// open.
+func ownCause(f *report.Failure, c *report.Capacity) string {
+	if c == nil || *c != report.CapFBExhausted || f.GPU == nil {
 		return ""
 	}
 	gpu := "its GPU"
@@ -214,12 +231,21 @@ func multiRun(reps []*report.Report, order fleet.Result) *report.MultiRun {
 		byPath[r.Path] = rep
 		m.Runs = append(m.Runs, report.RunRef{Path: r.Path, RunID: r.ID, Host: r.Host, BootID: r.BootID, Rank: r.Rank,
 			Ranks: r.Ranks, Attribution: rep.Attribution, ClockErrorNS: rep.Run.ClockErrorNS,
-			WallStartNS: rep.Run.WallStartNS, WallEndNS: rep.Run.WallStartNS + rep.Run.DurationNS})
+			WallStartNS: rep.Run.WallStartNS, WallEndNS: rep.Run.WallStartNS + rep.Run.DurationNS, StartNS: rep.Run.StartNS,
+			Failed: rep.FirstFailure != nil})
 	}
 	if order.Order == fleet.OrderUncertain {
 		for _, c := range order.Candidates {
 			if c.PossiblyFirst {
-				m.Candidates = append(m.Candidates, orderCandidate(c, byPath[c.RunPath]))
+				m.Candidates = append(m.Candidates, orderCandidate(c, byPath[c.RunPath], false))
+			}
+		}
+	}
+	m.UnrecoveredOrder = order.UnrecoveredOrder
+	if order.UnrecoveredOrder == fleet.OrderUncertain {
+		for _, c := range order.UnrecoveredCandidates {
+			if c.PossiblyFirst {
+				m.UnrecoveredCandidates = append(m.UnrecoveredCandidates, orderCandidate(c, byPath[c.RunPath], true))
 			}
 		}
 	}
@@ -231,12 +257,15 @@ func multiRun(reps []*report.Report, order fleet.Result) *report.MultiRun {
 	return m
 }
 
-// orderCandidate is a failure that could have been first, with its run's own
-// verdict on it.
-func orderCandidate(c fleet.Candidate, rep *report.Report) report.Candidate {
+// orderCandidate is a failure that could have been first (of the
+// unrecovered ones: its run's first unrecovered failure), with its run's
+// own verdict on it.
+func orderCandidate(c fleet.Candidate, rep *report.Report, unrecovered bool) report.Candidate {
 	out := report.Candidate{RunPath: c.RunPath, Rank: c.Rank, Host: c.Host, WallNS: c.WallNS, EarliestNS: c.EarliestNS,
 		LatestNS: c.LatestNS, Unordered: append([]report.Unordered{}, c.Unordered...)}
-	if rep != nil && rep.FirstFailure != nil {
+	if rep != nil && rep.FirstFailure != nil && unrecovered {
+		out.Judged = judgedUnrecovered(rep)
+	} else if rep != nil && rep.FirstFailure != nil {
 		out.Judged = &report.Judged{Failure: *rep.FirstFailure, Attribution: rep.Attribution, Capacity: rep.Capacity,
 			Verdict: rep.Verdict, Evidence: rep.Evidence, Missing: rep.Missing}
 	}
@@ -248,17 +277,10 @@ func orderCandidate(c fleet.Candidate, rep *report.Report) report.Candidate {
 // and what could hide an earlier failure (runs whose failures cannot be
 // ordered, ranks with no run), which makes the first failure unestablished
 // and leads the next steps.
-func explainOrder(rep *report.Report, order fleet.Result) {
+func explainOrder(rep *report.Report, order fleet.Result, own string) {
 	lead := []string{fmt.Sprintf("Across %s:", report.Plural(len(order.Runs), "run"))}
 	if f := order.FirstFailure; f != nil {
-		where := fmt.Sprintf("%s (host %s)", rankName(f.Rank), f.Host)
-		switch order.Order {
-		case fleet.OrderCertain:
-			lead = append(lead, fmt.Sprintf("the first failure is %s's, in %s.", where, f.RunPath))
-		default:
-			lead = append(lead, fmt.Sprintf("the earliest estimate is %s's, in %s, but it cannot be ordered against %s.",
-				where, f.RunPath, report.Plural(len(f.Unordered), "other run")))
-		}
+		lead = append(lead, firstText(order))
 		if after := afterText(rep.MultiRun.Consequences); after != "" {
 			lead = append(lead, after)
 		}
@@ -266,6 +288,11 @@ func explainOrder(rep *report.Report, order fleet.Result) {
 		lead = append(lead, "no run recorded a failed call.")
 	}
 	hidden := hiddenByOrder(order)
+	if order.FirstUnrecovered != nil && order.Order == fleet.OrderUncertain {
+		rep.Missing = append(rep.Missing, report.Missing{
+			What: "the runs' first failures cannot be ordered: " + unorderedText(order.FirstFailure) + "; those that could be first were recovered, so it decides nothing",
+			Fix:  "run a time daemon (chrony or linuxptp) on every host so each run records a bound on its clock's error"})
+	}
 	for _, n := range order.Notes {
 		if !strings.Contains(n, "ranks have no run") && !strings.HasPrefix(n, "the first failure is uncertain") {
 			rep.Missing = append(rep.Missing, report.Missing{What: n, Fix: noteFix(n)})
@@ -280,21 +307,107 @@ func explainOrder(rep *report.Report, order fleet.Result) {
 		}
 		rep.NextSteps = append(steps, rep.NextSteps...)
 	}
-	verdict := strings.Join(lead, " ") + " " + rep.Verdict
+	verdict := strings.Join(lead, " ") + " " + own
 	if len(hidden) > 0 {
 		verdict += " The record cannot establish it as the first failure of the job: " + whats(hidden) + "."
 	}
 	rep.Verdict = verdict
 }
 
+// firstText says which run failed first and, when that failure was
+// recovered, which failure no process recovered from came first.
+func firstText(order fleet.Result) string {
+	f := order.FirstFailure
+	where := func(c *fleet.Candidate) string {
+		return fmt.Sprintf("%s (host %s)'s, in %s", rankName(c.Rank), c.Host, c.RunPath)
+	}
+	s := "the first failure is " + where(f)
+	if order.Order != fleet.OrderCertain {
+		s = fmt.Sprintf("the earliest estimate of the first failure is %s, but it cannot be ordered against %s",
+			where(f), report.Plural(len(f.Unordered), "other run"))
+	}
+	if !f.Failure.Recovered {
+		return s + "."
+	}
+	u := order.FirstUnrecovered
+	switch {
+	case u == nil:
+		return s + ", and it was recovered, as was every failure of the other runs."
+	case u.RunPath == f.RunPath && order.UnrecoveredOrder == fleet.OrderCertain:
+		return s + ", and it was recovered; the first failure no process recovered from is in the same run."
+	case order.UnrecoveredOrder == fleet.OrderCertain:
+		return s + ", and it was recovered; the first failure no process recovered from is " + where(u) + "."
+	}
+	return fmt.Sprintf("%s, and it was recovered; of the failures no process recovered from, the earliest estimate is %s, but it cannot be ordered against %s.",
+		s, where(u), report.Plural(len(u.Unordered), "other run"))
+}
+
+// jobUnrecovered makes the job's first unrecovered failure, judged by its
+// own run, the report's FirstUnrecovered when the first failure (rep's)
+// was recovered, with that run's next steps, and returns it when it is in
+// another run than rep's (rep's own verdict then does not lead with it).
+func jobUnrecovered(rep *report.Report, reps []*report.Report, order fleet.Result) *report.Judged {
+	if order.FirstFailure == nil || !order.FirstFailure.Failure.Recovered {
+		return nil
+	}
+	u := order.FirstUnrecovered
+	if u == nil {
+		rep.FirstUnrecovered = nil
+		return nil
+	}
+	for _, r := range reps {
+		if r.Run.Path != u.RunPath || r == rep {
+			continue // rep's own verdict leads with its own already
+		}
+		j := judgedUnrecovered(r)
+		rep.FirstUnrecovered, rep.NextSteps = j, r.NextSteps
+		return j
+	}
+	return nil
+}
+
+// judgedUnrecovered is a run's own verdict on its first unrecovered
+// failure: its FirstUnrecovered, or its first failure when that was not
+// recovered.
+func judgedUnrecovered(r *report.Report) *report.Judged {
+	var j report.Judged
+	if r.FirstUnrecovered != nil {
+		j = *r.FirstUnrecovered
+	} else {
+		j = report.Judged{Failure: *r.FirstFailure, Attribution: r.Attribution, Capacity: r.Capacity,
+			Verdict: r.Verdict, Evidence: r.Evidence, Missing: r.Missing}
+	}
+	j.RunPath = r.Run.Path // the run whose clock its times count on
+	return &j
+}
+
+// recoveredInJob says that the job's first failure was survived and so
+// caused nothing in the other runs.
+func recoveredInJob(f *report.Failure) string {
+	what := f.Symbol
+	if f.Size != nil {
+		what += " of " + report.HumanBytes(*f.Size)
+	}
+	return fmt.Sprintf("The job's first failed operation, %s by pid %d in %s (%s), was recovered: the same process later succeeded at the same operation for at least the same size, so no failure in another run is its consequence.",
+		what, f.PID, f.RunPath, f.ResultName)
+}
+
 // hiddenByOrder is what could hide the job's first failure: runs whose
 // failures cannot be ordered, and ranks with no run.
 func hiddenByOrder(order fleet.Result) []report.Missing {
 	var hidden []report.Missing
-	if order.Order == fleet.OrderUncertain {
-		hidden = append(hidden, report.Missing{Decisive: true,
-			What: "the runs' failures cannot be ordered: " + unorderedText(order.FirstFailure),
-			Fix:  "run a time daemon (chrony or linuxptp) on every host so each run records a bound on its clock's error"})
+	const fix = "run a time daemon (chrony or linuxptp) on every host so each run records a bound on its clock's error"
+	switch {
+	case order.FirstUnrecovered != nil:
+		// The recovered first failures' order decides nothing: the
+		// failure that matters is the first unrecovered one.
+		if order.UnrecoveredOrder == fleet.OrderUncertain {
+			hidden = append(hidden, report.Missing{Decisive: true, Fix: fix,
+				What: "the runs' unrecovered failures cannot be ordered: " + unorderedText(order.FirstUnrecovered)})
+		}
+	case order.Order == fleet.OrderUncertain:
+		hidden = append(hidden, report.Missing{Decisive: true, Fix: fix,
+			What: "the runs' failures cannot be ordered: " + unorderedText(order.FirstFailure)})
 	}
 	if len(order.MissingRanks) > 0 {
 		hidden = append(hidden, report.Missing{Decisive: true,
@@ -358,7 +471,6 @@ func rankName(r *int) string {
 	}
 	return fmt.Sprintf("rank %d", *r)
 }
-
 
 // unorderedText says which runs a failure cannot be ordered against.
 func unorderedText(f *fleet.Candidate) string {

@@ -59,6 +59,9 @@ type Run struct {
 	Clock *Clock `json:"clock"`
 	// Failure is the run's first failure; nil when no call failed.
 	Failure *Failure `json:"failure"`
+	// Unrecovered is the run's first failure that no process recovered
+	// from (Failure itself when it was not recovered); nil when none.
+	Unrecovered *Failure `json:"unrecovered,omitempty"`
 }
 
 // Clock maps a run's clock (CLOCK_MONOTONIC) to wall time.
@@ -93,6 +96,9 @@ type Failure struct {
 	// out): a failure after the first with its own cause, on another GPU,
 	// is not a consequence of the first.
 	OwnCause string `json:"own_cause,omitempty"`
+	// Recovered: the same process later succeeded at the same operation
+	// (the run's own verdict): it has no consequences.
+	Recovered bool `json:"recovered,omitempty"`
 }
 
 // Result is the order of the runs' failures.
@@ -105,7 +111,17 @@ type Result struct {
 	FirstFailure *Candidate `json:"first_failure"`
 	// Candidates holds every run's failure, earliest estimate first.
 	Candidates []Candidate `json:"candidates"`
-	// Consequences are the failures certainly after the first.
+	// FirstUnrecovered is, when FirstFailure was recovered, the first of
+	// the runs' unrecovered failures (Run.Unrecovered), placed by the same
+	// rule (UnrecoveredOrder: certain or uncertain; UnrecoveredCandidates
+	// holds them all, earliest estimate first); nil when FirstFailure was
+	// not recovered or no failure went unrecovered.
+	FirstUnrecovered      *Candidate  `json:"first_unrecovered"`
+	UnrecoveredOrder      string      `json:"unrecovered_order,omitempty"`
+	UnrecoveredCandidates []Candidate `json:"unrecovered_candidates,omitempty"`
+	// Consequences are the failures certainly after the failure that
+	// matters: the first, or the first unrecovered when the first was
+	// recovered (a recovered failure has none).
 	Consequences []Consequence `json:"consequences"`
 	WorldSize    *int          `json:"world_size"`
 	// MissingRanks are ranks below WorldSize that no run names.
@@ -171,46 +187,77 @@ const (
 	RelationIndependent = "independent"
 )
 
-// Order decides which run's failure came first, how certain that is, what
-// followed it, and which ranks have no run.
+// Order decides which run's failure came first, how certain that is,
+// which failure no process recovered from came first when the first was
+// recovered, what followed the failure that matters, and which ranks have
+// no run.
 func Order(runs []Run) Result {
-	res := Result{Order: OrderNone, Runs: runs, Candidates: []Candidate{}, Consequences: []Consequence{},
+	res := Result{Order: OrderNone, Runs: runs, Candidates: candidates(runs, false), Consequences: []Consequence{},
 		MissingRanks: []int{}, Notes: []string{}}
-	for _, r := range runs {
-		if r.Failure != nil {
-			res.Candidates = append(res.Candidates, candidateOf(r))
-		}
-	}
-	sortCandidates(res.Candidates)
 	res.WorldSize, res.MissingRanks, res.Notes = missingRanks(runs)
 	res.Notes = append(res.Notes, boundNotes(runs)...)
 	if len(res.Candidates) == 0 {
 		return res
 	}
-	first := decide(res.Candidates)
-	res.Order = OrderUncertain
-	f := &res.Candidates[first]
-	if f.PossiblyFirst && len(f.Unordered) == 0 {
-		res.Order = OrderCertain
+	var first int
+	res.Order, first = decide(res.Candidates)
+	res.FirstFailure = &res.Candidates[first]
+	if res.Order == OrderUncertain {
+		res.Notes = append(res.Notes, uncertainNote(res.FirstFailure))
 	}
+	pool, matters := res.Candidates, first
+	if res.FirstFailure.Failure.Recovered {
+		// A recovered failure has no consequences: the one that matters
+		// is the first no process recovered from, in whichever run.
+		pool, matters = candidates(runs, true), -1
+		if len(pool) > 0 {
+			res.UnrecoveredOrder, matters = decide(pool)
+			res.UnrecoveredCandidates, res.FirstUnrecovered = pool, &pool[matters]
+		}
+	}
+	if matters >= 0 {
+		res.Consequences = consequencesOf(runs, pool, matters)
+	}
+	return res
+}
+
+// candidates places each run's first failure (unrecovered: its first
+// unrecovered one) in wall time, earliest estimate first.
+func candidates(runs []Run, unrecovered bool) []Candidate {
+	cs := []Candidate{}
+	for _, r := range runs {
+		f := r.Failure
+		if unrecovered {
+			f = r.Unrecovered
+		}
+		if f != nil {
+			r.Failure = f
+			cs = append(cs, candidateOf(r))
+		}
+	}
+	sortCandidates(cs)
+	return cs
+}
+
+// consequencesOf lists the candidates certainly after cs[first], each with
+// what ties it to it.
+func consequencesOf(runs []Run, cs []Candidate, first int) []Consequence {
+	out := []Consequence{}
 	runOf := map[string]*Run{}
 	for i := range runs {
 		runOf[runs[i].Path] = &runs[i]
 	}
-	for i := range res.Candidates {
+	f := &cs[first]
+	for i := range cs {
 		if i == first {
 			continue
 		}
-		if c, ok := consequence(f, &res.Candidates[i]); ok {
+		if c, ok := consequence(f, &cs[i]); ok {
 			c.Relation, c.Basis = relation(runOf[f.RunPath], runOf[c.RunPath], f, &c)
-			res.Consequences = append(res.Consequences, c)
+			out = append(out, c)
 		}
 	}
-	res.FirstFailure = f
-	if res.Order == OrderUncertain {
-		res.Notes = append(res.Notes, uncertainNote(f))
-	}
-	return res
+	return out
 }
 
 func candidateOf(r Run) Candidate {
@@ -247,9 +294,10 @@ func sortCandidates(cs []Candidate) {
 	})
 }
 
-// decide marks which candidates could have been first and returns the
-// index of the one reported first: the earliest estimate among them.
-func decide(cs []Candidate) int {
+// decide marks which candidates could have been first and returns how
+// certain the order is and the index of the one reported first: the
+// earliest estimate among them.
+func decide(cs []Candidate) (string, int) {
 	first := -1
 	for i := range cs {
 		cs[i].PossiblyFirst = true
@@ -272,7 +320,10 @@ func decide(cs []Candidate) int {
 			f.Unordered = append(f.Unordered, unordered(f, &cs[j]))
 		}
 	}
-	return first
+	if f.PossiblyFirst && len(f.Unordered) == 0 {
+		return OrderCertain, first
+	}
+	return OrderUncertain, first
 }
 
 // before reports whether a's failure was certainly before b's.

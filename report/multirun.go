@@ -18,8 +18,18 @@ type MultiRun struct {
 	// Candidates are the runs' failures that could have been first when
 	// Order is uncertain, each judged on its own; empty otherwise.
 	Candidates []Candidate `json:"candidates"`
-	// Consequences are the failures certainly after the first, each with
-	// what ties it to the first (Relation): not all are consequences.
+	// UnrecoveredOrder is set when the first failure was recovered and
+	// another was not: whether the first failure no process recovered
+	// from (the report's FirstUnrecovered, from whichever run) is certain
+	// or uncertain by the same rule. UnrecoveredCandidates are the runs'
+	// unrecovered failures that could have been first of those, each
+	// judged by its run, when that order is uncertain.
+	UnrecoveredOrder      string      `json:"unrecovered_order,omitempty"`
+	UnrecoveredCandidates []Candidate `json:"unrecovered_candidates,omitempty"`
+	// Consequences are the failures certainly after the one that matters
+	// (the first, or the first unrecovered when the first was recovered: a
+	// recovered failure has none), each with what ties it to that one
+	// (Relation): not all are consequences.
 	Consequences []Consequence `json:"consequences"`
 	// WorldSize is the job's size the runs report; MissingRanks the ranks
 	// below it that no run names.
@@ -43,6 +53,22 @@ type RunRef struct {
 	// (Unix nanoseconds).
 	WallStartNS int64 `json:"wall_start_ns"`
 	WallEndNS   int64 `json:"wall_end_ns"`
+	// Failed says the run recorded a failed call (a run whose failures
+	// were all recovered is not placed after the first).
+	Failed bool `json:"failed,omitempty"`
+	// StartNS is the run's start on its own clock: the times of its
+	// failures (a FirstUnrecovered from this run) count from it.
+	StartNS int64 `json:"start_ns"`
+}
+
+// RunOf returns the run recorded in path, or nil.
+func (m *MultiRun) RunOf(path string) *RunRef {
+	for i := range m.Runs {
+		if m.Runs[i].Path == path {
+			return &m.Runs[i]
+		}
+	}
+	return nil
 }
 
 // Candidate is a run's first failure that could have been the first of

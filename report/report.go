@@ -511,7 +511,20 @@ type Loss struct {
 	StackLost     uint64 `json:"stack_captures_lost,omitempty"`
 	BeforeFailure bool   `json:"before_first_failure"`
 	Known         bool   `json:"counters_known"`
+	// CountersFrom says where the counters come from: "stop" (the
+	// recorder's stop record: every call up to its stop), "reading" (its
+	// last periodic reading, at CountersAtNS: calls after it are not
+	// counted) or "none" (never read: Known is false).
+	CountersFrom string `json:"counters_from"`
+	CountersAtNS int64  `json:"counters_at_ns,omitempty"`
 }
+
+// Where a run's loss counters come from (Loss.CountersFrom).
+const (
+	CountersStop    = "stop"
+	CountersReading = "reading"
+	CountersNone    = "none"
+)
 
 // Sampling summarizes the NVML evidence.
 type Sampling struct {

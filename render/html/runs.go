@@ -19,6 +19,11 @@ const (
 	roleFirst       = "first"
 	roleCandidate   = "candidate"
 	roleConsequence = "consequence"
+	// roleUnrecovered: the first failure no process recovered from, in
+	// another run than the first failure's (which was recovered);
+	// roleUnrecoveredCandidate: one that could have been it.
+	roleUnrecovered          = "unrecovered"
+	roleUnrecoveredCandidate = "unrecovered-candidate"
 )
 
 // failurePlace is where a run's first failure lies on the wall clock
@@ -36,6 +41,9 @@ type failurePlace struct {
 	// DelayMin..DelayMax.
 	Exact              bool
 	DelayMin, DelayMax int64
+	// After names the failure a consequence is placed after: "the first"
+	// or, when the first was recovered, "the first unrecovered".
+	After string
 }
 
 // placeFailures places the first failure of every run the report can
@@ -66,13 +74,54 @@ func placeFailures(rep *report.Report) map[string]failurePlace {
 		}
 		out[c.RunPath] = p
 	}
+	for _, c := range m.UnrecoveredCandidates {
+		if c.RunPath == rep.Run.Path || c.WallNS == nil {
+			continue
+		}
+		p := failurePlace{Role: roleUnrecoveredCandidate, WallNS: *c.WallNS}
+		if c.Judged != nil {
+			p.Symbol, p.Result = c.Judged.Symbol, c.Judged.ResultName
+		}
+		if c.EarliestNS != nil && c.LatestNS != nil {
+			p.Lo, p.Hi, p.Bounded = *c.EarliestNS, *c.LatestNS, true
+		}
+		out[c.RunPath] = p
+	}
+	anchor, ok := placeAnchor(rep, first, ok)
 	if !ok {
-		return out // consequences are placed after the first
+		return out // consequences are placed after the failure that matters
+	}
+	if anchor.Role == roleUnrecovered && rep.FirstUnrecovered.RunPath != rep.Run.Path {
+		out[rep.FirstUnrecovered.RunPath] = anchor
 	}
 	for _, c := range m.Consequences {
-		out[c.RunPath] = placeConsequence(first, c, runBound(m, c.RunPath))
+		p := placeConsequence(anchor, c, runBound(m, c.RunPath))
+		p.After = "the first"
+		if anchor.Role == roleUnrecovered {
+			p.After = "the first unrecovered"
+		}
+		out[c.RunPath] = p
 	}
 	return out
+}
+
+// placeAnchor places the failure later failures are placed after: the
+// first, or, when the first was recovered, the first unrecovered one
+// (from its run's clock mapping, in whichever run).
+func placeAnchor(rep *report.Report, first failurePlace, firstOK bool) (failurePlace, bool) {
+	u, m := rep.FirstUnrecovered, rep.MultiRun
+	if m.UnrecoveredOrder == "" || u == nil {
+		return first, firstOK
+	}
+	r := m.RunOf(u.RunPath)
+	if r == nil || r.WallStartNS == 0 {
+		return failurePlace{}, false
+	}
+	p := failurePlace{Role: roleUnrecovered, Symbol: u.Symbol, Result: u.ResultName, WallNS: r.WallStartNS + (u.TimeNS - r.StartNS)}
+	if e := r.ClockErrorNS; e != nil && *e >= 0 {
+		p.Lo, p.Hi, p.Bounded = p.WallNS-*e, p.WallNS+*e, true
+	}
+	return p, true
 }
 
 // placeFirst places the first failure: from its candidate entry when the

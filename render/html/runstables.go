@@ -159,10 +159,17 @@ func roleText(rep *report.Report, path string, places map[string]failurePlace, u
 		return "first: " + call
 	case placed && p.Role == roleCandidate:
 		return "could have come first: " + shortCall(p.Symbol, p.Result)
+	case placed && p.Role == roleUnrecovered:
+		return "first unrecovered (the first was recovered): " + shortCall(p.Symbol, p.Result)
+	case placed && p.Role == roleUnrecoveredCandidate:
+		return "could have been the first unrecovered: " + shortCall(p.Symbol, p.Result)
 	case placed && p.Role == roleConsequence:
-		return shortCall(p.Symbol, p.Result) + ", " + delayText(p.DelayMin, p.DelayMax, p.Exact) + " after the first"
+		return shortCall(p.Symbol, p.Result) + ", " + delayText(p.DelayMin, p.DelayMax, p.Exact) + " after " + p.After
 	case unordered[path] != "":
 		return "failed, but cannot be ordered against the first: " + unordered[path]
+	}
+	if r := rep.MultiRun.RunOf(path); r != nil && r.Failed {
+		return "failed, but not placed after the failure that matters (recovered, or not ordered against it): see its own analysis"
 	}
 	return "no failed call"
 }

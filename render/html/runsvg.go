@@ -368,6 +368,10 @@ func failLabel(p failurePlace, order string) string {
 		}
 	case roleCandidate:
 		s = "could have come first"
+	case roleUnrecovered:
+		s = "first unrecovered"
+	case roleUnrecoveredCandidate:
+		s = "could have been the first unrecovered"
 	default:
 		s = "+" + delayText(p.DelayMin, p.DelayMax, p.Exact)
 	}
@@ -389,8 +393,12 @@ func failTitle(p failurePlace, name, order string) string {
 		}
 	case roleCandidate:
 		s += "could have been the first failure of the job"
+	case roleUnrecovered:
+		s += "the first failure of the job that no process recovered from (the first was recovered)"
+	case roleUnrecoveredCandidate:
+		s += "could have been the first failure of the job that no process recovered from"
 	default:
-		s += delayText(p.DelayMin, p.DelayMax, p.Exact) + " after the first failure (" + howText(p.Exact) + ")"
+		s += delayText(p.DelayMin, p.DelayMax, p.Exact) + " after " + p.After + " failure (" + howText(p.Exact) + ")"
 	}
 	s += "\nat " + wallText(p.WallNS, wallLong)
 	if p.Bounded {

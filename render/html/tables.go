@@ -359,6 +359,12 @@ func newLoss(rep *report.Report) lossView {
 		NVML: fmt.Sprintf("%s, %d thinned out, %s triggered by failures", report.Plural(sm.Samples, "sample"), sm.Thinned,
 			report.Plural(sm.Triggered, "round")),
 		Unsupported: strings.Join(sm.Unsupported, ", "), Interval: report.Duration(rep.Run.Interval)}
+	if l.CountersFrom == report.CountersReading {
+		// A reading counts nothing after it: its zeros are not "none lost".
+		v.Calls = fmt.Sprintf("as of the recorder's last reading of its counters, at %s (calls after it are not counted): %s",
+			report.Rel(l.CountersAtNS, rep.Run.StartNS), v.Calls)
+		v.Lost = true
+	}
 	if l.StackSkipped+l.StackLost > 0 {
 		v.Calls += fmt.Sprintf("; stack captures: %d skipped by their rate limit, %d lost (those calls have the frame-pointer walk only)",
 			l.StackSkipped, l.StackLost)

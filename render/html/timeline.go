@@ -169,7 +169,9 @@ func newRules(rep *report.Report, c clock, ax timeAxis) []vrule {
 		add(f.TimeNS, "fail", "first failure", fmt.Sprintf("first failure: %s → %s, pid %d, %s (%s)", f.Symbol, f.ResultName,
 			f.PID, c.rel(f.TimeNS), c.at(f.TimeNS, wallLong)))
 	}
-	if u := rep.FirstUnrecovered; u != nil {
+	// A first unrecovered failure of another run of the job counts on
+	// that run's clock: it has no place on this run's timeline.
+	if u := rep.FirstUnrecovered; u != nil && (u.RunPath == "" || u.RunPath == rep.Run.Path) {
 		add(u.TimeNS, "fail", "first unrecovered", fmt.Sprintf("first unrecovered failure: %s → %s, pid %d, %s (%s)",
 			u.Symbol, u.ResultName, u.PID, c.rel(u.TimeNS), c.at(u.TimeNS, wallLong)))
 	}

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"sort"
 	"strings"
+	"time"
 
 	"github.com/retrivium/forensic/report"
 )
@@ -82,7 +83,16 @@ func attrSummary(a report.Attribution) string {
 func newVerdict(rep *report.Report, c clock) verdictView {
 	v := verdictView{Judgement: newJudgement("Verdict", rep.Attribution, rep.Capacity, rep.Verdict), NextSteps: rep.NextSteps}
 	if u := rep.FirstUnrecovered; u != nil {
-		fv := newFailureView("The failed call", &u.Failure, rep.Processes, c)
+		c := c
+		title := "The failed call"
+		if m := rep.MultiRun; m != nil && u.RunPath != rep.Run.Path {
+			if r := m.RunOf(u.RunPath); r != nil {
+				// Another run of the job: its times count from its start.
+				c = clock{start: r.StartNS, wall: time.Unix(0, r.WallStartNS).UTC()}
+				title = "The failed call, in " + r.Path + " (times from that run's start)"
+			}
+		}
+		fv := newFailureView(title, &u.Failure, rep.Processes, c)
 		v.Unrecovered = &unrecoveredView{Judgement: newJudgement("First unrecovered failure", u.Attribution, u.Capacity, u.Verdict), Failure: fv,
 			Evidence: newEvidence(u.Evidence, c), Missing: newMissing(u.Missing)}
 	}

@@ -17,6 +17,9 @@ func (t *writer) runs(rep *report.Report) {
 		return
 	}
 	t.heading(fmt.Sprintf("RUNS (%s%s; order of their first failures: %s)", report.Plural(len(m.Runs), "run"), groupedBy(m), m.Order))
+	if m.UnrecoveredOrder != "" {
+		t.wrap("  ", fmt.Sprintf("the first failure was recovered; order of the failures no process recovered from: %s", m.UnrecoveredOrder))
+	}
 	for _, r := range m.Runs {
 		bound := "no clock error bound"
 		if r.ClockErrorNS != nil {
@@ -27,21 +30,14 @@ func (t *writer) runs(rep *report.Report) {
 	if len(m.MissingRanks) > 0 && m.WorldSize != nil {
 		t.wrap("  ", fmt.Sprintf("missing: %s of the job's %d %s no run", report.Ranks(m.MissingRanks), *m.WorldSize, hasHave(len(m.MissingRanks))))
 	}
-	for _, c := range m.Candidates {
-		t.wrap("  candidate: ", fmt.Sprintf("%s, host %s, %s", rankLabel(c.Rank, nil), c.Host, c.RunPath))
-		if c.Judged != nil {
-			t.wrap("      ", c.Judged.Verdict)
-		}
-		for _, u := range c.Unordered {
-			why := u.Reason
-			if u.OverlapNS != nil {
-				why += " by " + report.Duration(*u.OverlapNS)
-			}
-			t.wrap("      cannot be ordered against ", u.RunPath+" ("+why+")")
-		}
-	}
+	t.candidates("  candidate: ", m.Candidates)
+	t.candidates("  unrecovered candidate: ", m.UnrecoveredCandidates)
 	if len(m.Consequences) > 0 {
-		t.wrap("  ", "after the first failure, in other runs, and what ties each to it:")
+		what := "the first failure"
+		if m.UnrecoveredOrder != "" {
+			what = "the first unrecovered failure"
+		}
+		t.wrap("  ", "after "+what+", in other runs, and what ties each to it:")
 	}
 	for _, c := range m.Consequences {
 		delay := report.Duration(c.DelayMinNS)
@@ -54,6 +50,39 @@ func (t *writer) runs(rep *report.Report) {
 			t.wrap("      ", c.Basis)
 		}
 	}
+}
+
+// candidates prints failures that could each have been first, with their
+// runs' verdicts and what each cannot be ordered against.
+func (t *writer) candidates(label string, cs []report.Candidate) {
+	for _, c := range cs {
+		t.wrap(label, fmt.Sprintf("%s, host %s, %s", rankLabel(c.Rank, nil), c.Host, c.RunPath))
+		if c.Judged != nil {
+			t.wrap("      ", c.Judged.Verdict)
+		}
+		for _, u := range c.Unordered {
+			why := u.Reason
+			if u.OverlapNS != nil {
+				why += " by " + report.Duration(*u.OverlapNS)
+			}
+			t.wrap("      cannot be ordered against ", u.RunPath+" ("+why+")")
+		}
+	}
+}
+
+// unrecovered prints the first unrecovered failure and its evidence; one
+// from another run of the job is named, with times from that run's start.
+func (t *writer) unrecovered(rep *report.Report, u *report.Judged) {
+	start, run := t.start, ""
+	if m := rep.MultiRun; m != nil && u.RunPath != rep.Run.Path {
+		if r := m.RunOf(u.RunPath); r != nil {
+			run = fmt.Sprintf("%s, host %s, %s (another run of the job: times count from its start)", rankLabel(r.Rank, r.Ranks), r.Host, r.Path)
+			t.start = r.StartNS
+		}
+	}
+	t.failure("FIRST UNRECOVERED FAILURE", &u.Failure, nil, run)
+	t.evidence("EVIDENCE FOR THE UNRECOVERED FAILURE", u.Evidence)
+	t.start = start
 }
 
 // groupedBy says why the runs were taken for one job.

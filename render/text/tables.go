@@ -285,10 +285,15 @@ func (t *writer) kernelAndMarkers(rep *report.Report) {
 func (t *writer) loss(rep *report.Report) {
 	l := rep.Loss
 	t.heading("LOSS AND SAMPLING")
-	if l.Known {
+	switch {
+	case !l.Known:
+		t.wrap("  ", "the recorder's loss counters were never read: calls seen and lost are unknown")
+	case l.CountersFrom == report.CountersReading:
+		// A reading counts nothing after it: never "none lost" beyond it.
+		t.wrap("  ", fmt.Sprintf("as of the recorder's last reading of its counters, at %s (the record ends at %s): %s; calls after it are not counted",
+			t.rel(l.CountersAtNS), t.rel(rep.Run.EndNS), l.Summary()))
+	default:
 		t.wrap("  ", l.Summary())
-	} else {
-		t.wrap("  ", "loss counters were not recorded (the recorder did not stop cleanly)")
 	}
 	if l.StackSkipped+l.StackLost > 0 {
 		t.wrap("  ", fmt.Sprintf("stack captures: %d skipped by their rate limit, %d lost; those calls have the frame-pointer walk only",

@@ -136,11 +136,10 @@ func Write(w io.Writer, rep *report.Report, o Options) error {
 	t.nextSteps(rep)
 	t.runs(rep)
 	if f := rep.FirstFailure; f != nil {
-		t.failure("FIRST FAILURE", f, rep.Cause)
+		t.failure("FIRST FAILURE", f, rep.Cause, "")
 	}
 	if u := rep.FirstUnrecovered; u != nil {
-		t.failure("FIRST UNRECOVERED FAILURE", &u.Failure, nil)
-		t.evidence("EVIDENCE FOR THE UNRECOVERED FAILURE", u.Evidence)
+		t.unrecovered(rep, u)
 	}
 	t.evidence("EVIDENCE", rep.Evidence)
 	t.samples(rep.NearestSamples)
@@ -271,8 +270,11 @@ func (t *writer) nextSteps(rep *report.Report) {
 	}
 }
 
-func (t *writer) failure(title string, f *report.Failure, cause *report.Cause) {
+func (t *writer) failure(title string, f *report.Failure, cause *report.Cause, run string) {
 	t.heading(title)
+	if run != "" {
+		t.wrap("  run       ", run)
+	}
 	t.wrap("  call      ", fmt.Sprintf("%s (%s), result %d %s", f.Symbol, f.Operation, f.Result, f.ResultName))
 	if f.Size != nil {
 		size := fmt.Sprintf("%s (%d bytes)", report.HumanBytes(*f.Size), *f.Size)
