@@ -4,6 +4,8 @@ import (
 	"reflect"
 	"strings"
 	"testing"
+
+	"github.com/retrivium/forensic/report"
 )
 
 // span builds a run recorded on boot from run-clock time start to end,
@@ -102,15 +104,15 @@ func TestRelations(t *testing.T) {
 		basis string
 	}{
 		{"same GPU", fail(span("l.db", "b1", "j", 0, 1000, 0, nil), 200, "GPU-0", "its framebuffer ran out"),
-			RelationSameGPU, "same GPU"},
+			report.RelationSameGPU, "same GPU"},
 		{"another GPU that ran out on its own", fail(span("l.db", "b1", "j", 0, 1000, 0, nil), 200, "GPU-1", "GPU 1's framebuffer was exhausted"),
-			RelationIndependent, "also failed, on another GPU: GPU 1's framebuffer was exhausted"},
+			report.RelationIndependent, "also failed, on another GPU: GPU 1's framebuffer was exhausted"},
 		{"another GPU, no cause of its own", fail(span("l.db", "b1", "j", 0, 1000, 0, nil), 200, "GPU-1", ""),
-			RelationSameJob, "possibly a consequence"},
+			report.RelationSameJob, "possibly a consequence"},
 		{"GPU unknown", fail(span("l.db", "b1", "j", 0, 1000, 0, nil), 200, "", "its own"),
-			RelationSameJob, "not both known"},
+			report.RelationSameJob, "not both known"},
 		{"begun after the first run ended", fail(span("l.db", "b1", "j", 2000, 3000, 0, nil), 2500, "GPU-0", ""),
-			RelationIndependent, "began after the first failure's run had ended (on the same GPU"},
+			report.RelationIndependent, "began after the first failure's run had ended (on the same GPU"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

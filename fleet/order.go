@@ -165,27 +165,13 @@ type Consequence struct {
 	DelayMinNS int64 `json:"delay_min_ns"`
 	DelayMaxNS int64 `json:"delay_max_ns"`
 	Exact      bool  `json:"exact"`
-	// Relation is what ties it to the first failure (RelationSameGPU,
-	// RelationSameJob) or that nothing does (RelationIndependent); Basis
+	// Relation is what ties it to the first failure (report.RelationSameGPU,
+	// report.RelationSameJob) or that nothing does
+	// (report.RelationIndependent); Basis
 	// says it in words.
 	Relation string `json:"relation"`
 	Basis    string `json:"basis"`
 }
-
-// Relations of a failure after the first to the first.
-const (
-	// RelationSameGPU: it ran on the first failure's GPU: likely a
-	// consequence (the same memory, the same device state).
-	RelationSameGPU = "same-gpu"
-	// RelationSameJob: another GPU (or one unknown), and nothing in its own
-	// run explains it: possibly a consequence, through the job alone (a
-	// rank waiting on a failed peer in a collective fails too).
-	RelationSameJob = "same-job"
-	// RelationIndependent: it also failed, for a reason of its own: its
-	// own GPU, not the first failure's, ran out, or its run began after
-	// the first failure's run had ended.
-	RelationIndependent = "independent"
-)
 
 // Order decides which run's failure came first, how certain that is,
 // which failure no process recovered from came first when the first was
@@ -377,15 +363,15 @@ func relation(first, later *Run, f *Candidate, c *Consequence) (string, string) 
 		if fg != "" && fg == cg {
 			basis += " (on the same GPU, which a fault may have left unusable)"
 		}
-		return RelationIndependent, basis
+		return report.RelationIndependent, basis
 	case fg != "" && fg == cg:
-		return RelationSameGPU, "likely a consequence: on the same GPU as the first failure (" + fg + ")"
+		return report.RelationSameGPU, "likely a consequence: on the same GPU as the first failure (" + fg + ")"
 	case fg != "" && cg != "" && c.Failure.OwnCause != "":
-		return RelationIndependent, "also failed, on another GPU: " + c.Failure.OwnCause
+		return report.RelationIndependent, "also failed, on another GPU: " + c.Failure.OwnCause
 	case cg == "" || fg == "":
-		return RelationSameJob, "possibly a consequence: the same job, after it (the GPUs are not both known)"
+		return report.RelationSameJob, "possibly a consequence: the same job, after it (the GPUs are not both known)"
 	}
-	return RelationSameJob, "possibly a consequence: the same job, after it, on another GPU (a rank waiting on a failed peer fails too)"
+	return report.RelationSameJob, "possibly a consequence: the same job, after it, on another GPU (a rank waiting on a failed peer fails too)"
 }
 
 // runBefore reports whether run a certainly ended before run b began.
