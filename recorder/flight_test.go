@@ -126,3 +126,35 @@ func TestWriterQuietCommits(t *testing.T) {
 		t.Error("the last flush left a sample uncommitted")
 	}
 }
+
+// countingCounters counts its readings.
+type countingCounters struct{ reads int }
+
+func (c *countingCounters) Stats() (bpf.Stats, error) { c.reads++; return bpf.Stats{}, nil }
+
+// The loss counters are read with every commit that holds a failed call,
+// not only once a second: a live analysis of the failure then has counters
+// read after it.
+func TestWriterReadsCountersWithAFailure(t *testing.T) {
+	q := newQueue()
+	w := flightWriter(t, t.TempDir(), q, time.Hour)
+	c := &countingCounters{}
+	w.counters = c
+	defer w.close()
+	w.flush(false) // the first commit reads them
+	before := c.reads
+	q.addCall(&store.Event{PID: 1, Stack: -1}, nil, nil, false)
+	w.flush(false)
+	if c.reads != before {
+		t.Fatalf("a successful call within the second read the counters (%d readings)", c.reads-before)
+	}
+	q.addCall(&store.Event{PID: 1, Stack: -1, Result: 2}, nil, nil, false)
+	w.flush(false)
+	if c.reads != before+1 {
+		t.Fatalf("a failed call's commit: %d readings, want 1", c.reads-before)
+	}
+	w.flush(false)
+	if c.reads != before+1 {
+		t.Errorf("the commit after it read the counters again")
+	}
+}

@@ -33,6 +33,10 @@ type queue struct {
 	// untracked counts processes the recorder itself could not put in the
 	// probes' table (a failed Track); the probes count their own.
 	untracked uint64
+	// failed: a failed call was queued since the last take, so the
+	// writer reads the loss counters with this commit (a live analysis
+	// then has counters from after the failure, not a second before it).
+	failed bool
 }
 
 func newQueue() *queue {
@@ -60,6 +64,7 @@ func (q *queue) addCall(e *store.Event, frames []store.Frame, files []store.File
 	}
 	q.pending.Events = append(q.pending.Events, *e)
 	q.stats.Events++
+	q.failed = q.failed || e.Result != 0
 	q.pending.Files = append(q.pending.Files, q.seg.files(files, frames)...)
 	if frames != nil {
 		q.pending.Stacks[e.Stack] = frames
@@ -189,6 +194,7 @@ func (q *queue) takeLocked(counters *bpf.Stats, t int64) store.Batch {
 		q.pending.Drops = append(q.pending.Drops, store.Drops{Time: t, Stats: q.stats})
 	}
 	b := q.pending
+	q.failed = false
 	q.pending = q.spare
 	q.spare = store.Batch{}
 	if q.pending.Stacks == nil {
@@ -196,6 +202,14 @@ func (q *queue) takeLocked(counters *bpf.Stats, t int64) store.Batch {
 	}
 	q.room.Broadcast()
 	return b
+}
+
+// failedQueued reports whether a failed call was queued since the last
+// take.
+func (q *queue) failedQueued() bool {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	return q.failed
 }
 
 // giveBack returns a committed batch's storage for reuse.

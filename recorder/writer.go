@@ -19,7 +19,8 @@ type counterSource interface {
 }
 
 // writer owns the run.db writer while recording: it commits the queue's
-// batch every flush interval and the loss counters about once a second.
+// batch every flush interval and the loss counters about once a second,
+// and with every batch that holds a failed call.
 // In flight mode (seg set) the file is the live segment, which it closes
 // and replaces when it is due (segments.go). At the first write error it
 // stops writing, says so in one line (at that moment, whatever else is
@@ -77,7 +78,7 @@ func (w *writer) flush(final bool) {
 	w.committedAt = t
 	last := !final && w.err == nil && w.seg != nil && w.seg.due(t, w.q)
 	var counters *bpf.Stats
-	if last || t-w.countersAt >= int64(countersEvery) {
+	if last || t-w.countersAt >= int64(countersEvery) || w.q.failedQueued() {
 		w.countersAt = t
 		if st, err := w.counters.Stats(); err == nil {
 			counters = &st
