@@ -201,7 +201,8 @@ func (p *replayer) replay(e *store.Event) error {
 		p.apply(e, sym)
 	}
 	if p.tl != nil {
-		p.tl.call(e, sym, p.s.syms.name(e.Symbol), p.liveOn(e))
+		gpu, _ := p.dev.gpu(e.PID, e.Dev)
+		p.tl.call(e, sym, p.s.syms.name(e.Symbol), gpu, p.liveOn(e))
 	}
 	return nil
 }
