@@ -376,6 +376,11 @@ func (p *replayer) create(e *store.Event, sym *cuda.Symbol) {
 			}
 		}
 	}
+	if sym.Creates == cuda.ResPeer {
+		// Peer access maps the peer's memory through the peer GPU's
+		// aperture (-1, any GPU, when the record does not say which).
+		l.gpu, _, _ = p.s.gpuOfDev(e.PID, p.s.ctxDevice(e.PID, e.Peer))
+	}
 	if sym.BAR1 == cuda.BAR1Peer && !grantsPeer(sym, e) {
 		return // a grant to the owning device only maps nothing
 	}
