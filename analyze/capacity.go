@@ -42,6 +42,9 @@ type finding struct {
 	gpu      int
 	mig      *int
 	method   string
+	// apertureOf says whose GPU gpu is when a mapping uses another GPU's
+	// aperture: "exporter" or "peer" ("" for the caller's own).
+	apertureOf string
 	// The request: its size, and where the size came from when the call
 	// names none (an import sized by its exporter's allocation).
 	size       uint64
@@ -114,6 +117,9 @@ func (s *state) capacity(f *failed, m cuda.Meaning, attribution report.Attributi
 		return fd
 	case cuda.OpMapping:
 		s.mappingRequest(f, &fd)
+		if ap := s.apertureOf(f); ap.who != "" {
+			fd.gpu, fd.apertureOf = ap.gpu, ap.who
+		}
 		if !usesBAR1(f.sym, &f.e) {
 			fd.notApplicable = "this mapping's path does not use the BAR1 aperture (" + f.sym.Family + ")"
 			fd.bar1Irrelevant = true
@@ -190,8 +196,82 @@ func (s *state) unknownInstance(f *failed, gpu int) *report.Missing {
 	return &report.Missing{Decisive: true, What: what, Fix: s.migFix(gpu)}
 }
 
-// mappingRequest finds what an import maps: the exporter's GPU aperture
-// and, when the call names no size, the exporter's allocation size.
+// aperture is the GPU whose BAR1 aperture a mapping uses when that is
+// the memory's GPU rather than the caller's: who is "exporter" for an
+// import of another process's memory, "peer" for peer access to another
+// context's memory, "" when the caller's own GPU is the one; gpu is -1
+// when the record does not say which GPU that is.
+type aperture struct {
+	gpu int
+	who string
+}
+
+// Whose GPU an aperture is (report.Failure.ApertureOf).
+const (
+	apertureExporter = "exporter"
+	aperturePeer     = "peer"
+)
+
+// apertureOf finds the GPU whose aperture a mapping goes through. An
+// import maps the exporter's memory, which other GPUs and the CPU reach
+// through the exporter GPU's BAR1. Peer access (cuCtxEnablePeerAccess)
+// maps the peer context's memory for the caller's GPU to reach over PCIe:
+// that memory is reached through the peer GPU's BAR1, not the caller's.
+// Every part of the analysis that judges the aperture (the reference
+// sample, its reconciliation, the evidence label) uses this one GPU.
+func (s *state) apertureOf(f *failed) aperture {
+	if f.sym.Op != cuda.OpMapping {
+		return aperture{gpu: -1}
+	}
+	if f.sym.Creates == cuda.ResPeer {
+		if f.e.Has&cuda.FieldPeer == 0 {
+			return aperture{gpu: -1, who: aperturePeer}
+		}
+		g, _, _ := s.gpuOfDev(f.e.PID, s.ctxDevice(f.e.PID, f.e.Peer))
+		return aperture{gpu: g, who: aperturePeer}
+	}
+	if len(f.e.Key) == 0 || s.replay == nil {
+		return aperture{gpu: -1}
+	}
+	ref, ok := s.replay.exportKeys[string(f.e.Key)]
+	if !ok {
+		return aperture{gpu: -1}
+	}
+	if g, _, _ := s.gpuOfDev(ref.pid, ref.dev); g >= 0 {
+		return aperture{gpu: g, who: apertureExporter}
+	}
+	return aperture{gpu: -1}
+}
+
+// ctxDevice is the CUDA ordinal of one of a process's contexts, by its
+// handle, or -1 when the record does not say.
+func (s *state) ctxDevice(pid uint32, handle uint64) int32 {
+	p := s.procs[pid]
+	if p == nil || handle == 0 {
+		return -1
+	}
+	for _, c := range p.Contexts {
+		if c.Handle == handle {
+			return c.Device
+		}
+	}
+	return -1
+}
+
+// judgedGPU is the GPU whose memory view judges a failure: the aperture's
+// GPU for a mapping through another GPU's aperture, else the call's own.
+// The reference samples are chosen on this GPU (newTarget), the same one
+// the capacity, the reconciliation and the evidence label use.
+func (s *state) judgedGPU(f *failed) int {
+	if ap := s.apertureOf(f); ap.who != "" {
+		return ap.gpu
+	}
+	g, _, _ := s.gpuOfCall(&f.e)
+	return g
+}
+
+// mappingRequest finds what an import maps when the call names no size:
+// the exporter's allocation size.
 func (s *state) mappingRequest(f *failed, fd *finding) {
 	if len(f.e.Key) == 0 {
 		return
@@ -199,9 +279,6 @@ func (s *state) mappingRequest(f *failed, fd *finding) {
 	ref, ok := s.replay.exportKeys[string(f.e.Key)]
 	if !ok {
 		return
-	}
-	if g, _, _ := s.gpuOfDev(ref.pid, ref.dev); g >= 0 {
-		fd.gpu = g
 	}
 	if sz, ok := s.replay.exportSize[string(f.e.Key)]; ok && !fd.sized {
 		fd.size, fd.sized = sz, true
@@ -229,6 +306,9 @@ func (s *state) judgeView(f *failed, fd *finding) {
 	if fd.gpu < 0 {
 		fd.capacity = report.CapUnknown
 		fd.miss = s.unknownGPU(f, fd.method)
+		if fd.apertureOf == aperturePeer {
+			fd.miss = unknownPeer(f)
+		}
 		return
 	}
 	t := s.samples.targetOf(f)
@@ -373,6 +453,15 @@ func (fd *finding) needRange() bool { return fd.sized && fd.needMost() > fd.size
 
 // undecided says why a sample with values could not decide capacity.
 func (fd *finding) undecided(name string) *report.Missing {
+	if !fd.sized && fd.apertureOf == aperturePeer {
+		// No exporter: the cost is the peer's allocations, which the
+		// call does not name.
+		return &report.Missing{Decisive: true,
+			What: fmt.Sprintf("%s names no size: it maps the peer context's memory (what it holds now and what it allocates later) through GPU %d's BAR1 aperture, at a cost the record does not hold; GPU %d's BAR1 had %s free at the failure",
+				name, fd.gpu, fd.gpu, fd.freeText()),
+			Fix: fmt.Sprintf("read GPU %d's BAR1 used (nvidia-smi -q -d MEMORY) before and after enabling peer access to learn its cost; a large or resizable BAR1 gives peer mappings room, and GPUs joined by NVLink (nvidia-smi topo -m) do not map peers through BAR1",
+				fd.gpu)}
+	}
 	if !fd.sized {
 		return &report.Missing{Decisive: true,
 			What: fmt.Sprintf("%s has no request size (an import whose exporter was not recorded, or a peer grant)", name),
@@ -437,6 +526,14 @@ func (s *state) unknownGPU(f *failed, method string) *report.Missing {
 	}
 	m.What = "the GPU of the failing call is unknown: " + why
 	return m
+}
+
+// unknownPeer says that the GPU of a peer context, whose aperture peer
+// access maps through, is not in the record.
+func unknownPeer(f *failed) *report.Missing {
+	return &report.Missing{Decisive: true,
+		What: fmt.Sprintf("%s maps the peer context's memory through the peer GPU's BAR1 aperture, and the record does not say which GPU the peer context (%#x) of pid %d is on", f.name, f.e.Peer, f.e.PID),
+		Fix:  "start the recorder before the process creates its contexts (cuCtxCreate, cuDevicePrimaryCtxRetain), so each context's device is recorded"}
 }
 
 // noSample says why no sample could stand for the view at the failure.
@@ -507,8 +604,11 @@ func (fd *finding) evidence(s *state) []report.Evidence {
 	if fd.trigger != nil {
 		atT = fd.trigger.End
 	}
+	// Decisive only when the request was compared with it: a request of
+	// unknown size that the value could not decide rests on nothing here.
 	at := report.Evidence{Field: fd.view.String() + " free at the failure", Value: ptr(fd.lo), Unit: "bytes", Source: src,
-		Status: smp.Status.Name, TimeNS: atT, GPU: &g, Scope: smp.Scope, Decisive: true, Rule: ruleReference}
+		Status: smp.Status.Name, TimeNS: atT, GPU: &g, Scope: smp.Scope, Decisive: fd.sized || fd.capacity != report.CapUnknown,
+		Rule: ruleReference}
 	if fd.reconciled() {
 		at.Source = src + ", corrected by traced calls"
 		at.Rule = ruleReconcile

@@ -46,13 +46,13 @@ func (s *state) mappingFacts(f *failed, out *report.Failure, gpu int) {
 		return
 	}
 	var fd finding
-	fd.gpu, fd.sized = gpu, f.e.Has&cuda.FieldSize != 0
+	fd.sized = f.e.Has&cuda.FieldSize != 0
 	s.mappingRequest(f, &fd)
 	if fd.sizeSource != "" {
 		out.Size, out.SizeSource = ptr(fd.size), fd.sizeSource
 	}
-	if fd.gpu != gpu && fd.gpu >= 0 {
-		out.ApertureGPU = optInt(fd.gpu)
+	if ap := s.apertureOf(f); ap.who != "" && (ap.gpu != gpu || ap.who == aperturePeer) {
+		out.ApertureGPU, out.ApertureOf = optInt(ap.gpu), ap.who
 	}
 	out.Grants, out.GrantsCut = s.grants(f)
 }

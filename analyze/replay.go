@@ -201,7 +201,8 @@ func (p *replayer) replay(e *store.Event) error {
 		p.apply(e, sym)
 	}
 	if p.tl != nil {
-		p.tl.call(e, sym, p.s.syms.name(e.Symbol), p.liveOn(e))
+		gpu, _ := p.dev.gpu(e.PID, e.Dev)
+		p.tl.call(e, sym, p.s.syms.name(e.Symbol), gpu, p.liveOn(e))
 	}
 	return nil
 }
@@ -374,6 +375,11 @@ func (p *replayer) create(e *store.Event, sym *cuda.Symbol) {
 				l.gpu = g // the aperture used is the exporting GPU's
 			}
 		}
+	}
+	if sym.Creates == cuda.ResPeer {
+		// Peer access maps the peer's memory through the peer GPU's
+		// aperture (-1, any GPU, when the record does not say which).
+		l.gpu, _, _ = p.s.gpuOfDev(e.PID, p.s.ctxDevice(e.PID, e.Peer))
 	}
 	if sym.BAR1 == cuda.BAR1Peer && !grantsPeer(sym, e) {
 		return // a grant to the owning device only maps nothing

@@ -14,8 +14,8 @@ import (
 const nvmlErrorNotSupported = 3
 
 // target is a failure the verdict judges (the first failure, and the first
-// unrecovered one): the samples of its GPU that best reflect the state at
-// it, per kind: the one it triggered, else the nearest usable one before it
+// unrecovered one): the samples of the GPU it is judged on (judgedGPU)
+// that best reflect the state at it, per kind: the one it triggered, else the nearest usable one before it
 // within the window; and the latest attempt before it, usable or not, to
 // say why a reference is missing.
 type target struct {
@@ -25,8 +25,9 @@ type target struct {
 }
 
 func newTarget(s *state, f *failed) *target {
-	gpu, _, _ := s.gpuOfCall(&f.e)
-	return &target{f: f, gpu: gpu, ref: map[string]*store.Sample{}, lastBefore: map[string]*store.Sample{}}
+	// The samples of the GPU whose view the failure is judged on: for a
+	// mapping through another GPU's aperture, that GPU's, not the caller's.
+	return &target{f: f, gpu: s.judgedGPU(f), ref: map[string]*store.Sample{}, lastBefore: map[string]*store.Sample{}}
 }
 
 // see considers one sample for the target; it reports whether the target

@@ -20,8 +20,9 @@ func (s *state) story(j *judgement) string {
 	var b strings.Builder
 	gpu, mig, method := s.gpuOfCall(&f.e)
 	own := true
-	if j.cap.gpu >= 0 && j.cap.gpu != gpu {
+	if j.cap.gpu >= 0 && j.cap.gpu != gpu && j.cap.apertureOf != aperturePeer {
 		// An import is judged on the exporter's GPU, not the caller's.
+		// (Peer access runs on the caller's GPU; callWhat names the peer.)
 		gpu, mig, own = j.cap.gpu, nil, false
 	}
 	where := "on an unknown GPU"
@@ -81,6 +82,13 @@ func (s *state) callWhat(f *failed, fd *finding) string {
 	}
 	if peers := s.grantedPeers(f); peers != "" {
 		what += " granting " + peers
+	}
+	if fd.apertureOf == aperturePeer {
+		if fd.gpu >= 0 {
+			what += fmt.Sprintf(" (access to GPU %d's memory, through its BAR1 aperture)", fd.gpu)
+		} else {
+			what += " (access to a peer context's memory, on a GPU the record does not name)"
+		}
 	}
 	return what
 }

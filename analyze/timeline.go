@@ -99,12 +99,12 @@ func (b *timelineBuilder) gpu(i int) *report.GPUTrack {
 
 // call draws one application call of the replay; live is the traced
 // device memory on its GPU right after it.
-func (b *timelineBuilder) call(e *store.Event, sym *cuda.Symbol, name string, live *uint64) {
+func (b *timelineBuilder) call(e *store.Event, sym *cuda.Symbol, name string, gpu int, live *uint64) {
 	p := b.proc(e.PID)
 	p.Calls++
 	p.Bins[b.ts.bin(e.Start, report.CallBins)]++
 	m := report.CallMark{StartNS: e.Start, EndNS: e.End, PID: e.PID, TID: e.TID, Symbol: name, Operation: sym.Op.String(),
-		Result: e.Result, CUDADevice: e.Dev, Live: live}
+		Result: e.Result, CUDADevice: e.Dev, GPU: optInt(gpu), Live: live}
 	if e.Result != 0 {
 		m.ResultName = cuda.LookupResult(e.Result).Name
 	}

@@ -216,10 +216,13 @@ type Failure struct {
 	GPUIndex *int    `json:"gpu_index"`
 	MIGIndex *int    `json:"mig_index,omitempty"`
 	// ApertureGPU is the NVML index of the GPU whose BAR1 aperture the
-	// mapping uses when that is not the caller's (an import of another
-	// GPU's memory).
-	ApertureGPU *int  `json:"aperture_gpu,omitempty"`
-	CUDADevice  int32 `json:"cuda_device"`
+	// mapping uses when that is not the caller's: the exporter's for an
+	// import of another GPU's memory, the peer's for peer access.
+	ApertureGPU *int `json:"aperture_gpu,omitempty"`
+	// ApertureOf says whose GPU ApertureGPU is: "exporter" or "peer" (for
+	// peer access it is set even when the peer's GPU is unknown).
+	ApertureOf string `json:"aperture_of,omitempty"`
+	CUDADevice int32  `json:"cuda_device"`
 	// Grants are the devices an access call grants (cuMemSetAccess), in
 	// call order; GrantsCut says the recorder's bound cut the list, so
 	// more devices were granted than are listed.

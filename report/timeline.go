@@ -45,6 +45,9 @@ type CallMark struct {
 	ResultName     string
 	Size           *uint64
 	CUDADevice     int32
+	// GPU is the NVML index of the call's GPU (the one Live is of); nil
+	// when not known.
+	GPU *int
 	// Live is the traced device allocations on the call's GPU right after
 	// it; nil when not known.
 	Live *uint64

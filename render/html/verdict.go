@@ -149,7 +149,11 @@ func newFailureView(title string, f *report.Failure, ps []report.ProcessInfo, c 
 		}
 	}
 	if f.ApertureGPU != nil {
-		v.Aperture = fmt.Sprintf("GPU %d's BAR1 aperture (the exporter's GPU, not the caller's)", *f.ApertureGPU)
+		whose := "the exporter's GPU, not the caller's"
+		if f.ApertureOf == "peer" {
+			whose = "the peer's GPU, not the caller's: peer access maps the peer's memory through it"
+		}
+		v.Aperture = fmt.Sprintf("GPU %d's BAR1 aperture (%s)", *f.ApertureGPU, whose)
 	}
 	for _, g := range f.Grants {
 		v.Grants = append(v.Grants, grantText(g))
@@ -256,21 +260,43 @@ func newLead(rep *report.Report, c clock) *leadView {
 	if rep.Timeline == nil || len(rep.Timeline.Lead) < 2 || f == nil {
 		return nil
 	}
-	v := &leadView{PID: f.PID, GPU: "its GPU"}
-	if f.GPUIndex != nil {
-		v.GPU = fmt.Sprintf("GPU %d", *f.GPUIndex)
-	}
 	lead := append([]report.CallMark(nil), rep.Timeline.Lead...)
 	sort.SliceStable(lead, func(i, j int) bool { return lead[i].EndNS < lead[j].EndNS })
+	// The column is of each call's own GPU: the header names it when all
+	// the calls ran on one, else each cell does.
+	v := &leadView{PID: f.PID, GPU: "the call's GPU"}
+	one := oneGPU(lead)
+	if one != nil {
+		v.GPU = fmt.Sprintf("GPU %d", *one)
+	}
 	for _, m := range lead {
 		r := leadRow{Before: "−" + leadDuration(f.TimeNS-m.EndNS), Symbol: m.Symbol, Size: bytesText(m.Size),
 			Result: resultName(&m), Live: bytesText(m.Live), TID: m.TID, Failed: m.Result != 0, First: m.First}
+		if one == nil && m.GPU != nil && m.Live != nil {
+			r.Live = fmt.Sprintf("GPU %d: %s", *m.GPU, r.Live)
+		}
 		if m.First {
 			r.Before = "failure"
 		}
 		v.Rows = append(v.Rows, r)
 	}
 	return v
+}
+
+// oneGPU is the GPU every call with a traced live value ran on, or nil
+// when they ran on several or none is known.
+func oneGPU(lead []report.CallMark) *int {
+	var one *int
+	for _, m := range lead {
+		if m.Live == nil {
+			continue
+		}
+		if m.GPU == nil || (one != nil && *one != *m.GPU) {
+			return nil
+		}
+		one = m.GPU
+	}
+	return one
 }
 
 // leadDuration writes how long before the failure a call ended, at the

@@ -305,7 +305,7 @@ func (t *writer) failure(title string, f *report.Failure, cause *report.Cause, r
 	}
 	t.wrap("  process   ", proc)
 	if f.ApertureGPU != nil {
-		t.wrap("  aperture  ", fmt.Sprintf("GPU %d's BAR1 (the exporter's GPU)", *f.ApertureGPU))
+		t.wrap("  aperture  ", fmt.Sprintf("GPU %d's BAR1 (%s)", *f.ApertureGPU, apertureWhose(f.ApertureOf)))
 	}
 	t.wrap("  time      ", fmt.Sprintf("%s  %s  phase: %s", t.rel(f.TimeNS), f.Wall, f.Phase))
 	if f.Recovered {
@@ -518,4 +518,12 @@ func bytesOrDash(v *uint64) string {
 		return "-"
 	}
 	return report.HumanBytes(*v)
+}
+
+// apertureWhose says whose GPU a failure's aperture is on.
+func apertureWhose(of string) string {
+	if of == "peer" {
+		return "the peer's GPU: peer access maps the peer's memory through it"
+	}
+	return "the exporter's GPU"
 }
