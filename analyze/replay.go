@@ -229,8 +229,8 @@ func (p *replayer) count(e *store.Event) {
 }
 
 // recover marks failures of the same process and operation as recovered
-// by this success: for at least the same size (the same family when the
-// failed call has no size).
+// by this success: on the same device, for at least the same size (the
+// same family when the failed call has no size).
 func (p *replayer) recover(e *store.Event, sym *cuda.Symbol) {
 	if len(p.pending) == 0 {
 		return
@@ -261,11 +261,16 @@ func handleCall(f *failed) bool {
 	return f.sym.Op == cuda.OpFree || (f.e.Has&cuda.FieldSize == 0 && f.e.Has&cuda.FieldTarget != 0)
 }
 
-// recoveredBy reports whether success e (of sym) recovers failure f. A
-// call on a handle (a release: free, unmap, destroy; or an unsized call
-// naming its target) is recovered only by a success on the same handle:
-// freeing one pointer does not undo a failed free of another.
+// recoveredBy reports whether success e (of sym) recovers failure f. It
+// must run against the same CUDA device (an allocation on another GPU does
+// not satisfy a request its GPU could not). A call on a handle (a release:
+// free, unmap, destroy; or an unsized call naming its target) is recovered
+// only by a success on the same handle: freeing one pointer does not undo a
+// failed free of another.
 func recoveredBy(f *failed, e *store.Event, sym *cuda.Symbol) bool {
+	if e.Dev != f.e.Dev {
+		return false
+	}
 	if handleCall(f) {
 		same := f.e.Has&e.Has&cuda.FieldTarget != 0 && e.Target == f.e.Target
 		return same && (f.sym.Op == cuda.OpFree || f.sym.Family == sym.Family)

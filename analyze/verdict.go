@@ -201,7 +201,7 @@ func (s *state) judged(j *judgement) *report.Judged {
 // recoveredNote says that the first failure was survived: as "It" when
 // the verdict's subject is the first failure itself.
 func (s *state) recoveredNote(j *judgement, subject bool) string {
-	how := "the same process later succeeded at the same operation for at least the same size"
+	how := "the same process later succeeded at the same operation on the same device for at least the same size"
 	if handleCall(j.f) {
 		how = "the same process later succeeded at the same call on the same handle"
 	}

@@ -24,7 +24,7 @@ func (t *writer) failures(rep *report.Report) {
 		return
 	}
 	t.wrap("  ", "notes: FIRST the first failure; UNRECOVERED the first one the process did not recover from; "+
-		"recovered: a later call of the same operation, at least as large (a release: of the same handle), succeeded; consequence: after the failure "+
+		"recovered: a later call of the same operation on the same device, at least as large (a release: of the same handle), succeeded; consequence: after the failure "+
 		"that matters, in its process and context, so possibly caused by it. Result names drop the CUDA_ERROR_ prefix.")
 	shown := rep.Failures[:min(len(rep.Failures), 50)]
 	cols := failureColumns(rep, shown)
