@@ -47,3 +47,38 @@ func TestRecoveredNeedsTheSameDevice(t *testing.T) {
 		})
 	}
 }
+
+// When an identity query failed before the first failed allocation, the
+// verdict does not call the allocation the first failed operation: it is
+// the first failed allocation, and the earlier call it names as the cause
+// is the one the failure list can mark.
+func TestFirstFailureAfterAnEarlierQuery(t *testing.T) {
+	syms := []string{"cuMemAlloc_v2", "cuDeviceGet"}
+	const notInit = 3 // CUDA_ERROR_NOT_INITIALIZED
+	cases := []struct {
+		name  string
+		query bool // cuDeviceGet failed first
+		lead  string
+	}{
+		{"an earlier failed query", true, "The first failed allocation is cuMemAlloc_v2"},
+		{"the allocation alone", false, "The first failed operation is cuMemAlloc_v2"},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			evs := []store.Event{call(0, tClock+200*ms, notInit, cuda.Fields{Has: cuda.FieldSize, Size: gib})}
+			if c.query {
+				evs = append(evs, call(1, tClock+100*ms, notInit, cuda.Fields{}))
+			}
+			rep := runSpec{symbols: syms, events: evs}.analyze(t, nil)
+			if rep.FirstFailure == nil || rep.FirstFailure.Symbol != "cuMemAlloc_v2" || rep.Attribution != report.AttrNotMemory {
+				t.Fatalf("first %+v, attribution %s", rep.FirstFailure, rep.Attribution)
+			}
+			if !strings.HasPrefix(rep.Verdict, c.lead) {
+				t.Errorf("verdict %q, want it to begin %q", rep.Verdict, c.lead)
+			}
+			if c.query && (!rep.Cause.Names(&rep.Failures[0]) || rep.Cause.Names(&rep.Failures[1])) {
+				t.Errorf("cause %+v does not name the earlier query alone: %+v", rep.Cause, rep.Failures)
+			}
+		})
+	}
+}

@@ -39,7 +39,7 @@ func (s *state) story(j *judgement) string {
 	if p := s.procs[f.e.PID]; p != nil && p.Exe != "" {
 		exe = " (" + baseName(p.Exe) + ")"
 	}
-	lead := "The first failed operation"
+	lead := "The " + s.firstName()
 	if f == s.unrecovered {
 		lead = "The first failure the process did not recover from"
 	}
@@ -70,6 +70,25 @@ func (s *state) story(j *judgement) string {
 	}
 	fmt.Fprintf(&b, "It is %s. %s", kind, s.capacitySentence(j))
 	return b.String()
+}
+
+// firstName names what the first failure is: the first failed operation;
+// when another call (an initialization, an identity query, a free) failed
+// before it, it is not the first failed call, and is named for its class:
+// the first failed allocation, mapping or context call.
+func (s *state) firstName() string {
+	if s.firstAny == nil || s.first == nil || s.firstAny.e.End >= s.first.e.End {
+		return "first failed operation"
+	}
+	switch s.first.sym.Op {
+	case cuda.OpAllocation:
+		return "first failed allocation"
+	case cuda.OpHostAllocation:
+		return "first failed host allocation"
+	case cuda.OpMapping:
+		return "first failed mapping"
+	}
+	return "first failed context call"
 }
 
 // callWhat names the failed call with its size, and for an access grant

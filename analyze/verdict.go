@@ -212,8 +212,8 @@ func (s *state) recoveredNote(j *judgement, subject bool) string {
 	if j.f.e.Has&cuda.FieldSize != 0 {
 		what += " of " + report.HumanBytes(j.f.e.Size)
 	}
-	return fmt.Sprintf("The first failed operation, %s by pid %d at %s (%s), was recovered: %s.",
-		what, j.f.e.PID, s.rel(j.f.e.End), j.res.Name, how)
+	return fmt.Sprintf("The %s, %s by pid %d at %s (%s), was recovered: %s.",
+		s.firstName(), what, j.f.e.PID, s.rel(j.f.e.End), j.res.Name, how)
 }
 
 // verdictNoFailure decides a run in which no recorded call failed.

@@ -42,3 +42,39 @@ func TestReview3RecoveryNeedsTheSameGPU(t *testing.T) {
 		})
 	}
 }
+
+// A child forked after cuInit calls cuDeviceGet and cuMemAlloc_v2 without
+// initializing: both fail. The first failure is the allocation everywhere
+// (JSON, the FAILURES table's FIRST, the verdict), the verdict does not call
+// it the first failed operation, and the earlier query it names as the
+// cause is marked so in the table.
+func TestReview3ForkAfterInitOneFirstFailure(t *testing.T) {
+	w := newWorld(t, "SIMGPU_FB_TOTAL=8G")
+	res := w.record(nil, simwork, "init; use 0; alloc 1G; fork { use 0; alloc 1G; exit 0 }; "+
+		"fork { init; use 0; alloc 3G; sleep 100 }; fork { init; use 0; alloc 3G; sleep 100 }; wait; exit 1")
+	rep, _ := analyzeJSON(t, res.db)
+	ff := rep.FirstFailure
+	if ff == nil || ff.Symbol != "cuMemAlloc_v2" || rep.Attribution != report.AttrNotMemory {
+		t.Fatalf("first %+v, attribution %s: %s", ff, rep.Attribution, rep.Verdict)
+	}
+	if !strings.HasPrefix(rep.Verdict, "The first failed allocation is cuMemAlloc_v2") {
+		t.Errorf("verdict %q", rep.Verdict)
+	}
+	if rep.Cause == nil || rep.Cause.Symbol != "cuDeviceGet" || rep.Cause.PID != ff.PID {
+		t.Fatalf("cause %+v", rep.Cause)
+	}
+	text := textAt80(t, res.db)
+	var firstRow, causeRow int
+	for i, l := range strings.Split(text[strings.Index(text, "\nFAILURES"):], "\n") {
+		f := strings.Fields(l)
+		switch {
+		case len(f) > 3 && f[3] == "cuMemAlloc_v2" && strings.HasSuffix(l, "FIRST"):
+			firstRow = i
+		case len(f) > 3 && f[3] == "cuDeviceGet" && strings.HasSuffix(l, "cause"):
+			causeRow = i
+		}
+	}
+	if firstRow == 0 || causeRow == 0 || causeRow > firstRow {
+		t.Errorf("FAILURES: FIRST on row %d, cause on row %d:\n%s", firstRow, causeRow, text)
+	}
+}

@@ -314,6 +314,12 @@ type Cause struct {
 	Text       string `json:"text"`
 }
 
+// Names reports whether the cause is the failed call f (an earlier
+// failure of the same process), not only a result code.
+func (c *Cause) Names(f *Failure) bool {
+	return c != nil && c.Symbol != "" && c.Symbol == f.Symbol && c.PID == f.PID && c.TimeNS == f.TimeNS
+}
+
 // Missing is one piece of evidence the verdict lacked, and how to get it.
 type Missing struct {
 	What string `json:"what"`

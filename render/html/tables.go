@@ -57,6 +57,9 @@ func newFailures(rep *report.Report, c clock) failuresView {
 			r.Highlight = true
 			r.Tags = append(r.Tags, tag{"b-alloc", "first"})
 		}
+		if !r.Highlight && rep.Cause.Names(f) {
+			r.Tags = append(r.Tags, tag{"b-notmem", "cause"})
+		}
 		if sameCall(unrecovered, f.TimeNS, f.PID, f.TID, f.Symbol) {
 			r.Highlight = true
 			r.Tags = append(r.Tags, tag{"b-alloc", "first unrecovered"})
