@@ -82,3 +82,39 @@ func TestFirstFailureAfterAnEarlierQuery(t *testing.T) {
 		})
 	}
 }
+
+// Page-locked host memory that could not be had (cuMemHostAlloc, or
+// cuMemHostRegister, which pins what it registers) is an allocation
+// problem of host memory, judged against no GPU view, with next steps for
+// pinned memory; a registration refused for a mapping reason stays a
+// mapping problem.
+func TestHostPinnedMemoryFailures(t *testing.T) {
+	syms := []string{"cuMemHostRegister_v2", "cuMemHostAlloc"}
+	cases := []struct {
+		name  string
+		sym   uint16
+		res   int32
+		want  report.Attribution
+		steps bool
+	}{
+		{"register out of memory", 0, 2, report.AttrAllocation, true},
+		{"host alloc out of memory", 1, 2, report.AttrAllocation, true},
+		{"register of a registered range", 0, 712, report.AttrMapping, false},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			e := call(c.sym, tClock+100*ms, c.res, cuda.Fields{Has: cuda.FieldSize, Size: 100 << 20})
+			rep := runSpec{symbols: syms, events: []store.Event{e}}.analyze(t, nil)
+			if rep.Attribution != c.want || rep.Capacity == nil || *rep.Capacity != report.CapNotApplicable {
+				t.Fatalf("attribution %s, capacity %v, want %s, not-applicable: %s", rep.Attribution, rep.Capacity, c.want, rep.Verdict)
+			}
+			steps := strings.Join(rep.NextSteps, " / ")
+			if got := strings.Contains(steps, "ulimit -l") && strings.Contains(steps, "pin_memory"); got != c.steps {
+				t.Errorf("pinned-memory next steps %v, want %v: %q", got, c.steps, steps)
+			}
+			if c.steps && (strings.Contains(rep.Verdict, "mapping problem") || !strings.Contains(rep.Verdict, "page-locked")) {
+				t.Errorf("verdict %q", rep.Verdict)
+			}
+		})
+	}
+}

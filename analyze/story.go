@@ -65,8 +65,11 @@ func (s *state) story(j *judgement) string {
 		return b.String()
 	}
 	kind := "an allocation problem"
-	if j.attribution == report.AttrMapping {
+	switch {
+	case j.attribution == report.AttrMapping:
 		kind = "a mapping problem"
+	case f.sym.Creates.View() == cuda.ViewHost:
+		kind = "an allocation problem of page-locked (pinned) host memory"
 	}
 	fmt.Fprintf(&b, "It is %s. %s", kind, s.capacitySentence(j))
 	return b.String()
@@ -119,9 +122,10 @@ func (s *state) capacitySentence(j *judgement) string {
 	case report.CapBAR1HadRoom:
 		return s.bar1Sentence(fd, "The aperture had room, so the mapping failed for another reason: "+j.res.Cause+". ") + " " + bar1Explained
 	case report.CapNotApplicable:
+		if j.f.sym.Creates.View() == cuda.ViewHost {
+			return "Host memory is neither framebuffer nor BAR1, so no GPU memory view explains it: " + j.res.Cause + "."
+		}
 		switch j.f.sym.Op {
-		case cuda.OpHostAllocation:
-			return "It is a host allocation; no GPU memory view applies: " + j.res.Cause + "."
 		case cuda.OpFree, cuda.OpOther:
 			return "It allocates and maps nothing, so no memory view explains it: " + j.res.Cause + "."
 		}

@@ -36,6 +36,12 @@ func attributionOf(sym *cuda.Symbol, m cuda.Meaning) report.Attribution {
 	case cuda.OpAllocation, cuda.OpHostAllocation, cuda.OpContext:
 		return report.AttrAllocation
 	case cuda.OpMapping:
+		if m == cuda.MeaningResource && sym.Creates.View() == cuda.ViewHost {
+			// Registering host memory that ran out of memory ran out of
+			// page-locked host memory, what it creates: an allocation
+			// problem of host memory, not a mapping of device memory.
+			return report.AttrAllocation
+		}
 		return report.AttrMapping
 	case cuda.OpFree:
 		// A failed release belongs to the side that created what it

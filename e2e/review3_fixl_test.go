@@ -78,3 +78,34 @@ func TestReview3ForkAfterInitOneFirstFailure(t *testing.T) {
 		t.Errorf("FAILURES: FIRST on row %d, cause on row %d:\n%s", firstRow, causeRow, text)
 	}
 }
+
+// Pinning host memory past the simulated driver's limit, by registering
+// or by allocating it: an allocation problem of page-locked host memory,
+// never judged on the framebuffer or BAR1, with next steps for pinned
+// memory.
+func TestReview3HostPinnedMemoryAdvice(t *testing.T) {
+	for _, step := range []string{"host-register 100M", "host-alloc 100M"} {
+		t.Run(step, func(t *testing.T) {
+			w := newWorld(t, "SIMGPU_PIN_LIMIT=64M", "SIMGPU_FB_TOTAL=1G")
+			res := w.record(nil, simwork, "init; use 0; alloc 500M; "+step+"; sleep 200; exit 1")
+			rep, _ := analyzeJSON(t, res.db)
+			if rep.FirstFailure == nil || rep.Capacity == nil {
+				t.Fatalf("no failure judged: %s", rep.Verdict)
+			}
+			if rep.Attribution != report.AttrAllocation || *rep.Capacity != report.CapNotApplicable {
+				t.Errorf("attribution %s, capacity %s: %s", rep.Attribution, *rep.Capacity, rep.Verdict)
+			}
+			text := textAt80(t, res.db)
+			i, j := strings.Index(text, "\nNEXT STEPS"), strings.Index(text, "\nFIRST FAILURE")
+			if i < 0 || j < i {
+				t.Fatalf("no NEXT STEPS before FIRST FAILURE:\n%s", text)
+			}
+			if steps := text[i:j]; !strings.Contains(steps, "ulimit -l") || !strings.Contains(steps, "pin_memory") {
+				t.Errorf("NEXT STEPS lack pinned-memory advice:\n%s", text)
+			}
+			if strings.Contains(text, "mapping problem") {
+				t.Errorf("called a mapping problem:\n%s", text)
+			}
+		})
+	}
+}
