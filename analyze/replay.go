@@ -2,6 +2,7 @@ package analyze
 
 import (
 	"math"
+	"slices"
 	"sort"
 	"time"
 
@@ -465,6 +466,7 @@ func (p *replayer) snapshotAtFailure() {
 			m[vk] = lb
 		}
 		lb.Count++
+		addKind(lb, k.res.String())
 		if l.sized {
 			lb.Bytes += l.size
 		} else {
@@ -475,6 +477,17 @@ func (p *replayer) snapshotAtFailure() {
 		sl.acc.at = some(sl.total)
 		sl.acc.before = some(sl.total)
 	}
+}
+
+// addKind counts one live resource of a kind, keeping the kinds in name
+// order.
+func addKind(lb *report.LiveBytes, kind string) {
+	i := sort.Search(len(lb.Kinds), func(i int) bool { return lb.Kinds[i].Kind >= kind })
+	if i < len(lb.Kinds) && lb.Kinds[i].Kind == kind {
+		lb.Kinds[i].Count++
+		return
+	}
+	lb.Kinds = slices.Insert(lb.Kinds, i, report.KindCount{Kind: kind, Count: 1})
 }
 
 // optInt is v, or nil for a negative (unknown) value.

@@ -1,6 +1,8 @@
 package e2e
 
 import (
+	"fmt"
+	"path/filepath"
 	"strings"
 	"testing"
 
@@ -107,5 +109,34 @@ func TestReview3HostPinnedMemoryAdvice(t *testing.T) {
 				t.Errorf("called a mapping problem:\n%s", text)
 			}
 		})
+	}
+}
+
+// An IPC mapping live at the first failure is listed as a mapping of
+// imported memory, not as an allocation.
+func TestReview3LiveIPCMappingNamed(t *testing.T) {
+	w := newWorld(t, "SIMGPU_FB_TOTAL=4G")
+	h := filepath.Join(w.dir, "handle")
+	script := fmt.Sprintf(`%[1]s 'init; use 0; alloc 64M; ipc-export %[2]s; sleep 1000' &
+sleep 0.3
+%[1]s 'init; use 0; ipc-open %[2]s; alloc 8G; exit 1'
+wait`, simwork, h)
+	res := w.record(nil, "/bin/bash", "-c", script)
+	rep, _ := analyzeJSON(t, res.db)
+	if rep.FirstFailure == nil {
+		t.Fatalf("no failure: %s", rep.Verdict)
+	}
+	var kinds []report.KindCount
+	for _, l := range rep.LiveAtFailure {
+		if l.PID == rep.FirstFailure.PID && l.View == "bar1" {
+			kinds = l.Kinds
+		}
+	}
+	if len(kinds) != 1 || kinds[0] != (report.KindCount{Kind: "ipc-mapping", Count: 1}) {
+		t.Errorf("live BAR1 kinds of the importer %+v: %+v", kinds, rep.LiveAtFailure)
+	}
+	text := textAt80(t, res.db)
+	if !strings.Contains(text, "bar1: 64.0 MiB in 1 mapping of imported memory (IPC)") {
+		t.Errorf("LIVE AT THE FIRST FAILURE does not name the IPC mapping:\n%s", text)
 	}
 }

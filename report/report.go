@@ -431,6 +431,16 @@ type LiveBytes struct {
 	Count int    `json:"allocations"`
 	// Unsized counts live resources whose size the record lacks.
 	Unsized int `json:"unsized,omitempty"`
+	// Kinds splits Count by the kind of resource (the symbol table's
+	// names: device-pointer, ipc-mapping, ...), by kind name; absent in
+	// reports of older versions.
+	Kinds []KindCount `json:"kinds,omitempty"`
+}
+
+// KindCount is how many live resources of one kind there are.
+type KindCount struct {
+	Kind  string `json:"kind"`
+	Count int    `json:"count"`
 }
 
 // ProcessInfo summarizes one recorded process.

@@ -241,7 +241,7 @@ func newPhases(rep *report.Report, c clock) ([]phaseHead, []phaseRow) {
 func newLive(ls []report.LiveBytes) []liveRow {
 	var out []liveRow
 	for _, l := range ls {
-		d := report.Plural(l.Count, "allocation")
+		d := l.Describe()
 		if l.Unsized > 0 {
 			d += fmt.Sprintf(", %d of unknown size", l.Unsized)
 		}

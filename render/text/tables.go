@@ -216,7 +216,7 @@ func (t *writer) live(rep *report.Report) {
 			un = fmt.Sprintf(" (+%d of unknown size)", l.Unsized)
 		}
 		t.wrap("  ", fmt.Sprintf("pid %d, GPU %s, %s: %s in %s%s", l.PID, gpu, l.View, report.HumanBytes(l.Bytes),
-			report.Plural(l.Count, "allocation"), un))
+			l.Describe(), un))
 	}
 }
 
