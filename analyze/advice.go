@@ -3,6 +3,7 @@ package analyze
 import (
 	"fmt"
 
+	"github.com/retrivium/forensic/cuda"
 	"github.com/retrivium/forensic/report"
 )
 
@@ -42,8 +43,22 @@ func (s *state) nextSteps(j *judgement) []string {
 		if fd.miss != nil {
 			return []string{fd.miss.Fix}
 		}
+	case report.CapNotApplicable:
+		if j.f.sym.Creates.View() == cuda.ViewHost && j.res.Meaning == cuda.MeaningResource {
+			return hostPinnedSteps()
+		}
 	}
 	return []string{}
+}
+
+// hostPinnedSteps are the next steps when page-locked host memory could
+// not be had (cuMemHostAlloc, cuMemAllocHost, cuMemHostRegister).
+func hostPinnedSteps() []string {
+	return []string{
+		"pin less: smaller or fewer pinned buffers, released when done (cuMemFreeHost, cuMemHostUnregister); in PyTorch, DataLoader(pin_memory=False) or fewer workers and a smaller prefetch_factor",
+		"check the locked-memory limits: ulimit -l (RLIMIT_MEMLOCK) of the process, and a container's memlock limit (docker run --ulimit memlock=-1:-1)",
+		"check host RAM: pinned pages cannot be swapped or reclaimed, and count against a container's memory limit (the cgroup's memory.max); see free -m and the kernel log for the OOM killer",
+	}
 }
 
 // fbExhaustedSteps are the next steps when the framebuffer ran out.

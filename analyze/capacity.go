@@ -108,10 +108,11 @@ func (s *state) capacity(f *failed, m cuda.Meaning, attribution report.Attributi
 	}
 	fd.gpu, fd.mig, fd.method = s.gpuOfCall(&f.e)
 	fd.peers = 1
-	switch f.sym.Op {
-	case cuda.OpHostAllocation:
-		fd.notApplicable = "it is a host allocation; no GPU memory view holds it"
+	if f.sym.Creates.View() == cuda.ViewHost {
+		fd.notApplicable = "it asks for page-locked host memory; no GPU memory view holds it"
 		return fd
+	}
+	switch f.sym.Op {
 	case cuda.OpOther, cuda.OpFree:
 		fd.notApplicable = "the call allocates and maps nothing"
 		return fd

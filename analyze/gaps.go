@@ -149,7 +149,7 @@ func (s *state) unexplainedExits(from, to int64) []report.Missing {
 		}
 		why := " with no failed call recorded"
 		if s.failedPIDs[p.PID] {
-			why = " after recovering from every failed call of its, so what ended it is not in the record"
+			why = " after it recovered from each of its failed calls, so what ended it is not in the record"
 		}
 		switch {
 		case x.Signal != nil && !interruptSignal(*x.Signal):

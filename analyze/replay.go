@@ -2,6 +2,7 @@ package analyze
 
 import (
 	"math"
+	"slices"
 	"sort"
 	"time"
 
@@ -230,8 +231,8 @@ func (p *replayer) count(e *store.Event) {
 }
 
 // recover marks failures of the same process and operation as recovered
-// by this success: for at least the same size (the same family when the
-// failed call has no size).
+// by this success: on the same device, for at least the same size (the
+// same family when the failed call has no size).
 func (p *replayer) recover(e *store.Event, sym *cuda.Symbol) {
 	if len(p.pending) == 0 {
 		return
@@ -262,11 +263,16 @@ func handleCall(f *failed) bool {
 	return f.sym.Op == cuda.OpFree || (f.e.Has&cuda.FieldSize == 0 && f.e.Has&cuda.FieldTarget != 0)
 }
 
-// recoveredBy reports whether success e (of sym) recovers failure f. A
-// call on a handle (a release: free, unmap, destroy; or an unsized call
-// naming its target) is recovered only by a success on the same handle:
-// freeing one pointer does not undo a failed free of another.
+// recoveredBy reports whether success e (of sym) recovers failure f. It
+// must run against the same CUDA device (an allocation on another GPU does
+// not satisfy a request its GPU could not). A call on a handle (a release:
+// free, unmap, destroy; or an unsized call naming its target) is recovered
+// only by a success on the same handle: freeing one pointer does not undo a
+// failed free of another.
 func recoveredBy(f *failed, e *store.Event, sym *cuda.Symbol) bool {
+	if e.Dev != f.e.Dev {
+		return false
+	}
 	if handleCall(f) {
 		same := f.e.Has&e.Has&cuda.FieldTarget != 0 && e.Target == f.e.Target
 		return same && (f.sym.Op == cuda.OpFree || f.sym.Family == sym.Family)
@@ -466,6 +472,7 @@ func (p *replayer) snapshotAtFailure() {
 			m[vk] = lb
 		}
 		lb.Count++
+		addKind(lb, k.res.String())
 		if l.sized {
 			lb.Bytes += l.size
 		} else {
@@ -476,6 +483,17 @@ func (p *replayer) snapshotAtFailure() {
 		sl.acc.at = some(sl.total)
 		sl.acc.before = some(sl.total)
 	}
+}
+
+// addKind counts one live resource of a kind, keeping the kinds in name
+// order.
+func addKind(lb *report.LiveBytes, kind string) {
+	i := sort.Search(len(lb.Kinds), func(i int) bool { return lb.Kinds[i].Kind >= kind })
+	if i < len(lb.Kinds) && lb.Kinds[i].Kind == kind {
+		lb.Kinds[i].Count++
+		return
+	}
+	lb.Kinds = slices.Insert(lb.Kinds, i, report.KindCount{Kind: kind, Count: 1})
 }
 
 // optInt is v, or nil for a negative (unknown) value.

@@ -40,7 +40,7 @@ func (s *state) story(j *judgement) string {
 	if p := s.procs[f.e.PID]; p != nil && p.Exe != "" {
 		exe = " (" + baseName(p.Exe) + ")"
 	}
-	lead := "The first failed operation"
+	lead := "The " + s.firstName()
 	if f == s.unrecovered {
 		lead = "The first failure the process did not recover from"
 	}
@@ -66,11 +66,33 @@ func (s *state) story(j *judgement) string {
 		return b.String()
 	}
 	kind := "an allocation problem"
-	if j.attribution == report.AttrMapping {
+	switch {
+	case j.attribution == report.AttrMapping:
 		kind = "a mapping problem"
+	case f.sym.Creates.View() == cuda.ViewHost:
+		kind = "an allocation problem of page-locked (pinned) host memory"
 	}
 	fmt.Fprintf(&b, "It is %s. %s", kind, s.capacitySentence(j))
 	return b.String()
+}
+
+// firstName names what the first failure is: the first failed operation;
+// when another call (an initialization, an identity query, a free) failed
+// before it, it is not the first failed call, and is named for its class:
+// the first failed allocation, mapping or context call.
+func (s *state) firstName() string {
+	if s.firstAny == nil || s.first == nil || s.firstAny.e.End >= s.first.e.End {
+		return "first failed operation"
+	}
+	switch s.first.sym.Op {
+	case cuda.OpAllocation:
+		return "first failed allocation"
+	case cuda.OpHostAllocation:
+		return "first failed host allocation"
+	case cuda.OpMapping:
+		return "first failed mapping"
+	}
+	return "first failed context call"
 }
 
 // callWhat names the failed call with its size, and for an access grant
@@ -108,9 +130,10 @@ func (s *state) capacitySentence(j *judgement) string {
 	case report.CapBAR1HadRoom:
 		return s.bar1Sentence(fd, "The aperture had room, so the mapping failed for another reason: "+j.res.Cause+". ") + " " + bar1Explained
 	case report.CapNotApplicable:
+		if j.f.sym.Creates.View() == cuda.ViewHost {
+			return "Host memory is neither framebuffer nor BAR1, so no GPU memory view explains it: " + j.res.Cause + "."
+		}
 		switch j.f.sym.Op {
-		case cuda.OpHostAllocation:
-			return "It is a host allocation; no GPU memory view applies: " + j.res.Cause + "."
 		case cuda.OpFree, cuda.OpOther:
 			return "It allocates and maps nothing, so no memory view explains it: " + j.res.Cause + "."
 		}

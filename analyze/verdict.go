@@ -36,6 +36,12 @@ func attributionOf(sym *cuda.Symbol, m cuda.Meaning) report.Attribution {
 	case cuda.OpAllocation, cuda.OpHostAllocation, cuda.OpContext:
 		return report.AttrAllocation
 	case cuda.OpMapping:
+		if m == cuda.MeaningResource && sym.Creates.View() == cuda.ViewHost {
+			// Registering host memory that ran out of memory ran out of
+			// page-locked host memory, what it creates: an allocation
+			// problem of host memory, not a mapping of device memory.
+			return report.AttrAllocation
+		}
 		return report.AttrMapping
 	case cuda.OpFree:
 		// A failed release belongs to the side that created what it
@@ -201,7 +207,7 @@ func (s *state) judged(j *judgement) *report.Judged {
 // recoveredNote says that the first failure was survived: as "It" when
 // the verdict's subject is the first failure itself.
 func (s *state) recoveredNote(j *judgement, subject bool) string {
-	how := "the same process later succeeded at the same operation for at least the same size"
+	how := "the same process later succeeded at the same operation on the same device for at least the same size"
 	if handleCall(j.f) {
 		how = "the same process later succeeded at the same call on the same handle"
 	}
@@ -212,8 +218,8 @@ func (s *state) recoveredNote(j *judgement, subject bool) string {
 	if j.f.e.Has&cuda.FieldSize != 0 {
 		what += " of " + report.HumanBytes(j.f.e.Size)
 	}
-	return fmt.Sprintf("The first failed operation, %s by pid %d at %s (%s), was recovered: %s.",
-		what, j.f.e.PID, s.rel(j.f.e.End), j.res.Name, how)
+	return fmt.Sprintf("The %s, %s by pid %d at %s (%s), was recovered: %s.",
+		s.firstName(), what, j.f.e.PID, s.rel(j.f.e.End), j.res.Name, how)
 }
 
 // verdictNoFailure decides a run in which no recorded call failed.

@@ -104,7 +104,7 @@ func TestGPUCheckSimulated(t *testing.T) {
 		{"runtime-oom", "SKIP", []string{"no libcudart"}},
 		{"runtime-calls", "SKIP", nil},
 		{"framework-oom", "SKIP", nil},
-		{"host-register", "PASS", []string{"attribution=mapping", "capacity=not-applicable",
+		{"host-register", "PASS", []string{"attribution=allocation", "capacity=not-applicable",
 			"first_failure=cuMemHostRegister_v2 CUDA_ERROR_OUT_OF_MEMORY (2)"}},
 		{"vmm-map", "PASS", []string{"attribution=mapping", "capacity=not-applicable",
 			"first_failure=cuMemMap CUDA_ERROR_INVALID_VALUE (1)"}},

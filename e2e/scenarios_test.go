@@ -92,7 +92,7 @@ var scenarios = []scenario{
 	{
 		name: "failed host registration", env: []string{"SIMGPU_PIN_LIMIT=64M"},
 		cmd:    script("init; use 0; host-register 128M"),
-		symbol: "cuMemHostRegister_v2", result: "CUDA_ERROR_OUT_OF_MEMORY", attribution: "mapping", capacity: "not-applicable",
+		symbol: "cuMemHostRegister_v2", result: "CUDA_ERROR_OUT_OF_MEMORY", attribution: "allocation", capacity: "not-applicable",
 	},
 	{
 		name: "virtual memory mapping that never uses BAR1", env: []string{"SIMGPU_FAIL=cuMemMap:1:2"},

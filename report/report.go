@@ -317,6 +317,12 @@ type Cause struct {
 	Text       string `json:"text"`
 }
 
+// Names reports whether the cause is the failed call f (an earlier
+// failure of the same process), not only a result code.
+func (c *Cause) Names(f *Failure) bool {
+	return c != nil && c.Symbol != "" && c.Symbol == f.Symbol && c.PID == f.PID && c.TimeNS == f.TimeNS
+}
+
 // Missing is one piece of evidence the verdict lacked, and how to get it.
 type Missing struct {
 	What string `json:"what"`
@@ -428,6 +434,16 @@ type LiveBytes struct {
 	Count int    `json:"allocations"`
 	// Unsized counts live resources whose size the record lacks.
 	Unsized int `json:"unsized,omitempty"`
+	// Kinds splits Count by the kind of resource (the symbol table's
+	// names: device-pointer, ipc-mapping, ...), by kind name; absent in
+	// reports of older versions.
+	Kinds []KindCount `json:"kinds,omitempty"`
+}
+
+// KindCount is how many live resources of one kind there are.
+type KindCount struct {
+	Kind  string `json:"kind"`
+	Count int    `json:"count"`
 }
 
 // ProcessInfo summarizes one recorded process.

@@ -699,7 +699,7 @@ print("torch" if u.find_spec("torch") else "cupy" if u.find_spec("cupy") else ""
 
 check_host_register() {
 	local id=host-register
-	section "$id: cuMemHostRegister_v2 of more than can be pinned (expect mapping / not-applicable)"
+	section "$id: cuMemHostRegister_v2 of more than can be pinned (expect allocation / not-applicable: no page-locked host memory)"
 	skip_if_late $id && return
 	need_workload $id host_reg || return
 	if ((sim)); then
@@ -707,7 +707,7 @@ check_host_register() {
 	else
 		record host_reg 120 -- "$work/bin/host_reg"
 	fi
-	judge $id host_reg mapping not-applicable
+	judge $id host_reg allocation not-applicable
 }
 
 check_vmm() {

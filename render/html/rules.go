@@ -36,8 +36,8 @@ func rules() []rule {
 		{"peer-grant-cost", "A grant of a range to k peers through the owner's BAR1 aperture costs between one mapping of " +
 			"the range and k, the driver's per-peer cost being unrecorded: BAR1 is judged exhausted or with room only when " +
 			"both agree, else unknown."},
-		{"recovered", "A failure is recovered when the same process later succeeded at the same operation for at least " +
-			"the same size (a release: of the same handle); the first unrecovered one is judged as fully and leads the " +
+		{"recovered", "A failure is recovered when the same process later succeeded at the same operation on the same " +
+			"device for at least the same size (a release: of the same handle); the first unrecovered one is judged as fully and leads the " +
 			"verdict. With all recovered, a process that still ended badly leaves the evidence missing."},
 		{"interrupted-is-not-crashed", "A run or workload stopped by SIGINT, SIGTERM or SIGHUP was interrupted, not " +
 			"crashed: with no failed call, the attribution is none."},

@@ -57,6 +57,9 @@ func newFailures(rep *report.Report, c clock) failuresView {
 			r.Highlight = true
 			r.Tags = append(r.Tags, tag{"b-alloc", "first"})
 		}
+		if !r.Highlight && rep.Cause.Names(f) {
+			r.Tags = append(r.Tags, tag{"b-notmem", "cause"})
+		}
 		if sameCall(unrecovered, f.TimeNS, f.PID, f.TID, f.Symbol) {
 			r.Highlight = true
 			r.Tags = append(r.Tags, tag{"b-alloc", "first unrecovered"})
@@ -238,7 +241,7 @@ func newPhases(rep *report.Report, c clock) ([]phaseHead, []phaseRow) {
 func newLive(ls []report.LiveBytes) []liveRow {
 	var out []liveRow
 	for _, l := range ls {
-		d := report.Plural(l.Count, "allocation")
+		d := l.Describe()
 		if l.Unsized > 0 {
 			d += fmt.Sprintf(", %d of unknown size", l.Unsized)
 		}

@@ -23,10 +23,17 @@ func (t *writer) failures(rep *report.Report) {
 		t.printf("  none\n")
 		return
 	}
-	t.wrap("  ", "notes: FIRST the first failure; UNRECOVERED the first one the process did not recover from; "+
-		"recovered: a later call of the same operation, at least as large (a release: of the same handle), succeeded; consequence: after the failure "+
-		"that matters, in its process and context, so possibly caused by it. Result names drop the CUDA_ERROR_ prefix.")
 	shown := rep.Failures[:min(len(rep.Failures), 50)]
+	cause := ""
+	for i := range shown {
+		if !isFirstFailure(rep.FirstFailure, &shown[i]) && rep.Cause.Names(&shown[i]) {
+			cause = "; cause: the earlier failure the verdict names as the cause"
+		}
+	}
+	t.wrap("  ", "notes: FIRST the first failure (the first failed allocation, mapping or context call, when one failed)"+cause+
+		"; UNRECOVERED the first one the process did not recover from; "+
+		"recovered: a later call of the same operation on the same device, at least as large (a release: of the same handle), succeeded; consequence: after the failure "+
+		"that matters, in its process and context, so possibly caused by it. Result names drop the CUDA_ERROR_ prefix.")
 	cols := failureColumns(rep, shown)
 	oneLine := 2+10+1+8+1+cols[0]+1+10+2+cols[1]+1+cols[2] <= t.o.Width
 	if oneLine {
@@ -56,6 +63,8 @@ func failureNotes(rep *report.Report, f *report.Failure) string {
 	var notes []string
 	if isFirstFailure(rep.FirstFailure, f) {
 		notes = append(notes, "FIRST")
+	} else if rep.Cause.Names(f) {
+		notes = append(notes, "cause")
 	}
 	if u := rep.FirstUnrecovered; u != nil && isFirstFailure(&u.Failure, f) {
 		notes = append(notes, "UNRECOVERED")
@@ -207,7 +216,7 @@ func (t *writer) live(rep *report.Report) {
 			un = fmt.Sprintf(" (+%d of unknown size)", l.Unsized)
 		}
 		t.wrap("  ", fmt.Sprintf("pid %d, GPU %s, %s: %s in %s%s", l.PID, gpu, l.View, report.HumanBytes(l.Bytes),
-			report.Plural(l.Count, "allocation"), un))
+			l.Describe(), un))
 	}
 }
 

@@ -309,7 +309,7 @@ func (t *writer) failure(title string, f *report.Failure, cause *report.Cause, r
 	}
 	t.wrap("  time      ", fmt.Sprintf("%s  %s  phase: %s", t.rel(f.TimeNS), f.Wall, f.Phase))
 	if f.Recovered {
-		how := "yes: the same process later succeeded at the same operation for at least the same size"
+		how := "yes: the same process later succeeded at the same operation on the same device for at least the same size"
 		if f.Operation == "free" {
 			how = "yes: the same process later released the same handle"
 		}
