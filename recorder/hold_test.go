@@ -3,6 +3,7 @@ package recorder
 import (
 	"bytes"
 	"fmt"
+	"io"
 	"os"
 	"path/filepath"
 	"strings"
@@ -16,20 +17,24 @@ import (
 	"github.com/retrivium/forensic/store"
 )
 
-// probes is a probeTarget that records what it is asked.
+// probes is a probeTarget that records what it is asked, and in which
+// order (order: "attach PATH", "mark DEV:INO").
 type probes struct {
 	attached []string
 	marked   []fileKey
 	unmarked []fileKey
+	order    []string
 }
 
 func (p *probes) Attach(path string, ids []int, offsets []uint64) ([]link.Link, error) {
 	p.attached = append(p.attached, path)
+	p.order = append(p.order, "attach "+path)
 	return nil, nil
 }
 
 func (p *probes) MarkAttached(dev uint32, ino uint64) error {
 	p.marked = append(p.marked, fileKey{dev, ino})
+	p.order = append(p.order, fmt.Sprintf("mark %d:%d", dev, ino))
 	return nil
 }
 
@@ -170,5 +175,55 @@ func TestMarkLate(t *testing.T) {
 	}
 	if !h.procs[10].rec.AttachedLate {
 		t.Error("the root's record is not marked")
+	}
+}
+
+// The map hook learns that a file needs no hold only after its probes are
+// in: a process that maps the file while it is being attached must be held
+// until then, or its first calls go unrecorded with no loss counted.
+func TestAttacherMarksAfterProbes(t *testing.T) {
+	exe, err := os.Executable() // an ELF with dynamic symbols, none hooked
+	if err != nil {
+		t.Fatal(err)
+	}
+	lf, err := newLibFile(exe, exe)
+	if err != nil {
+		t.Fatal(err)
+	}
+	other := lf
+	other.Key = fileKey{Dev: 1, Ino: 2} // the same file under another name
+	p := &probes{}
+	a := newAttacher(p)
+	a.hooked = true
+	if lib, isNew := a.attach(lf); !isNew || lib.Error != "" {
+		t.Fatalf("attach = %+v, %v", lib, isNew)
+	}
+	a.attach(other)
+	want := []string{"attach " + exe, fmt.Sprintf("mark %d:%d", lf.Key.Dev, lf.Key.Ino), "mark 1:2"}
+	if strings.Join(p.order, "\n") != strings.Join(want, "\n") {
+		t.Errorf("order:\n%s\nwant:\n%s", strings.Join(p.order, "\n"), strings.Join(want, "\n"))
+	}
+}
+
+// A mapping the hook could not hold its process at (the stop signal was
+// refused) is counted as a lost hold: the process ran on, and calls it
+// made before the probes were in are missing. It is not continued: it was
+// never stopped.
+func TestHolderCountsUnheldMapping(t *testing.T) {
+	proc, _, hd := holdWorld(t)
+	hd.Flags = 0
+	var continued []uint32
+	q := newQueue()
+	ids := newBuildIDCache()
+	h := &holder{att: newAttacher(&probes{}), q: q, files: newFileIndex(ids), ids: ids, proc: proc, log: io.Discard,
+		cont: func(pid uint32) { continued = append(continued, pid) }}
+	h.handle(&hd)
+	if len(continued) != 0 {
+		t.Errorf("continued %v, a process that was not stopped", continued)
+	}
+	var ctr bpf.Stats // the probes count no lost hold of their own
+	st, _, holds := q.final(&ctr, 0)
+	if st.LostHolds != 1 || holds.Count != 0 {
+		t.Errorf("lost holds %d, holds %d; want 1 lost, none held", st.LostHolds, holds.Count)
 	}
 }

@@ -33,6 +33,11 @@ type queue struct {
 	// untracked counts processes the recorder itself could not put in the
 	// probes' table (a failed Track); the probes count their own.
 	untracked uint64
+	// unheld counts libcuda mappings reported by the map hook whose
+	// process it could not stop (the signal was refused), so that the
+	// process may have run calls before the probes were in; the probes
+	// count the holds they could not report.
+	unheld uint64
 }
 
 func newQueue() *queue {
@@ -219,6 +224,7 @@ func (q *queue) close() {
 func (q *queue) foldCounters(st *bpf.Stats) {
 	st.Store(&q.stats)
 	q.stats.Untracked += q.untracked
+	q.stats.LostHolds += q.unheld
 }
 
 // trackFailed counts a process the recorder could not track.
@@ -226,6 +232,14 @@ func (q *queue) trackFailed() {
 	q.mu.Lock()
 	q.untracked++
 	q.stats.Untracked++
+	q.mu.Unlock()
+}
+
+// notHeld counts a libcuda mapping whose process was not held.
+func (q *queue) notHeld() {
+	q.mu.Lock()
+	q.unheld++
+	q.stats.LostHolds++
 	q.mu.Unlock()
 }
 
