@@ -227,3 +227,36 @@ func TestHolderCountsUnheldMapping(t *testing.T) {
 		t.Errorf("lost holds %d, holds %d; want 1 lost, none held", st.LostHolds, holds.Count)
 	}
 }
+
+// A process running when recording starts that maps a libcuda gets its
+// record at once, attached late, even if it never calls while recording:
+// it may hold GPU memory the report must name. One already known keeps its
+// record; one gone since the scan gets none.
+func TestAddRunningRecordsIdleProcesses(t *testing.T) {
+	h, q, _, _ := testHandler(t, nil)
+	for pid, comm := range map[string]string{"10": "server", "20": "train"} {
+		dir := filepath.Join(h.proc, pid)
+		os.MkdirAll(dir, 0o755)
+		os.WriteFile(filepath.Join(dir, "stat"), []byte(pid+" ("+comm+") S 1 0 0"), 0o644)
+		os.WriteFile(filepath.Join(dir, "comm"), []byte(comm+"\n"), 0o644)
+		os.WriteFile(filepath.Join(dir, "cmdline"), []byte(comm+"\x00--port\x00"), 0o644)
+	}
+	h.addRoot(store.Process{PID: 20, Args: []string{"train", "--root"}})
+	h.late[10], h.late[20] = true, true
+	h.addRunning([]uint32{10, 20, 30}, 1234) // 30 exited since the scan
+	h.publish()
+	got := map[uint32]store.Process{}
+	for _, p := range q.take(nil, 0).Processes {
+		got[p.PID] = p
+	}
+	p, ok := got[10]
+	if !ok || !p.AttachedLate || p.Comm != "server" || p.PPID != 1 || p.Start != 1234 || len(p.Args) != 2 || p.Args[1] != "--port" {
+		t.Errorf("record of the running process: %+v (found %v); want it attached late, from /proc", p, ok)
+	}
+	if r := got[20]; !r.Root || len(r.Args) != 2 || r.Args[1] != "--root" {
+		t.Errorf("the known process's record was replaced: %+v", r)
+	}
+	if _, ok := got[30]; ok {
+		t.Error("a record for a process gone since the scan")
+	}
+}
