@@ -250,6 +250,7 @@ func TestParquetFleet(t *testing.T) {
 		}
 	}
 	checkWallTimes(t, db, out, runs)
+	checkGPUUUIDJoin(t, db, out)
 	checkFleetOrder(t, runs)
 }
 

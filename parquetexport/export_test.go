@@ -57,10 +57,13 @@ func writeFixture(t *testing.T, dir, host, id string, stop, identity bool) strin
 	sym := func(name string) uint16 { _, id, _ := cuda.Lookup(name); return uint16(id) }
 	code := 0
 	b := &store.Batch{Stacks: map[int32][]store.Frame{}}
+	uuid := "GPU-aaaa"
+	b.Inventory = &store.Inventory{GPUs: []store.GPUInventory{{Index: 0, UUID: store.Obs[string]{Value: &uuid}}}}
 	b.Processes = []store.Process{
 		{PID: 100, Start: monoStart, Root: true, Comm: "python3", Args: []string{"python3", "train.py"},
-			Env:     map[string]string{"RANK": "3", "WORLD_SIZE": "4"},
-			Devices: []store.DeviceMap{{Ordinal: 0, UUID: "GPU-aaaa", GPU: 0, Method: "single-gpu"}},
+			Env: map[string]string{"RANK": "3", "WORLD_SIZE": "4"},
+			// Matched as the only GPU: the process revealed no UUID.
+			Devices: []store.DeviceMap{{Ordinal: 0, GPU: 0, Method: "single-gpu"}},
 			Exit:    &store.Exit{Time: monoStart + 9e9, Code: &code}},
 		{PID: 101, PPID: 100, Start: monoStart + 1e6, Comm: "worker"},
 	}
@@ -303,5 +306,35 @@ func TestWriteOldRun(t *testing.T) {
 	calls := readRows[callRow](t, partFile(out, TableCalls, "node-c", "run-3"))
 	if calls[0].EndNS != wallStart+999+2000 || calls[0].Rank == nil || *calls[0].Rank != 3 || calls[2].Rank != nil {
 		t.Errorf("old run calls: end %d, ranks %v %v", calls[0].EndNS-wallStart, calls[0].Rank, calls[2].Rank)
+	}
+}
+
+// A call's gpu_uuid is its GPU's UUID as NVML gives it (what the samples
+// carry), whatever revealed the match; null, never "", when unknown.
+func TestCallGPUUUID(t *testing.T) {
+	x := &runExport{uuids: map[int]string{0: "GPU-aaaa"}}
+	for _, tc := range []struct {
+		name string
+		d    store.DeviceMap
+		want string
+	}{
+		{"matched without a UUID", store.DeviceMap{GPU: 0, Method: "single-gpu"}, "GPU-aaaa"},
+		{"a MIG instance's UUID", store.DeviceMap{GPU: 0, UUID: "MIG-bbbb", Method: "uuid"}, "GPU-aaaa"},
+		{"not in the inventory, UUID revealed", store.DeviceMap{GPU: 1, UUID: "GPU-cccc", Method: "uuid"}, "GPU-cccc"},
+		{"not in the inventory, a MIG UUID", store.DeviceMap{GPU: 1, UUID: "MIG-bbbb", Method: "uuid"}, ""},
+		{"not in the inventory, none revealed", store.DeviceMap{GPU: 1, Method: "order-pci-bus-id"}, ""},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			if got := x.uuidOf(tc.d); got != tc.want {
+				t.Errorf("uuidOf(%+v) = %q, want %q", tc.d, got, tc.want)
+			}
+		})
+	}
+	row := callRow{}
+	v := callVals{}
+	x.procs = newProcIndex([]store.Process{{PID: 1, Devices: []store.DeviceMap{{Ordinal: 0, GPU: 1, Method: "order-pci-bus-id"}}}}, store.RunInfo{})
+	x.fillCall(&row, &v, &store.Event{PID: 1, Dev: 0, Stack: -1}, map[string]symbolFacts{})
+	if row.GPU == nil || *row.GPU != 1 || row.GPUUUID != nil {
+		t.Errorf("gpu %v, gpu_uuid %v: want GPU 1 and a null UUID", row.GPU, row.GPUUUID)
 	}
 }

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"os"
 	"sort"
+	"strings"
 
 	"github.com/parquet-go/parquet-go"
 
@@ -26,6 +27,8 @@ type runExport struct {
 	clock clockMap
 	procs procIndex
 	list  []store.Process
+	// uuids are the GPUs' UUIDs by NVML index, from the inventory.
+	uuids map[int]string
 	// rows written per table
 	calls, failures, samples int64
 }
@@ -39,9 +42,40 @@ func newRunExport(r *store.Reader, opt Options) (*runExport, error) {
 	if err != nil {
 		return nil, err
 	}
+	inv, err := r.Inventory()
+	if err != nil {
+		return nil, err
+	}
 	run := r.Run()
 	return &runExport{r: r, opt: opt, run: run, stop: stop, clock: clockOf(run, stop),
-		procs: newProcIndex(procs, run), list: procs}, nil
+		procs: newProcIndex(procs, run), list: procs, uuids: gpuUUIDs(inv)}, nil
+}
+
+// gpuUUIDs maps the inventory's GPUs, by NVML index, to their UUIDs.
+func gpuUUIDs(inv *store.Inventory) map[int]string {
+	out := map[int]string{}
+	if inv == nil {
+		return out
+	}
+	for _, g := range inv.GPUs {
+		if u := g.UUID.Value; u != nil && *u != "" {
+			out[g.Index] = *u
+		}
+	}
+	return out
+}
+
+// uuidOf is the UUID of the GPU a CUDA device was matched to: NVML's (the
+// one the samples carry), else the one the process revealed when it names
+// a whole GPU, else "" (unknown). A MIG instance's UUID is not its GPU's.
+func (x *runExport) uuidOf(d store.DeviceMap) string {
+	if u := x.uuids[d.GPU]; u != "" {
+		return u
+	}
+	if strings.HasPrefix(d.UUID, "GPU-") {
+		return d.UUID
+	}
+	return ""
 }
 
 func (x *runExport) write(ctx context.Context, table, path string) error {

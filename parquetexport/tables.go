@@ -82,8 +82,11 @@ func (x *runExport) fillCall(row *callRow, v *callVals, e *store.Event, facts ma
 	if p := x.procs.lookup(e.PID, e.End); p != nil {
 		row.Rank = p.rank
 		if d, ok := p.devs[e.Dev]; ok && e.Dev >= 0 && d.GPU >= 0 {
-			v.gpu, v.uuid = int32(d.GPU), d.UUID
-			row.GPU, row.GPUUUID = &v.gpu, &v.uuid
+			v.gpu = int32(d.GPU)
+			row.GPU = &v.gpu
+			if v.uuid = x.uuidOf(d); v.uuid != "" {
+				row.GPUUUID = &v.uuid // null, never "", when unknown
+			}
 		}
 	}
 	if e.Dev >= 0 {

@@ -48,18 +48,23 @@ func newAttacher(objs probeTarget) *attacher {
 }
 
 // attach puts the probes on every hooked symbol a file exports, unless
-// that file (by device and inode) was attached already, and tells the map
-// hook the file needs no hold any more. It returns the file's library
+// that file (by device and inode) was attached already, and then tells the
+// map hook the file needs no hold any more. It returns the file's library
 // record and whether this call attached it. A file that could not be
 // attached gets a record with Error, once.
+//
+// The hook learns of the file only once its probes are in: until then,
+// every process that maps it is held, and its hold waits in the ring for
+// the holder, which handles holds one at a time and so continues such a
+// process only after this attach has returned. Marked earlier, a process
+// mapping the file during the attach would run unprobed, and its first
+// calls would be missing from the record without any loss counted.
 func (a *attacher) attach(lf LibFile) (store.Library, bool) {
 	a.mu.Lock()
 	defer a.mu.Unlock()
-	if a.hooked && lf.Key != (fileKey{}) {
-		// Marked even on failure: holding every later process at a file
-		// that cannot be attached would gain nothing.
-		a.objs.MarkAttached(lf.Key.Dev, lf.Key.Ino)
-	}
+	// Marked even on failure, but only after the attempt: holding every
+	// later process at a file that cannot be attached would gain nothing.
+	defer a.mark(lf.Key)
 	k := [2]uint64{lf.Dev, lf.Ino}
 	if af, ok := a.byFile[k]; ok {
 		if lf.Key != (fileKey{}) && !slices.Contains(af.keys, lf.Key) {
@@ -83,6 +88,15 @@ func (a *attacher) attach(lf LibFile) (store.Library, bool) {
 	}
 	af.lib, af.links = lib, links
 	return lib, true
+}
+
+// mark tells the map hook that the file the kernel names key needs no
+// hold: its probes are in, or it cannot be attached. Called with mu held,
+// after the attach.
+func (a *attacher) mark(key fileKey) {
+	if a.hooked && key != (fileKey{}) {
+		a.objs.MarkAttached(key.Dev, key.Ino)
+	}
 }
 
 // probe attaches to the symbols a file exports and fills the record's

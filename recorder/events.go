@@ -297,6 +297,23 @@ func (h *handler) process(pid uint32, t int64) *procState {
 	return p
 }
 
+// addRunning records processes that were running when recording started,
+// from /proc, as of t; those already known keep their records, and those
+// gone meanwhile get none (they hold nothing any more).
+func (h *handler) addRunning(pids []uint32, t int64) {
+	for _, pid := range pids {
+		if _, ok := h.procs[pid]; ok {
+			continue
+		}
+		if _, alive := readPPID(h.proc, pid); !alive {
+			continue
+		}
+		p := h.process(pid, t)
+		p.rec.Comm = readComm(h.proc, pid)
+		h.readMaps(p, pid)
+	}
+}
+
 // addRoot registers the spawned command or --pid target before any of its
 // records can be read.
 func (h *handler) addRoot(p store.Process) {

@@ -74,6 +74,10 @@ func (h *holder) handle(hd *bpf.Hold) {
 	if stopped {
 		lib.Held = now() - int64(hd.Ts)
 		h.q.addHold(lib.Held)
+	} else {
+		// It ran on from the mapping: calls it made before the probes
+		// were in are not in the record. Counted, never silent.
+		h.q.notHeld()
 	}
 	switch {
 	case err != nil:

@@ -3,6 +3,7 @@ package recorder
 import (
 	"bytes"
 	"fmt"
+	"io"
 	"os"
 	"path/filepath"
 	"strings"
@@ -16,20 +17,24 @@ import (
 	"github.com/retrivium/forensic/store"
 )
 
-// probes is a probeTarget that records what it is asked.
+// probes is a probeTarget that records what it is asked, and in which
+// order (order: "attach PATH", "mark DEV:INO").
 type probes struct {
 	attached []string
 	marked   []fileKey
 	unmarked []fileKey
+	order    []string
 }
 
 func (p *probes) Attach(path string, ids []int, offsets []uint64) ([]link.Link, error) {
 	p.attached = append(p.attached, path)
+	p.order = append(p.order, "attach "+path)
 	return nil, nil
 }
 
 func (p *probes) MarkAttached(dev uint32, ino uint64) error {
 	p.marked = append(p.marked, fileKey{dev, ino})
+	p.order = append(p.order, fmt.Sprintf("mark %d:%d", dev, ino))
 	return nil
 }
 
@@ -170,5 +175,88 @@ func TestMarkLate(t *testing.T) {
 	}
 	if !h.procs[10].rec.AttachedLate {
 		t.Error("the root's record is not marked")
+	}
+}
+
+// The map hook learns that a file needs no hold only after its probes are
+// in: a process that maps the file while it is being attached must be held
+// until then, or its first calls go unrecorded with no loss counted.
+func TestAttacherMarksAfterProbes(t *testing.T) {
+	exe, err := os.Executable() // an ELF with dynamic symbols, none hooked
+	if err != nil {
+		t.Fatal(err)
+	}
+	lf, err := newLibFile(exe, exe)
+	if err != nil {
+		t.Fatal(err)
+	}
+	other := lf
+	other.Key = fileKey{Dev: 1, Ino: 2} // the same file under another name
+	p := &probes{}
+	a := newAttacher(p)
+	a.hooked = true
+	if lib, isNew := a.attach(lf); !isNew || lib.Error != "" {
+		t.Fatalf("attach = %+v, %v", lib, isNew)
+	}
+	a.attach(other)
+	want := []string{"attach " + exe, fmt.Sprintf("mark %d:%d", lf.Key.Dev, lf.Key.Ino), "mark 1:2"}
+	if strings.Join(p.order, "\n") != strings.Join(want, "\n") {
+		t.Errorf("order:\n%s\nwant:\n%s", strings.Join(p.order, "\n"), strings.Join(want, "\n"))
+	}
+}
+
+// A mapping the hook could not hold its process at (the stop signal was
+// refused) is counted as a lost hold: the process ran on, and calls it
+// made before the probes were in are missing. It is not continued: it was
+// never stopped.
+func TestHolderCountsUnheldMapping(t *testing.T) {
+	proc, _, hd := holdWorld(t)
+	hd.Flags = 0
+	var continued []uint32
+	q := newQueue()
+	ids := newBuildIDCache()
+	h := &holder{att: newAttacher(&probes{}), q: q, files: newFileIndex(ids), ids: ids, proc: proc, log: io.Discard,
+		cont: func(pid uint32) { continued = append(continued, pid) }}
+	h.handle(&hd)
+	if len(continued) != 0 {
+		t.Errorf("continued %v, a process that was not stopped", continued)
+	}
+	var ctr bpf.Stats // the probes count no lost hold of their own
+	st, _, holds := q.final(&ctr, 0)
+	if st.LostHolds != 1 || holds.Count != 0 {
+		t.Errorf("lost holds %d, holds %d; want 1 lost, none held", st.LostHolds, holds.Count)
+	}
+}
+
+// A process running when recording starts that maps a libcuda gets its
+// record at once, attached late, even if it never calls while recording:
+// it may hold GPU memory the report must name. One already known keeps its
+// record; one gone since the scan gets none.
+func TestAddRunningRecordsIdleProcesses(t *testing.T) {
+	h, q, _, _ := testHandler(t, nil)
+	for pid, comm := range map[string]string{"10": "server", "20": "train"} {
+		dir := filepath.Join(h.proc, pid)
+		os.MkdirAll(dir, 0o755)
+		os.WriteFile(filepath.Join(dir, "stat"), []byte(pid+" ("+comm+") S 1 0 0"), 0o644)
+		os.WriteFile(filepath.Join(dir, "comm"), []byte(comm+"\n"), 0o644)
+		os.WriteFile(filepath.Join(dir, "cmdline"), []byte(comm+"\x00--port\x00"), 0o644)
+	}
+	h.addRoot(store.Process{PID: 20, Args: []string{"train", "--root"}})
+	h.late[10], h.late[20] = true, true
+	h.addRunning([]uint32{10, 20, 30}, 1234) // 30 exited since the scan
+	h.publish()
+	got := map[uint32]store.Process{}
+	for _, p := range q.take(nil, 0).Processes {
+		got[p.PID] = p
+	}
+	p, ok := got[10]
+	if !ok || !p.AttachedLate || p.Comm != "server" || p.PPID != 1 || p.Start != 1234 || len(p.Args) != 2 || p.Args[1] != "--port" {
+		t.Errorf("record of the running process: %+v (found %v); want it attached late, from /proc", p, ok)
+	}
+	if r := got[20]; !r.Root || len(r.Args) != 2 || r.Args[1] != "--root" {
+		t.Errorf("the known process's record was replaced: %+v", r)
+	}
+	if _, ok := got[30]; ok {
+		t.Error("a record for a process gone since the scan")
 	}
 }

@@ -210,6 +210,12 @@ func descendants(procRoot string, pid uint32) []uint32 {
 
 // readPPID reads a process's parent from /proc/PID/stat; ok is false when
 // the process is gone or hidden.
+// readComm reads a process's command name ("" when it is gone).
+func readComm(procRoot string, pid uint32) string {
+	b, _ := os.ReadFile(filepath.Join(procRoot, strconv.FormatUint(uint64(pid), 10), "comm"))
+	return strings.TrimSuffix(string(b), "\n")
+}
+
 func readPPID(procRoot string, pid uint32) (ppid uint32, ok bool) {
 	stat, err := os.ReadFile(filepath.Join(procRoot, strconv.FormatUint(uint64(pid), 10), "stat"))
 	if err != nil {

@@ -37,6 +37,11 @@ type queue struct {
 	// writer reads the loss counters with this commit (a live analysis
 	// then has counters from after the failure, not a second before it).
 	failed bool
+	// unheld counts libcuda mappings reported by the map hook whose
+	// process it could not stop (the signal was refused), so that the
+	// process may have run calls before the probes were in; the probes
+	// count the holds they could not report.
+	unheld uint64
 }
 
 func newQueue() *queue {
@@ -233,6 +238,7 @@ func (q *queue) close() {
 func (q *queue) foldCounters(st *bpf.Stats) {
 	st.Store(&q.stats)
 	q.stats.Untracked += q.untracked
+	q.stats.LostHolds += q.unheld
 }
 
 // trackFailed counts a process the recorder could not track.
@@ -240,6 +246,14 @@ func (q *queue) trackFailed() {
 	q.mu.Lock()
 	q.untracked++
 	q.stats.Untracked++
+	q.mu.Unlock()
+}
+
+// notHeld counts a libcuda mapping whose process was not held.
+func (q *queue) notHeld() {
+	q.mu.Lock()
+	q.unheld++
+	q.stats.LostHolds++
 	q.mu.Unlock()
 }
 

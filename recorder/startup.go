@@ -43,6 +43,7 @@ func (s *Session) attachStart() error {
 	// system call returns, before the mapping can be seen in /proc.
 	holds := drainHolds(s.holdRing)
 	s.markLate(scan, holds)
+	s.recordRunning(scan)
 	for i := range holds {
 		s.hl.handle(&holds[i])
 	}
@@ -67,6 +68,7 @@ func (s *Session) attachExplicit() error {
 		scan := scanLibCUDA("/proc", nil, true)
 		delete(scan, uint32(os.Getpid()))
 		s.markLate(scan, nil)
+		s.recordRunning(scan)
 	}
 	for _, lf := range libs {
 		lib, _ := s.att.attach(lf)
@@ -125,6 +127,28 @@ func (s *Session) markLate(scan map[uint32][]mapLine, holds []bpf.Hold) {
 			}
 		}
 	}
+}
+
+// recordRunning gives every running process that maps a libcuda and has
+// no record yet (with --all, all of them) its process record, attached
+// late, and follows it from now on (its exit, its children). A process
+// that makes no call while recording may still hold GPU memory: the
+// report must name it, and say whether it ended. Called before the files
+// are attached, so none of these processes has a call recorded yet.
+func (s *Session) recordRunning(scan map[uint32][]mapLine) {
+	pids := make([]uint32, 0, len(scan))
+	for pid := range scan {
+		if _, ok := s.h.procs[pid]; !ok {
+			pids = append(pids, pid)
+		}
+	}
+	sort.Slice(pids, func(i, j int) bool { return pids[i] < pids[j] })
+	for _, pid := range pids {
+		if err := s.objs.Track(pid); err != nil {
+			s.q.trackFailed() // its exit is not followed: counted, never silent
+		}
+	}
+	s.h.addRunning(pids, now())
 }
 
 // attachScanned attaches the libcuda files running processes map, each

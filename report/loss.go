@@ -21,6 +21,7 @@ func (l *Loss) Lost() []string {
 		{l.Unmatched, "call", "already in progress when the probes attached"},
 		{l.LostProc, "process lifecycle record", "lost (ring buffer full)"},
 		{l.Untracked, "process", "not followed (the table of tracked processes was full)"},
+		{l.LostHolds, "libcuda mapping", "not held until the probes were in"},
 		{l.DecodeErrors, "event", "not decoded"},
 	} {
 		if c.n > 0 {
