@@ -249,9 +249,13 @@ func (s *state) untraced(t int64) []report.Missing {
 			continue
 		}
 		if use := s.nvmlUse(p.PID); use > 0 {
+			why := "it used a libcuda forensic did not attach to, or allocated before recording started"
+			if p.AttachedLate {
+				why = "it was already running when recording started, so its memory was allocated before"
+			}
 			out = append(out, report.Missing{Decisive: true,
-				What: fmt.Sprintf("NVML shows process %d (%s) holding %s of GPU memory, but no traced call from it was recorded: it used a libcuda forensic did not attach to, or allocated before recording started",
-					p.PID, exeName(&p), report.HumanBytes(use)),
+				What: fmt.Sprintf("NVML shows process %d (%s) holding %s of GPU memory, but no traced call from it was recorded: %s",
+					p.PID, exeName(&p), report.HumanBytes(use), why),
 				Fix: s.untracedFix()})
 		}
 	}
