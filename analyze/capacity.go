@@ -475,10 +475,14 @@ func (fd *finding) undecided(name string) *report.Missing {
 			Fix: "to settle it, grant one peer per cuMemSetAccess call (each then maps the range once), or read BAR1 used (nvidia-smi -q -d MEMORY) before and after a grant to several peers to learn the driver's per-peer cost"}
 	}
 	if fd.opaque != nil {
+		fix := "record with --freeze-on-failure, so the failure's own sample is taken while the process is held stopped; start the recorder before the workload, so what its processes allocate is traced"
+		if fd.opaque.ctx {
+			fix = "record with --freeze-on-failure, so the failure's own sample is taken while the process is held stopped, before it frees a context or exits"
+		}
 		return &report.Missing{Decisive: true,
 			What: fmt.Sprintf("between the failure and the %s sample (%s), pid %d %s: %s free at the failure was %s, and %s were requested",
 				fd.view, fd.relation, fd.opaque.pid, fd.opaque.why, fd.view, fd.freeText(), report.HumanBytes(fd.size)),
-			Fix: "record with --freeze-on-failure, so the failure's own sample is taken while the process is held stopped; start the recorder before the workload, so what its processes allocate is traced"}
+			Fix: fix}
 	}
 	why := "the sample overlapped traced calls"
 	if fd.rangedBetween {
