@@ -396,7 +396,8 @@ func (s *state) candidates(f *failed, fd *finding, t *target) []candidate {
 // failure: up, free at the failure may be higher than the sample implies
 // (a release after the sample, by the failure); down, lower (a release
 // after the failure that the sample saw). A release that overlaps the
-// query may be either. first is the first release that bears.
+// query may be either. An allocation of unknown size (a context's own
+// memory) bears the other way. first is the first that bears.
 func opaqueBetween(rels []opaqueRel, gpu int, view cuda.View, failure, s, e int64) (up, down bool, first *opaqueRel) {
 	for i := range rels {
 		r := &rels[i]
@@ -414,6 +415,9 @@ func opaqueBetween(rels []opaqueRel, gpu int, view cuda.View, failure, s, e int6
 			k0, k1 = inF-1, inF-1
 		case r.at <= e:
 			k0 = inF - 1
+		}
+		if r.acquire { // it took memory: free at the failure = the sample's - k × size
+			k0, k1 = -k1, -k0
 		}
 		if k1 > 0 || k0 < 0 {
 			up, down = up || k1 > 0, down || k0 < 0

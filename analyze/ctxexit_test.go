@@ -2,6 +2,7 @@ package analyze
 
 import (
 	"slices"
+	"strconv"
 	"strings"
 	"testing"
 
@@ -78,6 +79,9 @@ func TestContextMemoryReleaseBetweenSampleAndFailure(t *testing.T) {
 			ctxCall(5, fail+ms/2, 0, cuda.Fields{Has: cuda.FieldDevice, Device: 0})},
 			[]store.Sample{triggered(fbSample(fail+ms, 13*gib), fail)},
 			proc(fail + 50*ms), report.CapUnknown, "released its primary CUDA context on GPU 0"},
+		{"the primary context retained between an earlier sample and the failure", []store.Event{oom(2 * gib)},
+			[]store.Sample{fbSample(tClock+5*ms, 0)},
+			proc(fail + 50*ms), report.CapUnknown, "retained its primary CUDA context on GPU 0"},
 		{"a context on the same GPU destroyed between", []store.Event{
 			ctxCall(3, tClock+30*ms, 0, cuda.Fields{Has: cuda.FieldPtr | cuda.FieldDevice, Ptr: 0xc1, Device: 0}), oom(2 * gib),
 			ctxCall(4, fail+ms/2, 0, cuda.Fields{Has: cuda.FieldTarget, Target: 0xc1})},
@@ -117,9 +121,10 @@ func decisiveText(rep *report.Report) string {
 	return strings.Join(text, " / ")
 }
 
-// The replay keeps a context's release as one of unknown size in either
-// GPU view, on the context's GPU: at an exit for each context still held
-// (none for one already destroyed or released), at a destroy or release.
+// The replay keeps a context's making (+) and release (-) as changes of
+// unknown size in either GPU view, on the context's GPU: made at a create
+// or retain; released at a destroy or release, and at an exit for each
+// context still held (none for one already destroyed or released).
 func TestContextReleasesLogged(t *testing.T) {
 	fail := tClock + 300*ms
 	oom := call(0, fail, 2, cuda.Fields{Has: cuda.FieldSize, Size: gib})
@@ -136,17 +141,17 @@ func TestContextReleasesLogged(t *testing.T) {
 		events []store.Event
 		ctxs   []store.Context // the record's contexts
 		late   bool
-		want   []int // the GPUs of the context releases, in order (-1 any)
+		want   []string // the changes: made (+) or released (-), and the GPU (-1 any)
 	}{
-		{"retained, exits", []store.Event{retainPrimary(tClock + 10*ms), oom}, nil, false, []int{0}},
-		{"retained and released, exits", []store.Event{retainPrimary(tClock + 10*ms), oom, release}, nil, false, []int{0}},
+		{"retained, exits", []store.Event{retainPrimary(tClock + 10*ms), oom}, nil, false, []string{"+0", "-0"}},
+		{"retained and released, exits", []store.Event{retainPrimary(tClock + 10*ms), oom, release}, nil, false, []string{"+0", "-0"}},
 		{"retained twice, released once", []store.Event{retainPrimary(tClock + 10*ms), retainPrimary(tClock + 11*ms), oom, release},
-			nil, false, []int{0, 0}},
-		{"two GPUs, exits", []store.Event{create(0xc1, 0), create(0xc2, 1), oom}, nil, false, []int{0, 1}},
-		{"created and destroyed, exits", []store.Event{create(0xc1, 0), oom, destroy(0xc1)}, nil, false, []int{0}},
+			nil, false, []string{"+0", "+0", "-0", "-0"}},
+		{"two GPUs, exits", []store.Event{create(0xc1, 0), create(0xc2, 1), oom}, nil, false, []string{"+0", "+1", "-0", "-1"}},
+		{"created and destroyed, exits", []store.Event{create(0xc1, 0), oom, destroy(0xc1)}, nil, false, []string{"+0", "-0"}},
 		{"a recorded context the replay never saw made", []store.Event{oom},
-			[]store.Context{{Index: 1, Handle: 0xc9, Device: -1}}, false, []int{-1}},
-		{"already running: its exit is of unknown size anyway", []store.Event{retainPrimary(tClock + 10*ms), oom}, nil, true, nil},
+			[]store.Context{{Index: 1, Handle: 0xc9, Device: -1}}, false, []string{"--1"}},
+		{"already running: its exit is of unknown size anyway", []store.Event{retainPrimary(tClock + 10*ms), oom}, nil, true, []string{"+0"}},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
@@ -168,13 +173,17 @@ func TestContextReleasesLogged(t *testing.T) {
 			if err := s.passEvents(); err != nil {
 				t.Fatal(err)
 			}
-			var got []int
+			var got []string
 			for _, o := range s.replay.opaque {
 				if o.ctx {
 					if o.view != viewMixed {
 						t.Errorf("%s: view %v, want either", o.why, o.view)
 					}
-					got = append(got, o.gpu)
+					sign := "-"
+					if o.acquire {
+						sign = "+"
+					}
+					got = append(got, sign+strconv.Itoa(o.gpu))
 				}
 			}
 			if !slices.Equal(got, c.want) {

@@ -49,9 +49,11 @@ func (p *replayer) held(pid uint32, h uint64) *heldCtx {
 }
 
 // contexts replays what a successful call did to its process's contexts.
-// Destroying a context, and releasing a primary context (the last
-// reference frees it), frees the context's own memory: a release of
-// unknown size on its GPU, in both views.
+// Creating a context, and retaining a primary context (the first
+// reference makes it), takes memory for the context's own use: an
+// allocation of unknown size on its GPU, in both views. Destroying one,
+// and releasing a primary context (the last reference frees it), frees
+// that memory: a release of unknown size.
 func (p *replayer) contexts(e *store.Event, sym *cuda.Symbol) {
 	switch sym.Ctx {
 	case cuda.CtxCreate, cuda.CtxRetain:
@@ -61,10 +63,13 @@ func (p *replayer) contexts(e *store.Event, sym *cuda.Symbol) {
 		c := p.held(e.PID, e.Ptr)
 		c.gpu, _ = p.dev.gpu(e.PID, e.Dev)
 		c.dev, c.gone = e.Dev, false
+		why := fmt.Sprintf("created a CUDA context%s, %s", onGPU(c.gpu), ctxMemory)
 		if sym.Ctx == cuda.CtxRetain {
 			c.primary = true
 			c.refs++
+			why = fmt.Sprintf("retained its primary CUDA context%s (made with the first reference), %s", onGPU(c.gpu), ctxMemory)
 		}
+		p.logOpaque(opaqueRel{at: e.End, gpu: c.gpu, view: viewMixed, pid: e.PID, ctx: true, acquire: true, why: why})
 	case cuda.CtxDestroy:
 		if e.Has&cuda.FieldTarget == 0 || e.Target == 0 {
 			return

@@ -348,7 +348,9 @@ type opaqueRel struct {
 	view cuda.View
 	pid  uint32
 	why  string
-	ctx  bool // it frees a CUDA context's own memory
+	ctx  bool // it frees (or, acquire, takes) a CUDA context's own memory
+	// acquire: it took memory rather than freed it.
+	acquire bool
 }
 
 // logOpaque keeps a release of unknown size that lies near a failure.
