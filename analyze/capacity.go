@@ -397,7 +397,8 @@ func (s *state) candidates(f *failed, fd *finding, t *target) []candidate {
 // failure: up, free at the failure may be higher than the sample implies
 // (a release after the sample, by the failure); down, lower (a release
 // after the failure that the sample saw). A release that overlaps the
-// query may be either. first is the first release that bears.
+// query may be either. An allocation of unknown size (a context's own
+// memory) bears the other way. first is the first that bears.
 func opaqueBetween(rels []opaqueRel, gpu int, view cuda.View, failure, s, e int64) (up, down bool, first *opaqueRel) {
 	for i := range rels {
 		r := &rels[i]
@@ -415,6 +416,9 @@ func opaqueBetween(rels []opaqueRel, gpu int, view cuda.View, failure, s, e int6
 			k0, k1 = inF-1, inF-1
 		case r.at <= e:
 			k0 = inF - 1
+		}
+		if r.acquire { // it took memory: free at the failure = the sample's - k × size
+			k0, k1 = -k1, -k0
 		}
 		if k1 > 0 || k0 < 0 {
 			up, down = up || k1 > 0, down || k0 < 0
@@ -476,10 +480,14 @@ func (fd *finding) undecided(name string) *report.Missing {
 			Fix: "to settle it, grant one peer per cuMemSetAccess call (each then maps the range once), or read BAR1 used (nvidia-smi -q -d MEMORY) before and after a grant to several peers to learn the driver's per-peer cost"}
 	}
 	if fd.opaque != nil {
+		fix := "record with --freeze-on-failure, so the failure's own sample is taken while the process is held stopped; start the recorder before the workload, so what its processes allocate is traced"
+		if fd.opaque.ctx {
+			fix = "record with --freeze-on-failure, so the failure's own sample is taken while the process is held stopped, before it frees a context or exits"
+		}
 		return &report.Missing{Decisive: true,
 			What: fmt.Sprintf("between the failure and the %s sample (%s), pid %d %s: %s free at the failure was %s, and %s were requested",
 				fd.view, fd.relation, fd.opaque.pid, fd.opaque.why, fd.view, fd.freeText(), report.HumanBytes(fd.size)),
-			Fix: "record with --freeze-on-failure, so the failure's own sample is taken while the process is held stopped; start the recorder before the workload, so what its processes allocate is traced"}
+			Fix: fix}
 	}
 	why := "the sample overlapped traced calls"
 	if fd.rangedBetween {

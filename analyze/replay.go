@@ -89,6 +89,7 @@ type replayer struct {
 	perProc    map[uint32]map[viewKey]*report.LiveBytes
 	atFailure  bool // perProc taken
 	exits      exitQueue
+	ctxs       map[uint32]map[uint64]*heldCtx // contexts held, by pid and handle
 	pending    map[recovKey][]*failed
 	counts     []report.CallCount // by file symbol id
 	procCalls  map[uint32]*[2]uint64
@@ -106,8 +107,8 @@ func newReplayer(s *state) *replayer {
 	p := &replayer{s: s, live: map[resKey]liveRes{}, changes: map[viewKey][]change{},
 		perProc: map[uint32]map[viewKey]*report.LiveBytes{}, pending: map[recovKey][]*failed{},
 		procCalls: map[uint32]*[2]uint64{}, exportKeys: map[string]exportRef{}, exportSize: map[string]uint64{},
-		exportAt: map[string]int64{},
-		obs:      s.opts.Observer, dev: devCache{s: s, lastDev: -2}}
+		exportAt: map[string]int64{}, ctxs: map[uint32]map[uint64]*heldCtx{},
+		obs: s.opts.Observer, dev: devCache{s: s, lastDev: -2}}
 	for _, f := range s.failures {
 		p.failTimes = append(p.failTimes, f.e.End)
 		k := recovKey{f.e.PID, f.sym.Op}
@@ -199,6 +200,9 @@ func (p *replayer) replay(e *store.Event) error {
 	p.releaseUpTo(e.End - 1)
 	if e.Result == 0 {
 		p.recover(e, sym)
+		if sym.Ctx != cuda.CtxNone {
+			p.contexts(e, sym)
+		}
 		p.apply(e, sym)
 	}
 	if p.tl != nil {
@@ -350,6 +354,9 @@ type opaqueRel struct {
 	view cuda.View
 	pid  uint32
 	why  string
+	ctx  bool // it frees (or, acquire, takes) a CUDA context's own memory
+	// acquire: it took memory rather than freed it.
+	acquire bool
 }
 
 // logOpaque keeps a release of unknown size that lies near a failure.
@@ -452,7 +459,11 @@ func (p *replayer) logChange(vk viewKey, start, end, lo, hi int64) {
 func (p *replayer) releaseUpTo(t int64) {
 	p.exits.releaseUpTo(t, p.live, func(vk viewKey, at int64, n, most uint64) {
 		p.addRange(vk, at, at, -int64(n), -int64(most))
-	}, p.logOpaque)
+	}, p.logOpaque, func(x procExit) {
+		if !x.late { // a late process's exit is already of unknown size, on any GPU
+			p.exitContexts(x.pid, x.t)
+		}
+	})
 }
 
 // snapshotAtFailure records what each process held at the first failure,
@@ -612,11 +623,13 @@ func newExitQueue(exits []procExit) exitQueue {
 // exited by t, in exit order, and reports each traced total that lost
 // sized bytes: freed(total, exit time, bytes, the most they may have been);
 // and each release it cannot size: a process that may have held memory
-// made before the record (on any GPU), an unsized live resource.
-func (q *exitQueue) releaseUpTo(t int64, live map[resKey]liveRes, freed func(vk viewKey, at int64, n, most uint64), opaque func(opaqueRel)) {
+// made before the record (on any GPU), an unsized live resource. exited
+// is told of each exit first.
+func (q *exitQueue) releaseUpTo(t int64, live map[resKey]liveRes, freed func(vk viewKey, at int64, n, most uint64), opaque func(opaqueRel), exited func(procExit)) {
 	for len(*q) > 0 && (*q)[0].t <= t {
 		x := (*q)[0]
 		*q = (*q)[1:]
+		exited(x)
 		if x.late {
 			opaque(opaqueRel{at: x.t, gpu: -1, view: viewMixed, pid: x.pid,
 				why: "exited, and the driver freed what it held, including memory allocated before recording started (it was already running), of a size the record does not have"})

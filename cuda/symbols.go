@@ -183,6 +183,9 @@ const (
 	CtxPop
 	// CtxDestroy: Target is destroyed and leaves every stack.
 	CtxDestroy
+	// CtxRelease: the primary context of Device loses a reference; the
+	// driver frees it with the last.
+	CtxRelease
 )
 
 // Identity is device identity a call reveals about a CUDA device ordinal.
@@ -565,7 +568,7 @@ func (t *table) contexts() {
 	}
 	t.add(Symbol{Name: "cuDevicePrimaryCtxRetain", Op: OpContext, Ctx: CtxRetain,
 		OutA: ptrTo(0, 8), Ptr: outA(0, 8), Device: arg(1, 4)})
-	t.variants(Symbol{Name: "cuDevicePrimaryCtxRelease", Op: OpContext, Device: arg(0, 4)},
+	t.variants(Symbol{Name: "cuDevicePrimaryCtxRelease", Op: OpContext, Ctx: CtxRelease, Device: arg(0, 4)},
 		"cuDevicePrimaryCtxRelease", "cuDevicePrimaryCtxRelease_v2")
 	t.add(Symbol{Name: "cuCtxSetCurrent", Op: OpContext, Ctx: CtxSet, Target: arg(0, 8)})
 	t.variants(Symbol{Name: "cuCtxPushCurrent", Op: OpContext, Ctx: CtxPush, Target: arg(0, 8)},

@@ -449,13 +449,16 @@ static void bar1_uncharge(int phys, int inst, uint64_t bytes)
     sim_unlock();
 }
 
-static void ctx_account(int phys, int inst, int delta)
+/* Count a context in or out, with its own framebuffer (SIMGPU_CTX_MEM):
+ * 0, or -1 when it does not fit. */
+static int ctx_account(int phys, int inst, int delta)
 {
     struct sim_state *st = sim_lock();
     if (!st)
-        return;
-    sim_ctx_adjust(st, sim_pid(), phys, inst, delta);
+        return 0;
+    int rc = sim_ctx_adjust(st, sim_pid(), phys, inst, delta);
     sim_unlock();
+    return rc;
 }
 
 static void pool_uncount(uint64_t pool_key, uint64_t bytes);
@@ -563,9 +566,12 @@ static struct ctx *ctx_new(int ord, int primary)
     c->ord = ord;
     ord_split(ord, &c->phys, &c->inst);
     c->primary = primary;
+    if (ctx_account(c->phys, c->inst, +1) != 0) {
+        free(c);
+        return NULL;
+    }
     c->next = ctx_all;
     ctx_all = c;
-    ctx_account(c->phys, c->inst, +1);
     return c;
 }
 
@@ -1107,8 +1113,11 @@ API CUresult cuDevicePrimaryCtxRetain(CUcontext *pctx, CUdevice dev)
         p->refs = 0;
     } else if (p->refs == 0) {
         /* The primary context keeps its handle; it becomes active again. */
+        if (ctx_account(p->c->phys, p->c->inst, +1) != 0) {
+            pthread_mutex_unlock(&mu);
+            return CUDA_ERROR_OUT_OF_MEMORY;
+        }
         p->c->destroyed = 0;
-        ctx_account(p->c->phys, p->c->inst, +1);
     }
     p->refs++;
     *pctx = (CUcontext)p->c;

@@ -118,6 +118,7 @@ static void state_init(struct sim_state *st)
     st->mig = (uint32_t)mig;
     st->peer_bar1 = env_size("SIMGPU_PEER_BAR1", 32 * MiB);
     st->pin_limit = env_size("SIMGPU_PIN_LIMIT", 0);
+    st->ctx_mem = env_size("SIMGPU_CTX_MEM", 0);
     st->creator_pid = (uint64_t)getpid();
     for (uint32_t d = 0; d < st->ndev; d++) {
         struct sim_dev *dv = &st->dev[d];
@@ -423,9 +424,27 @@ void sim_bar1_uncharge(struct sim_state *st, pid_t pid, int phys, int inst, uint
 
 int sim_ctx_adjust(struct sim_state *st, pid_t pid, int phys, int inst, int delta)
 {
+    if (delta > 0 && st->ctx_mem) {
+        int rc = sim_fb_charge(st, pid, phys, inst, st->ctx_mem);
+        if (rc != 0)
+            return rc;
+    }
     struct sim_proc *r = row(st, pid, phys, inst, delta > 0);
     if (!r)
         return delta > 0 ? -2 : 0;
+    if (delta > 0) {
+        r->ctx_fb += st->ctx_mem;
+    } else if (delta < 0 && r->ctx_fb) {
+        uint64_t n = r->ctx_fb < st->ctx_mem ? r->ctx_fb : st->ctx_mem;
+        r->ctx_fb -= n;
+        if (n > r->fb)
+            n = r->fb;
+        r->fb -= n;
+        struct sim_dev *d = &st->dev[phys];
+        d->fb_used = d->fb_used >= n ? d->fb_used - n : 0;
+        if (inst >= 0)
+            d->inst[inst].used = d->inst[inst].used >= n ? d->inst[inst].used - n : 0;
+    }
     r->ctxs += delta;
     if (r->ctxs < 0)
         r->ctxs = 0;

@@ -23,7 +23,7 @@
 #define SIM_MAX_ORD (SIM_MAX_DEV * SIM_MAX_MIG)
 
 #define SIM_STATE_MAGIC "SIMGPU\0\0"
-#define SIM_STATE_VERSION 3u
+#define SIM_STATE_VERSION 4u
 
 struct sim_inst {
     uint64_t total;
@@ -47,7 +47,8 @@ struct sim_proc {
     int32_t phys;
     int32_t inst;          /* -1 when MIG is off */
     int32_t ctxs;          /* live contexts of that process on the device */
-    uint64_t fb;           /* framebuffer bytes */
+    uint64_t fb;           /* framebuffer bytes (ctx_fb included) */
+    uint64_t ctx_fb;       /* framebuffer bytes its contexts hold (SIMGPU_CTX_MEM each) */
     uint64_t bar1;         /* BAR1 bytes mapped by that process */
 };
 
@@ -59,6 +60,7 @@ struct sim_state {
     uint32_t mig;          /* MIG instances per device, 0 = off */
     uint64_t peer_bar1;
     uint64_t pin_limit;    /* 0 = unlimited */
+    uint64_t ctx_mem;      /* framebuffer each context holds, 0 = none */
     uint64_t creator_pid;
     struct sim_dev dev[SIM_MAX_DEV];
     uint32_t nproc;        /* high-water mark of proc[] */
@@ -99,6 +101,8 @@ SIM_HIDDEN int sim_fb_charge(struct sim_state *st, pid_t pid, int phys, int inst
 SIM_HIDDEN void sim_fb_uncharge(struct sim_state *st, pid_t pid, int phys, int inst, uint64_t bytes);
 SIM_HIDDEN int sim_bar1_charge(struct sim_state *st, pid_t pid, int phys, int inst, uint64_t bytes);
 SIM_HIDDEN void sim_bar1_uncharge(struct sim_state *st, pid_t pid, int phys, int inst, uint64_t bytes);
+/* A context's own framebuffer (ctx_mem) is charged with it: -1 when it
+ * does not fit. */
 SIM_HIDDEN int sim_ctx_adjust(struct sim_state *st, pid_t pid, int phys, int inst, int delta);
 /* Drop every row of pid, returning what it held. */
 SIM_HIDDEN void sim_release_pid(struct sim_state *st, pid_t pid);
