@@ -24,13 +24,19 @@ type capRun struct {
 	samples []store.Sample
 	env     map[string]string
 	exit    *store.Exit
+	// interval is the run's sampling interval (default 100 ms).
+	interval time.Duration
 }
 
 func (c capRun) analyze(t *testing.T) *report.Report {
 	t.Helper()
 	path := filepath.Join(t.TempDir(), "run.db")
+	interval := c.interval
+	if interval == 0 {
+		interval = 100 * time.Millisecond
+	}
 	run := store.RunInfo{ID: "capacity", Version: "test", Clock: store.ClockName, ClockStart: tClock, Mode: "spawn", TargetPID: 7,
-		Interval: 100 * time.Millisecond}
+		Interval: interval}
 	w, err := store.Create(path, store.CreateOptions{}, run, c.syms)
 	if err != nil {
 		t.Fatal(err)
@@ -40,7 +46,11 @@ func (c capRun) analyze(t *testing.T) *report.Report {
 	if err := w.Commit(&store.Batch{Events: c.events, Processes: procs, Samples: c.samples, Inventory: c.inv}); err != nil {
 		t.Fatal(err)
 	}
-	if err := w.Stop(store.StopInfo{Time: tClock + int64(time.Second), Reason: "workload-exited"}); err != nil {
+	stop := tClock + int64(time.Second)
+	for _, e := range c.events {
+		stop = max(stop, e.End+int64(time.Second))
+	}
+	if err := w.Stop(store.StopInfo{Time: stop, Reason: "workload-exited"}); err != nil {
 		t.Fatal(err)
 	}
 	w.Close()
@@ -318,5 +328,24 @@ func TestUnknownGPUAdvice(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// With a long sampling interval the sample before a failure may be up to
+// three intervals old, and every traced change since it counts: an
+// allocation 7 s before the failure (beyond the 5 s kept for a lagging
+// sample) still takes the room the sample showed.
+func TestLongIntervalReconcilesEveryChange(t *testing.T) {
+	sec := int64(time.Second)
+	rep := capRun{inv: gpuInventory(1, 0), devices: []store.DeviceMap{{Ordinal: 0, GPU: 0, Method: "uuid"}},
+		syms: []string{"cuMemAlloc_v2"}, interval: 10 * time.Second,
+		events: []store.Event{
+			alloc(0, tClock+2*sec, 5*gib/2, 0x1000),
+			call(0, tClock+9*sec, 2, cuda.Fields{Has: cuda.FieldSize, Size: gib}),
+		},
+		samples: []store.Sample{memSample(store.KindFramebuffer, -1, tClock+sec, 16*gib, 0, 3*gib)},
+	}.analyze(t)
+	if got := deref(rep.Capacity); got != report.CapFBExhausted {
+		t.Errorf("capacity %s, want %s (3 GiB free at the sample, 2.5 GiB allocated since): %s", got, report.CapFBExhausted, rep.Verdict)
 	}
 }

@@ -55,7 +55,10 @@ type change struct {
 }
 
 // reconcileHorizon bounds how far from a failure traced changes are kept
-// for reconciling samples (a failure-triggered sample under load can lag).
+// for reconciling samples (a failure-triggered sample under load can lag),
+// unless the window for a sample before a failure is longer: a sample up to
+// three sampling intervals old may be reconciled, and every change since
+// it must be there (a long --interval).
 const reconcileHorizon = int64(5 * time.Second)
 
 // maxChanges bounds the changes kept per total.
@@ -86,6 +89,7 @@ type replayer struct {
 	changes    map[viewKey][]change
 	opaque     []opaqueRel // releases of unknown size near failures
 	failTimes  []int64     // sorted: changes near these are kept
+	horizon    int64       // how near: max(reconcileHorizon, the sample window)
 	perProc    map[uint32]map[viewKey]*report.LiveBytes
 	atFailure  bool // perProc taken
 	exits      exitQueue
@@ -108,7 +112,7 @@ func newReplayer(s *state) *replayer {
 		perProc: map[uint32]map[viewKey]*report.LiveBytes{}, pending: map[recovKey][]*failed{},
 		procCalls: map[uint32]*[2]uint64{}, exportKeys: map[string]exportRef{}, exportSize: map[string]uint64{},
 		exportAt: map[string]int64{}, ctxs: map[uint32]map[uint64]*heldCtx{},
-		obs: s.opts.Observer, dev: devCache{s: s, lastDev: -2}}
+		obs: s.opts.Observer, dev: devCache{s: s, lastDev: -2}, horizon: max(reconcileHorizon, s.window)}
 	for _, f := range s.failures {
 		p.failTimes = append(p.failTimes, f.e.End)
 		k := recovKey{f.e.PID, f.sym.Op}
@@ -361,8 +365,8 @@ type opaqueRel struct {
 
 // logOpaque keeps a release of unknown size that lies near a failure.
 func (p *replayer) logOpaque(o opaqueRel) {
-	i := sort.Search(len(p.failTimes), func(i int) bool { return p.failTimes[i] >= o.at-reconcileHorizon })
-	if i == len(p.failTimes) || p.failTimes[i] > o.at+reconcileHorizon || len(p.opaque) >= maxChanges {
+	i := sort.Search(len(p.failTimes), func(i int) bool { return p.failTimes[i] >= o.at-p.horizon })
+	if i == len(p.failTimes) || p.failTimes[i] > o.at+p.horizon || len(p.opaque) >= maxChanges {
 		return
 	}
 	p.opaque = append(p.opaque, o)
@@ -445,8 +449,8 @@ func (p *replayer) liveOn(e *store.Event) *uint64 {
 // logChange keeps a change that lies near a failure, for reconciling the
 // samples taken around it.
 func (p *replayer) logChange(vk viewKey, start, end, lo, hi int64) {
-	i := sort.Search(len(p.failTimes), func(i int) bool { return p.failTimes[i] >= start-reconcileHorizon })
-	if i == len(p.failTimes) || p.failTimes[i] > end+reconcileHorizon {
+	i := sort.Search(len(p.failTimes), func(i int) bool { return p.failTimes[i] >= start-p.horizon })
+	if i == len(p.failTimes) || p.failTimes[i] > end+p.horizon {
 		return
 	}
 	if len(p.changes[vk]) < maxChanges {
