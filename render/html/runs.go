@@ -61,32 +61,8 @@ func placeFailures(rep *report.Report) map[string]failurePlace {
 	if ok {
 		out[rep.Run.Path] = first
 	}
-	for _, c := range m.Candidates {
-		if c.RunPath == rep.Run.Path || c.WallNS == nil {
-			continue
-		}
-		p := failurePlace{Role: roleCandidate, WallNS: *c.WallNS}
-		if c.Judged != nil {
-			p.Symbol, p.Result = c.Judged.Symbol, c.Judged.ResultName
-		}
-		if c.EarliestNS != nil && c.LatestNS != nil {
-			p.Lo, p.Hi, p.Bounded = *c.EarliestNS, *c.LatestNS, true
-		}
-		out[c.RunPath] = p
-	}
-	for _, c := range m.UnrecoveredCandidates {
-		if c.RunPath == rep.Run.Path || c.WallNS == nil {
-			continue
-		}
-		p := failurePlace{Role: roleUnrecoveredCandidate, WallNS: *c.WallNS}
-		if c.Judged != nil {
-			p.Symbol, p.Result = c.Judged.Symbol, c.Judged.ResultName
-		}
-		if c.EarliestNS != nil && c.LatestNS != nil {
-			p.Lo, p.Hi, p.Bounded = *c.EarliestNS, *c.LatestNS, true
-		}
-		out[c.RunPath] = p
-	}
+	placeCandidates(out, m.Candidates, roleCandidate, rep.Run.Path)
+	placeCandidates(out, m.UnrecoveredCandidates, roleUnrecoveredCandidate, rep.Run.Path)
 	anchor, ok := placeAnchor(rep, first, ok)
 	if !ok {
 		return out // consequences are placed after the failure that matters
@@ -298,4 +274,23 @@ func shortPath(p string) string {
 		return d + "/" + file
 	}
 	return file
+}
+
+// placeCandidates places the candidates' failures in their role, on their
+// wall-clock time with its bounds, but for the run the report is about
+// (self), which placeFirst placed.
+func placeCandidates(out map[string]failurePlace, cands []report.Candidate, role, self string) {
+	for _, c := range cands {
+		if c.RunPath == self || c.WallNS == nil {
+			continue
+		}
+		p := failurePlace{Role: role, WallNS: *c.WallNS}
+		if c.Judged != nil {
+			p.Symbol, p.Result = c.Judged.Symbol, c.Judged.ResultName
+		}
+		if c.EarliestNS != nil && c.LatestNS != nil {
+			p.Lo, p.Hi, p.Bounded = *c.EarliestNS, *c.LatestNS, true
+		}
+		out[c.RunPath] = p
+	}
 }
