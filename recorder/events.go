@@ -164,6 +164,12 @@ func (h *handler) onCall(c *bpf.Call) {
 	if p.rec.AttachedLate {
 		e.Flags |= store.EventLateAttach
 	}
+	if e.Result != 0 && e.Depth == 0 {
+		// The sample first: reading /proc and ELF files for the stack
+		// below can take milliseconds (the loader cache is an exec), and
+		// every one of them puts the sample further from the failure.
+		h.failed(&e, sym, p)
+	}
 	if p.mapsAt == 0 || (e.Result != 0 && e.Stack >= 0 && e.End-p.mapsAt > int64(time.Second)) {
 		// Executable mappings, for symbolizing stacks at analysis time:
 		// at the first call (libcuda is loaded by then), and again at a
@@ -179,9 +185,6 @@ func (h *handler) onCall(c *bpf.Call) {
 		clear(h.stacksSeen)
 		frames, files = h.stack(&e, p)
 		h.q.addCall(&e, frames, files, true)
-	}
-	if e.Result != 0 && e.Depth == 0 {
-		h.failed(&e, sym, p)
 	}
 }
 

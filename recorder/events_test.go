@@ -341,3 +341,31 @@ func TestHandlerParentOfAGoneProcess(t *testing.T) {
 		}
 	}
 }
+
+// watchedStacks is a stackSource that notes, at each stack read, how many
+// sample requests were already sent.
+type watchedStacks struct {
+	stackMap
+	trig   chan triggerReq
+	atRead []int
+}
+
+func (w *watchedStacks) Stack(id int32) ([]bpf.StackFrame, error) {
+	w.atRead = append(w.atRead, len(w.trig))
+	return w.stackMap.Stack(id)
+}
+
+// A failure asks for its NVML sample before the reader resolves the
+// failure's stack (reading /proc, ELF files, the loader cache), which can
+// take milliseconds that would put the sample further from the failure.
+func TestFailureSampledBeforeItsStack(t *testing.T) {
+	frames := []bpf.StackFrame{{Status: bpf.StackBuildID, BuildID: [20]byte{0xab}, Value: 0x42}}
+	w := &watchedStacks{stackMap: stackMap{5: frames}}
+	h, _, trig, _ := testHandler(t, nil)
+	h.stacks, w.trig = w, trig
+	h.addRoot(store.Process{PID: 100})
+	h.run(&ring{recs: [][]byte{allocCall(t, 100, 2<<30, 2, 5, 1000)}})
+	if len(w.atRead) != 1 || w.atRead[0] != 1 {
+		t.Errorf("sample requests sent when the stack was read: %v, want [1]", w.atRead)
+	}
+}
