@@ -358,6 +358,7 @@ func (h *handler) forked(e *bpf.Proc, ts int64) {
 		// The same program in a copy of the parent's address space: the
 		// probes gave the child the parent's interpreter too.
 		st.Python = parent.rec.Python
+		h.py.inherit(e.Pid, st.Python)
 	}
 	h.procs[e.Pid] = newProcState(st)
 }

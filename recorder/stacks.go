@@ -3,6 +3,7 @@ package recorder
 import (
 	"bytes"
 	"errors"
+	"fmt"
 	"os"
 	"path/filepath"
 	"sort"
@@ -250,6 +251,23 @@ func (f *pythonFinder) locate(p *procState, pid uint32, procRoot string) {
 		p.dirty = true
 		return
 	}
+}
+
+// inherit tells the probes that a forked child (no exec) runs its
+// parent's interpreter, at the same addresses. The fork tracepoint copies
+// the parent's entry itself, but only if the parent's interpreter was
+// located before the fork: a process that forks early in its life (a
+// launcher, a worker pool) can fork before the reader has handled its
+// exec. Telling the probes again is harmless.
+func (f *pythonFinder) inherit(pid uint32, py *store.Python) {
+	if f == nil || f.sink == nil || py == nil || py.Error != "" {
+		return
+	}
+	var major, minor int
+	if _, err := fmt.Sscanf(py.Version, "%d.%d", &major, &minor); err != nil || major != 3 {
+		return
+	}
+	f.sink.SetPython(pid, minor, py.Runtime)
 }
 
 // found checks a located interpreter against the process's own debug

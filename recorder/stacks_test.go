@@ -216,3 +216,30 @@ func TestPythonFinderLocates(t *testing.T) {
 		t.Error("located again after it was found")
 	}
 }
+
+// A child forked before the reader located its parent's interpreter is
+// told it when the reader handles the fork: the fork tracepoint had
+// nothing to copy then. A parent without a usable interpreter gives none.
+func TestForkedChildInheritsPython(t *testing.T) {
+	for _, tt := range []struct {
+		name string
+		py   *store.Python
+		want bool
+	}{
+		{"located", &store.Python{Version: "3.11.2", Runtime: 0x5555aa00}, true},
+		{"no layout", &store.Python{Version: "3.9.1", Error: "CPython 3.9: no layout"}, false},
+		{"not Python", nil, false},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			sink := fakeSink{}
+			h, _, _, _ := testHandler(t, nil)
+			h.py = newPythonFinder(sink)
+			h.addRoot(store.Process{PID: 100, Python: tt.py})
+			h.run(&ring{recs: [][]byte{procRecord(bpf.ProcFork, 101, 100, 2000, 0)}})
+			got, told := sink[101]
+			if told != tt.want || told && got != [2]uint64{11, 0x5555aa00} {
+				t.Errorf("child told %v %v, want told=%v (minor 11, the parent's runtime)", told, got, tt.want)
+			}
+		})
+	}
+}
