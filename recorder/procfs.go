@@ -87,7 +87,10 @@ func readProc(procRoot string, pid uint32) procInfo {
 			pi.Cgroup = strings.TrimSpace(string(b))
 		}
 	}
-	if b, err := os.ReadFile(filepath.Join(dir, "environ")); err == nil && len(b) > 0 {
+	// environ of a process that is exiting can read short: its memory is
+	// torn down under the read. What was read then is not its environment
+	// (a missing CUDA_VISIBLE_DEVICES changes which GPU a device is).
+	if b, err := os.ReadFile(filepath.Join(dir, "environ")); err == nil && len(b) > 0 && !exiting(procRoot, pid) {
 		pi.Env = FilterEnv(strings.Split(string(b), "\x00"))
 		pi.EnvRead = true
 	}
@@ -214,6 +217,30 @@ func descendants(procRoot string, pid uint32) []uint32 {
 func readComm(procRoot string, pid uint32) string {
 	b, _ := os.ReadFile(filepath.Join(procRoot, strconv.FormatUint(uint64(pid), 10), "comm"))
 	return strings.TrimSuffix(string(b), "\n")
+}
+
+// pfExiting is the kernel's PF_EXITING task flag (include/linux/sched.h):
+// set when a task begins to exit, before its memory is released.
+const pfExiting = 0x4
+
+// exiting reports whether a process has begun to exit (or cannot be
+// read any more): /proc/PID/stat's state is a zombie or dead, or its
+// flags have PF_EXITING.
+func exiting(procRoot string, pid uint32) bool {
+	stat, err := os.ReadFile(filepath.Join(procRoot, strconv.FormatUint(uint64(pid), 10), "stat"))
+	if err != nil {
+		return true
+	}
+	i := bytes.LastIndexByte(stat, ')')
+	if i < 0 {
+		return true
+	}
+	f := strings.Fields(string(stat[i+1:]))
+	if len(f) < 7 || f[0] == "Z" || f[0] == "X" || f[0] == "x" {
+		return true
+	}
+	flags, err := strconv.ParseUint(f[6], 10, 64)
+	return err != nil || flags&pfExiting != 0
 }
 
 func readPPID(procRoot string, pid uint32) (ppid uint32, ok bool) {

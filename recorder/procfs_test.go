@@ -138,3 +138,34 @@ func TestBuildIDCacheForgetsFailedReads(t *testing.T) {
 		t.Fatalf("a successful read is remembered: got %q", id)
 	}
 }
+
+// The environment of a process that has begun to exit is not taken from
+// /proc: the read can come back short while its memory is torn down, and a
+// short read would drop variables (CUDA_VISIBLE_DEVICES) the record needs.
+func TestReadProcSkipsEnvOfExitingProcess(t *testing.T) {
+	for _, tt := range []struct {
+		name, stat string
+		want       bool
+	}{
+		{"running", "42 (app) R 1 42 42 0 -1 4194560 0 0", true},
+		{"exiting", "42 (app) R 1 42 42 0 -1 4194564 0 0", false}, // PF_EXITING (0x4) set
+		{"zombie", "42 (a) b) Z 1 42 42 0 -1 4194560 0 0", false},
+		{"gone", "", false},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			root := t.TempDir()
+			dir := filepath.Join(root, "42")
+			if err := os.MkdirAll(dir, 0o755); err != nil {
+				t.Fatal(err)
+			}
+			os.WriteFile(filepath.Join(dir, "environ"), []byte("CUDA_VISIBLE_DEVICES=1\x00HOME=/root\x00"), 0o644)
+			if tt.stat != "" {
+				os.WriteFile(filepath.Join(dir, "stat"), []byte(tt.stat), 0o644)
+			}
+			pi := readProc(root, 42)
+			if pi.EnvRead != tt.want || tt.want && pi.Env["CUDA_VISIBLE_DEVICES"] != "1" {
+				t.Errorf("EnvRead %v, env %v; want read=%v", pi.EnvRead, pi.Env, tt.want)
+			}
+		})
+	}
+}
