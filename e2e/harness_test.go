@@ -152,26 +152,33 @@ func analyzeJSON(t *testing.T, db string) (*report.Report, map[string]any) {
 
 // callsMade reads the workloads' own count of hooked calls, per symbol.
 func (w *world) callsMade() map[string]int {
+	made := map[string]int{}
+	w.callLog(func(_ uint32, sym string, n int) { made[sym] += n })
+	return made
+}
+
+// callLog reads the workloads' own log of hooked calls (SIMWORK_CALLS:
+// pid tid symbol count device), one line at a time.
+func (w *world) callLog(fn func(pid uint32, sym string, n int)) {
 	w.t.Helper()
 	f, err := os.Open(w.calls)
 	if err != nil {
 		w.t.Fatalf("workload call log: %v", err)
 	}
 	defer f.Close()
-	made := map[string]int{}
 	sc := bufio.NewScanner(f)
 	for sc.Scan() {
-		fs := strings.Fields(sc.Text()) // pid tid symbol count device
+		fs := strings.Fields(sc.Text())
 		if len(fs) != 5 {
 			continue
 		}
 		if _, _, hooked := cuda.Lookup(fs[2]); !hooked {
 			continue
 		}
+		pid, _ := strconv.ParseUint(fs[0], 10, 32)
 		n, _ := strconv.Atoi(fs[3])
-		made[fs[2]] += n
+		fn(uint32(pid), fs[2], n)
 	}
-	return made
 }
 
 // stored counts the call events in a run.db, per symbol (application

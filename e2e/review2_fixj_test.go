@@ -1,10 +1,7 @@
 package e2e
 
 import (
-	"bytes"
-	"errors"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -143,23 +140,4 @@ func TestReview2FixjLiveLoss(t *testing.T) {
 	case rep.Loss.LostCalls == 0 && !strings.Contains(missing, "loss counters were"):
 		t.Errorf("live: no loss counted and no counter gap said:\n%s", missing)
 	}
-}
-
-// runForensicEnv runs forensic with extra environment and returns its
-// stdout, stderr and exit status.
-func runForensicEnv(t *testing.T, env []string, args ...string) (string, string, int) {
-	t.Helper()
-	cmd := exec.Command(binPath, args...)
-	cmd.Env = append(os.Environ(), env...)
-	var out, errb bytes.Buffer
-	cmd.Stdout, cmd.Stderr = &out, &errb
-	err := cmd.Run()
-	var ee *exec.ExitError
-	switch {
-	case errors.As(err, &ee):
-		return out.String(), errb.String(), ee.ExitCode()
-	case err != nil:
-		t.Fatalf("forensic %v: %v", args, err)
-	}
-	return out.String(), errb.String(), 0
 }

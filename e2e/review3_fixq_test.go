@@ -1,42 +1,21 @@
 package e2e
 
 import (
-	"bufio"
 	"database/sql"
 	"fmt"
 	"os"
-	"strconv"
 	"strings"
 	"syscall"
 	"testing"
 	"time"
 
-	"github.com/retrivium/forensic/cuda"
 	"github.com/retrivium/forensic/report"
 )
 
 // callsByPID reads the workloads' own count of hooked calls, per process.
 func (w *world) callsByPID() map[uint32]int {
-	w.t.Helper()
-	f, err := os.Open(w.calls)
-	if err != nil {
-		w.t.Fatalf("workload call log: %v", err)
-	}
-	defer f.Close()
 	made := map[uint32]int{}
-	sc := bufio.NewScanner(f)
-	for sc.Scan() {
-		fs := strings.Fields(sc.Text()) // pid tid symbol count device
-		if len(fs) != 5 {
-			continue
-		}
-		if _, _, hooked := cuda.Lookup(fs[2]); !hooked {
-			continue
-		}
-		pid, _ := strconv.ParseUint(fs[0], 10, 32)
-		n, _ := strconv.Atoi(fs[3])
-		made[uint32(pid)] += n
-	}
+	w.callLog(func(pid uint32, _ string, n int) { made[pid] += n })
 	return made
 }
 

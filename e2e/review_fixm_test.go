@@ -41,7 +41,15 @@ func (w *world) recordJob(dir string, runs map[string][]string, scripts map[stri
 // exit status.
 func runForensic(t *testing.T, args ...string) (string, string, int) {
 	t.Helper()
+	return runForensicEnv(t, nil, args...)
+}
+
+// runForensicEnv runs forensic with extra environment and returns its
+// stdout, stderr and exit status.
+func runForensicEnv(t *testing.T, env []string, args ...string) (string, string, int) {
+	t.Helper()
 	cmd := exec.Command(binPath, args...)
+	cmd.Env = append(os.Environ(), env...)
 	var out, errb bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &out, &errb
 	err := cmd.Run()
