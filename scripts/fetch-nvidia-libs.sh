@@ -4,6 +4,10 @@
 # installing them and without touching the system's apt configuration: a
 # private sources list, package lists and cache live under build/apt.
 #
+# The archive is the one this machine's apt already uses for its release
+# (apt-get indextargets reads the configured sources), so a machine behind a
+# mirror or a proxy fetches from there; no host name is written here.
+#
 # They complete the test world: their export list is the reference for the
 # symbol table, the real libcuda is a binary to attach uprobes to, and on a
 # machine without a GPU their cuInit/nvmlInit failures are evidence to record.
@@ -18,12 +22,20 @@ if [[ ${ID:-} != debian || -z ${VERSION_CODENAME:-} ]]; then
 	echo "fetch-nvidia-libs: needs Debian's apt (this is ${PRETTY_NAME:-unknown}); put libcuda.so.1 and libnvidia-ml.so.1 of driver 535 in $out yourself" >&2
 	exit 1
 fi
+# The configured URI of the Debian archive that carries this release's
+# main suite (not -security or -updates), e.g. http://mirror.example/debian/.
+archive=$(apt-get indextargets --format '$(RELEASE) $(REPO_URI)' 'Created-By: Packages' 2>/dev/null |
+	awk -v want="$VERSION_CODENAME" '$1 == want { print $2; exit }')
+if [[ -z $archive ]]; then
+	echo "fetch-nvidia-libs: this machine's apt sources name no archive for $VERSION_CODENAME; add one (or put libcuda.so.1 and libnvidia-ml.so.1 of driver 535 in $out yourself)" >&2
+	exit 1
+fi
 apt_dir=$(dirname "$out")/apt
 mkdir -p "$apt_dir/lists/partial" "$apt_dir/cache/archives/partial" "$out/pkgs"
 apt_dir=$(cd "$apt_dir" && pwd)
 cat >"$apt_dir/nonfree.sources" <<SRC
 Types: deb
-URIs: http://deb.debian.org/debian
+URIs: $archive
 Suites: $VERSION_CODENAME
 Components: contrib non-free
 Signed-By: /usr/share/keyrings/debian-archive-keyring.gpg
