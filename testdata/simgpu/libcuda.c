@@ -22,6 +22,7 @@
 #include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <time.h>
 #include <string.h>
 #include <sys/mman.h>
 #include <unistd.h>
@@ -655,7 +656,10 @@ __attribute__((constructor)) static void lib_init(void)
     pthread_atfork(atfork_prepare, atfork_parent, atfork_child);
 }
 
-/* Process exit returns what the process held, as the real driver does. */
+/* Process exit returns what the process held, as the real driver does.
+ * This runs in the process, before the kernel sees it exit: a sample taken
+ * in between sees the memory free and the process still alive.
+ * SIMGPU_EXIT_DELAY_MS widens that window (a slow teardown, a loaded host). */
 __attribute__((destructor)) static void lib_fini(void)
 {
     if (!sim_peek())
@@ -664,6 +668,11 @@ __attribute__((destructor)) static void lib_fini(void)
     if (st) {
         sim_release_pid(st, sim_pid());
         sim_unlock();
+    }
+    const char *d = getenv("SIMGPU_EXIT_DELAY_MS");
+    if (d && atoi(d) > 0) {
+        struct timespec ts = {atoi(d) / 1000, (long)(atoi(d) % 1000) * 1000000L};
+        nanosleep(&ts, NULL);
     }
 }
 
