@@ -36,7 +36,7 @@
  *   ctx-pop              cuCtxPopCurrent_v2
  *   ctx-push             cuCtxPushCurrent_v2 of the last popped or created context
  *   ctx-destroy          cuCtxDestroy_v2 of the most recently created context
- *   green DEV            cuDeviceGet + cuGreenCtxCreate (a NULL descriptor: the whole
+ *   green DEV            cuGreenCtxCreate on device DEV (a NULL descriptor: the whole
  *                        device; the green context is not made current)
  *   green-push           cuCtxFromGreenCtx + cuCtxPushCurrent_v2 of the last green context
  *   green-destroy        cuGreenCtxDestroy of the last green context
@@ -644,13 +644,11 @@ NOINLINE int step_green(struct exec *e, int argc, char **argv)
 {
     (void)argc;
     INT(dev, 1);
-    CUdevice d;
     CUgreenCtx g = NULL;
-    if (CALL(cuDeviceGet, &d, dev))
-        return 1;
-    /* No SM split: NULL stands for the whole device on the simulated GPU
-     * (a real driver wants a descriptor from cuDevResourceGenerateDesc). */
-    int rc = CALL(cuGreenCtxCreate, &g, NULL, d, 0);
+    /* The CUdevice of an ordinal is the ordinal. No SM split: NULL stands
+     * for the whole device on the simulated GPU (a real driver wants a
+     * descriptor from cuDevResourceGenerateDesc). */
+    int rc = CALL(cuGreenCtxCreate, &g, NULL, (CUdevice)dev, 0);
     if (rc == 0)
         e->last_green = g;
     return rc != 0;
