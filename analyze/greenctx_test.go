@@ -30,7 +30,7 @@ func TestGreenContextMemoryBoundsTheSample(t *testing.T) {
 	}
 	destroy := ctxCall(4, fail+ms/2, 0, cuda.Fields{Has: cuda.FieldTarget, Target: 0x6c1})
 	procs := []store.Process{{PID: 7, Start: tClock, Exe: "/bin/app", Root: true, Exit: exitAt(fail+50*ms, 1),
-		Devices: []store.DeviceMap{{Ordinal: 0, GPU: 0, Method: "uuid"}},
+		Devices:  []store.DeviceMap{{Ordinal: 0, GPU: 0, Method: "uuid"}},
 		Contexts: []store.Context{{Index: 1, Handle: 0xc0, Device: 0}, {Index: 2, Handle: 0x6c1, Device: 0}}}}
 	cases := []struct {
 		name    string
