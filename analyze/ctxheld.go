@@ -56,7 +56,7 @@ func (p *replayer) held(pid uint32, h uint64) *heldCtx {
 // that memory: a release of unknown size.
 func (p *replayer) contexts(e *store.Event, sym *cuda.Symbol) {
 	switch sym.Ctx {
-	case cuda.CtxCreate, cuda.CtxRetain:
+	case cuda.CtxCreate, cuda.CtxCreateIdle, cuda.CtxRetain:
 		if e.Has&cuda.FieldPtr == 0 || e.Ptr == 0 {
 			return
 		}
