@@ -183,6 +183,17 @@ func (s Stop) String() string {
 	return fmt.Sprintf("Stop(%d)", s)
 }
 
+// ParseStop returns the stop a short name names (the inverse of String);
+// false for a name it does not know.
+func ParseStop(name string) (Stop, bool) {
+	for i, n := range stopNames {
+		if n != "" && n == name {
+			return Stop(i), true
+		}
+	}
+	return 0, false
+}
+
 // Text returns the stop as a phrase for people.
 func (s Stop) Text() string {
 	if int(s) < len(stopText) && stopText[s] != "" {
