@@ -102,7 +102,7 @@ func TestFileRedactsACopy(t *testing.T) {
 	b := &store.Batch{
 		Processes: []store.Process{{PID: 7, Start: 1, Exe: "/home/alice/proj/job", Args: []string{"job", "--secret-arg=xyz123"},
 			Env: map[string]string{"CUDA_VISIBLE_DEVICES": "0"}}},
-		Samples: []store.Sample{{Seq: 1, GPU: store.GPURef{UUID: "GPU-1"}, Kind: "framebuffer", Scope: "device", Total: &big}},
+		Samples:  []store.Sample{{Seq: 1, GPU: store.GPURef{UUID: "GPU-1"}, Kind: "framebuffer", Scope: "device", Total: &big}},
 		Captures: []store.Capture{{PID: 7, TID: 7, Time: 5, Stack: []byte("stack bytes: xyz123")}},
 		PyCodes:  []store.PyCode{{PID: 7, Code: 1, Time: 2, Filename: store.PyString{Data: []byte("/home/alice/proj/m.py")}}},
 		Named: []store.NamedStack{{PID: 7, TID: 7, Time: 5, Stop: "no-file", Detail: "/home/alice/proj/libpriv.so: gone",
