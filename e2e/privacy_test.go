@@ -2,10 +2,12 @@ package e2e
 
 import (
 	"bytes"
+	"encoding/json"
 	"io/fs"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -31,6 +33,9 @@ type secretWorkload struct {
 	name    string
 	command func(w *world) []string
 	check   func(t *testing.T, st *report.Stack)
+	// withArg is the command with one more argument, which the workload
+	// ignores.
+	withArg func(w *world, arg string) []string
 }
 
 func secretWorkloads(t *testing.T) []secretWorkload {
@@ -42,7 +47,7 @@ func secretWorkloads(t *testing.T) []secretWorkload {
 				t.Errorf("stack %q (partial %v, %s); want handle_request, serve, main to the outermost frame", names,
 					st.Partial, st.Note)
 			}
-		}},
+		}, func(w *world, arg string) []string { return []string{secretO2, simCUDA, "0x10000000000", arg} }},
 		{"Python ctypes", func(w *world) []string { return []string{debPython, ctypesSecret, simCUDA} },
 			func(t *testing.T, st *report.Stack) {
 				m := marks(t, ctypesSecret)
@@ -57,7 +62,7 @@ func secretWorkloads(t *testing.T) []secretWorkload {
 				if strings.Join(got, " ") != strings.Join(want, " ") || st.Python != "ok" {
 					t.Errorf("Python frames %q (python %q); want %q", got, st.Python, want)
 				}
-			}},
+			}, func(w *world, arg string) []string { return []string{debPython, ctypesSecret, simCUDA, arg} }},
 	}
 }
 
@@ -265,4 +270,185 @@ func TestAnalysisWithoutTheRecordedFiles(t *testing.T) {
 	if !bytes.Equal(before, after) {
 		t.Errorf("--json changed once the recorded files were gone:\nbefore %s\nafter  %s", before, after)
 	}
+}
+
+// sensitiveStrings lists what the redacted copy of a run must not hold:
+// every process argument (but a program's bare name) and every user path
+// the original names (the run's command, processes' arguments and
+// programs, libraries, files, stack frames), and the host's name and ids.
+func sensitiveStrings(t *testing.T, db string, rep map[string]any) []string {
+	t.Helper()
+	r, err := store.Open(db)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer r.Close()
+	var out []string
+	add := func(s string, arg bool) {
+		system := false
+		for _, d := range []string{"/usr/", "/lib/", "/lib64/", "/bin/", "/etc/", "/proc/"} {
+			system = system || strings.HasPrefix(s, d)
+		}
+		if len(s) >= 4 && !system && (arg || strings.Contains(s, "/")) {
+			out = append(out, s)
+		}
+	}
+	run := r.Run()
+	for i, a := range run.Command {
+		add(a, i > 0)
+	}
+	procs, err := r.Processes()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, p := range procs {
+		for i, a := range p.Args {
+			add(a, i > 0)
+		}
+		add(p.Exe, false)
+		for _, m := range p.Maps {
+			add(m.Path, false)
+		}
+	}
+	libs, _ := r.Libraries()
+	for _, l := range libs {
+		add(l.Path, false)
+	}
+	for _, f := range rep["first_failure"].(map[string]any)["stack"].(map[string]any)["frames"].([]any) {
+		if file, ok := f.(map[string]any)["file"].(string); ok {
+			add(file, false)
+		}
+	}
+	if id := run.Identity; id != nil {
+		out = append(out, id.MachineID, id.BootID)
+	}
+	if h := run.Hostname; len(h) >= 6 {
+		out = append(out, h)
+	}
+	return out
+}
+
+// verdictOf is what must not change in a redacted copy: the verdict and
+// every number, with the stacks' function names (their files are
+// redacted) and no names of files or processes.
+func verdictOf(raw map[string]any) map[string]any {
+	out := map[string]any{}
+	for _, k := range []string{"attribution", "capacity", "missing", "evidence", "memory_views", "loss", "headroom",
+		"near_miss", "budget"} {
+		out[k] = raw[k]
+	}
+	for _, k := range []string{"first_failure", "first_unrecovered"} {
+		f, _ := raw[k].(map[string]any)
+		if f == nil {
+			continue
+		}
+		g := map[string]any{}
+		for fk, v := range f {
+			switch fk {
+			case "run_path", "command":
+			case "stack":
+				var names []any
+				for _, fr := range v.(map[string]any)["frames"].([]any) {
+					names = append(names, fr.(map[string]any)["function"])
+				}
+				g[fk] = names
+			default:
+				g[fk] = v
+			}
+		}
+		out[k] = g
+	}
+	return out
+}
+
+// A redacted copy analyzes to the same attribution, capacity and numbers
+// (and the same stack functions); no argument or user path of the
+// original, and not the host's name or ids, appears in any byte of it;
+// the original is unchanged. A flight recording's directory is redacted
+// the same way.
+func TestRedactedCopy(t *testing.T) {
+	for _, wl := range secretWorkloads(t) {
+		t.Run(wl.name, func(t *testing.T) {
+			w := newWorld(t)
+			res := w.record(nil, wl.withArg(w, "--customer=acme-corp-42")...)
+			if res.code != 1 {
+				t.Fatalf("exit %d, want 1; stderr:\n%s", res.code, res.stderr)
+			}
+			orig, err := os.ReadFile(res.db)
+			if err != nil {
+				t.Fatal(err)
+			}
+			_, raw := analyzeJSON(t, res.db)
+			copyDB := filepath.Join(w.dir, "ticket.db")
+			forensicOK(t, "redact", "-o", copyDB, res.db)
+			if after, _ := os.ReadFile(res.db); !bytes.Equal(after, orig) {
+				t.Error("redact changed the original")
+			}
+			_, red := analyzeJSON(t, copyDB)
+			if raw["attribution"] != "allocation" || raw["capacity"] != "framebuffer-exhausted" {
+				t.Fatalf("original: attribution %v, capacity %v", raw["attribution"], raw["capacity"])
+			}
+			a, b := mustJSON(t, verdictOf(raw)), mustJSON(t, verdictOf(red))
+			if a != b {
+				t.Errorf("the copy's verdict differs:\noriginal %s\ncopy     %s", a, b)
+			}
+			data, err := os.ReadFile(copyDB)
+			if err != nil {
+				t.Fatal(err)
+			}
+			secrets := sensitiveStrings(t, res.db, raw)
+			t.Logf("%d arguments, paths and host ids checked absent: %q", len(secrets), secrets)
+			if !slices.Contains(secrets, "--customer=acme-corp-42") {
+				t.Fatalf("the argument to redact is not among the run's: %q", secrets)
+			}
+			for _, s := range secrets {
+				if bytes.Contains(data, []byte(s)) {
+					t.Errorf("the redacted copy holds %q", s)
+				}
+			}
+			if h := red["run"].(map[string]any)["host"]; h == raw["run"].(map[string]any)["host"] {
+				t.Errorf("the copy's host is %v, as the original's", h)
+			}
+		})
+	}
+	t.Run("flight directory", func(t *testing.T) {
+		w := newWorld(t)
+		dir := filepath.Join(w.dir, "flight")
+		cmd := exec.Command(binPath, "record", "--flight", "-o", dir, "--libcuda", simCUDA, "--libnvidia-ml", simNVML,
+			"--", secretO2, simCUDA, "0x10000000000", "--customer=acme-corp-42")
+		cmd.Env = w.environ()
+		if out, err := cmd.CombinedOutput(); err == nil {
+			t.Fatalf("the workload did not fail:\n%s", out)
+		}
+		_, raw := analyzeJSON(t, dir)
+		out := filepath.Join(w.dir, "flight-ticket")
+		forensicOK(t, "redact", dir, "-o", out)
+		_, red := analyzeJSON(t, out)
+		if a, b := mustJSON(t, verdictOf(raw)), mustJSON(t, verdictOf(red)); a != b {
+			t.Errorf("the copy's verdict differs:\noriginal %s\ncopy     %s", a, b)
+		}
+		for _, s := range []string{"acme-corp-42", filepath.Dir(secretO2), repo} {
+			err := filepath.WalkDir(out, func(p string, d fs.DirEntry, err error) error {
+				if err != nil || d.IsDir() {
+					return err
+				}
+				if b, _ := os.ReadFile(p); bytes.Contains(b, []byte(s)) {
+					t.Errorf("%s holds %q", p, s)
+				}
+				return nil
+			})
+			if err != nil {
+				t.Fatal(err)
+			}
+		}
+	})
+}
+
+func mustJSON(t *testing.T, v any) string {
+	t.Helper()
+	b, err := json.Marshal(v)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return string(b)
 }
