@@ -15,6 +15,7 @@ import (
 	"github.com/retrivium/forensic/internal/e2eenv"
 	"github.com/retrivium/forensic/report"
 	"github.com/retrivium/forensic/store"
+	bolt "go.etcd.io/bbolt"
 )
 
 var (
@@ -451,4 +452,40 @@ func mustJSON(t *testing.T, v any) string {
 		t.Fatal(err)
 	}
 	return string(b)
+}
+
+// A run.db written before the recorder named stacks holds only the raw
+// captures: analyze still unwinds and names them, as it did. Made here
+// from a --keep-stack-bytes recording whose named stacks are removed.
+func TestRawCapturesStillAnalyze(t *testing.T) {
+	for _, wl := range secretWorkloads(t) {
+		t.Run(wl.name, func(t *testing.T) {
+			w := newWorld(t)
+			res := w.record([]string{"--keep-stack-bytes"}, wl.command(w)...)
+			if res.code != 1 {
+				t.Fatalf("exit %d, want 1; stderr:\n%s", res.code, res.stderr)
+			}
+			named, _ := analyzeJSON(t, res.db)
+			db, err := bolt.Open(res.db, 0o600, nil)
+			if err != nil {
+				t.Fatal(err)
+			}
+			err = db.Update(func(tx *bolt.Tx) error { return tx.DeleteBucket([]byte("named")) })
+			db.Close()
+			if err != nil {
+				t.Fatalf("removing the named stacks: %v", err)
+			}
+			rawRep, _ := analyzeJSON(t, res.db)
+			st := rawRep.FirstFailure.Stack
+			if st == nil || st.Method != "unwound" {
+				t.Fatalf("stack from the raw capture: %+v", st)
+			}
+			wl.check(t, st)
+			a, b := functions(named.FirstFailure.Stack), functions(st)
+			if strings.Join(a, " ") != strings.Join(b, " ") || named.FirstFailure.Stack.Stop != st.Stop {
+				t.Errorf("named when recorded: %q (%s)\nnamed from the raw capture: %q (%s)", a,
+					named.FirstFailure.Stack.Stop, b, st.Stop)
+			}
+		})
+	}
 }
