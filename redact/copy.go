@@ -119,7 +119,14 @@ func (r *Redactor) value(v store.Value) ([]byte, bool, error) {
 	case rule == ruleCopy || (v.Bucket == "meta" && metaRaw[string(v.Key)]):
 		return v.Val, true, nil
 	}
-	doc, err := decode(v.Val)
+	js := v.Val
+	if rule == ruleNamed {
+		var err error
+		if js, err = store.NamedJSON(v.Val); err != nil {
+			return nil, false, err
+		}
+	}
+	doc, err := decode(js)
 	if err != nil {
 		return nil, false, fmt.Errorf("%s/%x: %w", v.Bucket, v.Key, err)
 	}
@@ -127,6 +134,9 @@ func (r *Redactor) value(v store.Value) ([]byte, bool, error) {
 		delete(m, "keep_stack_bytes") // the copy holds no stack bytes
 	}
 	out, err := encode(r.redact(doc, "", false))
+	if err == nil && rule == ruleNamed {
+		out, err = store.NamedValue(out)
+	}
 	return out, err == nil, err
 }
 

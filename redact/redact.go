@@ -67,6 +67,7 @@ const (
 	ruleCopy bucketRule = iota // binary, or JSON without free text: copied
 	ruleJSON                   // JSON: strings redacted
 	ruleRaw                    // raw process memory: left out
+	ruleNamed                  // named stacks: deflated JSON, strings redacted
 )
 
 // rules lists every bucket a run.db may have (docs/run-db.md). Events,
@@ -75,7 +76,7 @@ const (
 var rules = map[string]bucketRule{
 	"meta": ruleJSON, "symbols": ruleCopy, "events": ruleCopy, "failures": ruleCopy, "stackrefs": ruleCopy,
 	"stacks": ruleCopy, "samples": ruleJSON, "processes": ruleJSON, "kmsg": ruleJSON, "markers": ruleJSON,
-	"drops": ruleJSON, "libraries": ruleJSON, "files": ruleJSON, "named": ruleJSON,
+	"drops": ruleJSON, "libraries": ruleJSON, "files": ruleJSON, "named": ruleNamed,
 	"captures": ruleRaw, "pystacks": ruleRaw, "pycode": ruleRaw,
 }
 
@@ -87,10 +88,18 @@ var metaRaw = map[string]bool{"format": true, "schema": true}
 func (r *Redactor) Learn(rd *store.Reader) error {
 	r.repl = nil
 	return rd.Each(func(v store.Value) error {
-		if rules[v.Bucket] != ruleJSON || (v.Bucket == "meta" && metaRaw[string(v.Key)]) {
+		rule := rules[v.Bucket]
+		if (rule != ruleJSON && rule != ruleNamed) || (v.Bucket == "meta" && metaRaw[string(v.Key)]) {
 			return nil
 		}
-		doc, err := decode(v.Val)
+		js := v.Val
+		if rule == ruleNamed {
+			var err error
+			if js, err = store.NamedJSON(v.Val); err != nil {
+				return err
+			}
+		}
+		doc, err := decode(js)
 		if err != nil {
 			return fmt.Errorf("%s/%x: %w", v.Bucket, v.Key, err)
 		}

@@ -1,8 +1,11 @@
 package store
 
 import (
+	"bytes"
+	"compress/flate"
 	"encoding/json"
 	"fmt"
+	"io"
 
 	bolt "go.etcd.io/bbolt"
 )
@@ -13,9 +16,34 @@ import (
 // ids, function names, Python files and lines, and why the walk stopped.
 // No register value and no byte of the process's memory is in it.
 //
-//	named  CaptureKey -> JSON NamedStack
+//	named  CaptureKey -> the format byte (1), then the NamedStack's JSON,
+//	       deflated (a deep stack repeats its files and functions)
 
 var bucketNamed = []byte("named")
+
+// namedFormat is the first byte of a named stack's value.
+const namedFormat = 1
+
+// maxNamedJSON bounds a named stack's inflated JSON, so a corrupt value
+// cannot make a reader allocate much.
+const maxNamedJSON = 4 << 20
+
+// NamedValue encodes a named stack's JSON as the bucket stores it.
+func NamedValue(js []byte) ([]byte, error) {
+	return deflated([]byte{namedFormat}, js)
+}
+
+// NamedJSON decodes a stored named stack value to its JSON.
+func NamedJSON(v []byte) ([]byte, error) {
+	if len(v) == 0 || v[0] != namedFormat {
+		return nil, fmt.Errorf("%w: named stack of %d bytes", ErrCorrupt, len(v))
+	}
+	js, err := io.ReadAll(io.LimitReader(flate.NewReader(bytes.NewReader(v[1:])), maxNamedJSON+1))
+	if err != nil || len(js) > maxNamedJSON {
+		return nil, fmt.Errorf("%w: named stack: %v", ErrCorrupt, err)
+	}
+	return js, nil
+}
 
 // NamedStack is the stack of one captured call, innermost first, named
 // when it was recorded.
@@ -75,7 +103,15 @@ func putNamed(tx *bolt.Tx, named []NamedStack) error {
 	}
 	for i := range named {
 		n := &named[i]
-		if err := putJSON(b, CaptureKey(n.PID, n.TID, n.Time), n); err != nil {
+		js, err := json.Marshal(n)
+		if err != nil {
+			return err
+		}
+		v, err := NamedValue(js)
+		if err != nil {
+			return err
+		}
+		if err := b.Put(CaptureKey(n.PID, n.TID, n.Time), v); err != nil {
 			return err
 		}
 	}
@@ -94,8 +130,12 @@ func (r *Reader) NamedStack(pid, tid uint32, t int64) (n *NamedStack, err error)
 		if v == nil {
 			return nil
 		}
+		js, err := NamedJSON(v)
+		if err != nil {
+			return err
+		}
 		n = &NamedStack{}
-		if err := json.Unmarshal(v, n); err != nil {
+		if err := json.Unmarshal(js, n); err != nil {
 			return fmt.Errorf("%w: named stack: %v", ErrCorrupt, err)
 		}
 		return nil

@@ -50,7 +50,8 @@ func TestNamedStacksRoundTrip(t *testing.T) {
 		t.Fatal(err)
 	}
 	db.Update(func(tx *bolt.Tx) error {
-		return tx.Bucket(bucketNamed).Put(CaptureKey(41, 43, 123456789), []byte("{not json"))
+		bad, _ := NamedValue([]byte("{not json"))
+		return tx.Bucket(bucketNamed).Put(CaptureKey(41, 43, 123456789), bad)
 	})
 	db.Close()
 	r, err = Open(path)
@@ -60,6 +61,11 @@ func TestNamedStacksRoundTrip(t *testing.T) {
 	defer r.Close()
 	if _, err := r.NamedStack(41, 43, 123456789); err == nil {
 		t.Error("a corrupt named stack read without an error")
+	}
+	for _, v := range [][]byte{nil, {2, 1, 2}, {namedFormat, 0xff, 0xff}} {
+		if _, err := NamedJSON(v); err == nil {
+			t.Errorf("named stack value %x decoded", v)
+		}
 	}
 }
 
