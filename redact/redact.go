@@ -64,10 +64,10 @@ func (r *Redactor) Summary() Summary { return r.sum }
 type bucketRule int
 
 const (
-	ruleCopy bucketRule = iota // binary, or JSON without free text: copied
-	ruleJSON                   // JSON: strings redacted
-	ruleRaw                    // raw process memory: left out
-	ruleNamed                  // named stacks: deflated JSON, strings redacted
+	ruleCopy  bucketRule = iota // binary, or JSON without free text: copied
+	ruleJSON                    // JSON: strings redacted
+	ruleRaw                     // raw process memory: left out
+	ruleNamed                   // named stacks: deflated JSON, strings redacted
 )
 
 // rules lists every bucket a run.db may have (docs/run-db.md). Events,
