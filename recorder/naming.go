@@ -45,8 +45,14 @@ type namer struct {
 	codes map[uint32][]store.PyCode // per process: code objects copied so far
 }
 
+// namerFilesKept bounds the files the namer keeps parsed (a process's
+// executable and libraries: a few tens each).
+const namerFilesKept = 256
+
 func newNamer(q *queue, files *fileIndex) *namer {
-	return &namer{q: q, unw: unwind.New(namerFiles{files: files}, 0), codes: map[uint32][]store.PyCode{}}
+	u := unwind.New(namerFiles{files: files}, 0)
+	u.Retain(namerFilesKept)
+	return &namer{q: q, unw: u, codes: map[uint32][]store.PyCode{}}
 }
 
 // run names what arrives until jobs is closed.

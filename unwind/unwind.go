@@ -225,6 +225,19 @@ type Unwinder struct {
 	maxDepth int
 	mu       sync.Mutex
 	modules  map[string]*module
+	retain   int // see Retain
+}
+
+// Retain bounds the files the Unwinder keeps parsed to n (0, the
+// default: every file, for one analysis); past it the cache is emptied.
+// With a bound, a file that could not be opened is not kept either, so
+// the next walk that needs it tries again: a recorder that runs for days
+// names stacks of processes that come and go, and a file another process
+// could not show may be readable through the next one.
+func (u *Unwinder) Retain(n int) {
+	u.mu.Lock()
+	u.retain = n
+	u.mu.Unlock()
 }
 
 // New returns an Unwinder that opens files through files, walking at most
@@ -244,6 +257,12 @@ func (u *Unwinder) module(m Mapping) *module {
 	mod, ok := u.modules[k]
 	if !ok {
 		mod = loadModule(u.files, m)
+		if u.retain > 0 && mod.err != nil {
+			return mod
+		}
+		if u.retain > 0 && len(u.modules) >= u.retain {
+			clear(u.modules)
+		}
 		u.modules[k] = mod
 	}
 	return mod
