@@ -23,8 +23,8 @@ name, machine id and boot id replaced by hashes, and raw stack bytes left
 out. Calls, sizes, results, times, samples and GPUs are unchanged:
 "forensic analyze" of the copy gives the same verdict and numbers. Paths
 under /usr, /lib, /bin, /etc and the like are the system's and are kept,
-as are function names, the environment allowlist's values, GPU UUIDs and
-kernel log lines. The original is only read; the copy is a new file
+as are function names, the environment allowlist's values and GPU UUIDs.
+The original is only read; the copy is a new file
 (default: RUN.redacted.db, or DIR-redacted), mode 0600.`,
 		Annotations: map[string]string{"exit": readExit},
 		Example: `  forensic redact run.db                 # run.redacted.db
