@@ -481,8 +481,9 @@ func mustJSON(t *testing.T, v any) string {
 }
 
 // A run.db written before the recorder named stacks holds only the raw
-// captures: analyze still unwinds and names them, as it did. Made here
-// from a --keep-stack-bytes recording whose named stacks are removed.
+// captures: analyze still unwinds and names them, as it did, and its
+// redacted copy keeps the stacks without the bytes. Made here from a
+// --keep-stack-bytes recording whose named stacks are removed.
 func TestRawCapturesStillAnalyze(t *testing.T) {
 	for _, wl := range secretWorkloads(t) {
 		t.Run(wl.name, func(t *testing.T) {
@@ -511,6 +512,18 @@ func TestRawCapturesStillAnalyze(t *testing.T) {
 			if strings.Join(a, " ") != strings.Join(b, " ") || named.FirstFailure.Stack.Stop != st.Stop {
 				t.Errorf("named when recorded: %q (%s)\nnamed from the raw capture: %q (%s)", a,
 					named.FirstFailure.Stack.Stop, b, st.Stop)
+			}
+			// Its redacted copy leaves the raw bytes out and keeps the
+			// stack, named by the redaction.
+			copyDB := filepath.Join(w.dir, "ticket.db")
+			forensicOK(t, "redact", "-o", copyDB, res.db)
+			noRawCapture(t, copyDB)
+			red, _ := analyzeJSON(t, copyDB)
+			if c := functions(red.FirstFailure.Stack); strings.Join(c, " ") != strings.Join(a, " ") {
+				t.Errorf("the redacted copy's stack %q, want %q", c, a)
+			}
+			if found := holdsSecret(t, copyDB); len(found) > 0 {
+				t.Errorf("the secret is in the redacted copy of a --keep-stack-bytes run")
 			}
 		})
 	}

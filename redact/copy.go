@@ -126,18 +126,23 @@ func (r *Redactor) value(v store.Value) ([]byte, bool, error) {
 			return nil, false, err
 		}
 	}
-	doc, err := decode(js)
-	if err != nil {
-		return nil, false, fmt.Errorf("%s/%x: %w", v.Bucket, v.Key, err)
-	}
-	if m, ok := doc.(map[string]any); ok && v.Bucket == "meta" && string(v.Key) == "run" {
-		delete(m, "keep_stack_bytes") // the copy holds no stack bytes
-	}
-	out, err := encode(r.redact(doc, "", false))
+	out, err := r.redactJSON(v.Bucket, v.Key, js)
 	if err == nil && rule == ruleNamed {
 		out, err = store.NamedValue(out)
 	}
 	return out, err == nil, err
+}
+
+// redactJSON redacts one JSON value of a bucket.
+func (r *Redactor) redactJSON(bucket string, key, js []byte) ([]byte, error) {
+	doc, err := decode(js)
+	if err != nil {
+		return nil, fmt.Errorf("%s/%x: %w", bucket, key, err)
+	}
+	if m, ok := doc.(map[string]any); ok && bucket == "meta" && string(key) == "run" {
+		delete(m, "keep_stack_bytes") // the copy holds no stack bytes
+	}
+	return encode(r.redact(doc, "", false))
 }
 
 // Copy writes the redacted copy of a recording to dst, a new file. Learn
@@ -155,5 +160,9 @@ func (r *Redactor) Copy(rd *store.Reader, dst string) error {
 	if err != nil {
 		return err
 	}
-	return rd.Rewrite(dst, r.value)
+	extra, err := r.namedValues(r.pending[rd])
+	if err != nil {
+		return err
+	}
+	return rd.Rewrite(dst, r.value, extra...)
 }

@@ -24,6 +24,7 @@ import (
 	"strings"
 
 	"github.com/retrivium/forensic/store"
+	"github.com/retrivium/forensic/unwind"
 )
 
 // Summary says what a redaction replaced and left out.
@@ -36,6 +37,10 @@ type Summary struct {
 	// Python frames and code objects as read: recordings made with
 	// --keep-stack-bytes, or before stacks were named by the recorder).
 	RawStacks int
+	// Named counts raw captures without a named stack (a recording made
+	// before stacks were named by the recorder) named by the redaction,
+	// with the files at hand, so the copy keeps their stacks.
+	Named int
 	// LeftOut names buckets and files the redaction does not know and
 	// therefore left out.
 	LeftOut []string
@@ -50,11 +55,16 @@ type Redactor struct {
 	nPath, nDir, nArg int
 	repl, replArgs    *strings.Replacer
 	sum               Summary
+	// pending are the stacks named from raw captures, per recording, for
+	// its copy; unw names them.
+	pending map[*store.Reader][]store.NamedStack
+	unw     *unwind.Unwinder
 }
 
 // New returns a Redactor with no placeholders yet.
 func New() *Redactor {
-	return &Redactor{exact: map[string]string{}, args: map[string]string{}}
+	return &Redactor{exact: map[string]string{}, args: map[string]string{},
+		pending: map[*store.Reader][]store.NamedStack{}}
 }
 
 // Summary returns what the redaction did so far.
@@ -87,6 +97,14 @@ var metaRaw = map[string]bool{"format": true, "schema": true}
 // placeholder.
 func (r *Redactor) Learn(rd *store.Reader) error {
 	r.repl = nil
+	named, err := r.nameRaw(rd)
+	if err != nil {
+		return err
+	}
+	r.pending[rd] = named
+	if err := r.learnNamed(named); err != nil {
+		return err
+	}
 	return rd.Each(func(v store.Value) error {
 		rule := rules[v.Bucket]
 		if (rule != ruleJSON && rule != ruleNamed) || (v.Bucket == "meta" && metaRaw[string(v.Key)]) {

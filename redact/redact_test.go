@@ -166,3 +166,41 @@ func digest(t *testing.T, p string) [32]byte {
 	}
 	return sha256.Sum256(b)
 }
+
+// A recording of raw captures only (made before stacks were named by the
+// recorder) keeps its stacks in the copy: named by the redaction, then
+// redacted like the rest, and the raw bytes left out.
+func TestFileNamesRawCaptures(t *testing.T) {
+	dir := t.TempDir()
+	src, dst := filepath.Join(dir, "old.db"), filepath.Join(dir, "copy.db")
+	w, err := store.Create(src, store.CreateOptions{}, testRun(), []string{"cuMemAlloc_v2"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := store.Capture{PID: 9, TID: 9, Time: 50, Failed: true, Regs: store.Regs{IP: 0x401000, SP: 0x7ffd0000},
+		Stack: []byte("bob's request text"), Maps: []store.Mapping{{Start: 0x400000, End: 0x402000, Path: "/home/bob/app"}}}
+	if err := w.Commit(&store.Batch{Captures: []store.Capture{c}}); err != nil {
+		t.Fatal(err)
+	}
+	w.Close()
+	sum, err := File(src, dst)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if sum.Named != 1 || sum.RawStacks != 1 {
+		t.Errorf("summary %+v: want 1 stack named, 1 raw record left out", sum)
+	}
+	rd, err := store.Open(dst)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer rd.Close()
+	n, err := rd.NamedStack(9, 9, 50)
+	if err != nil || n == nil || len(n.Frames) == 0 || n.Frames[0].Addr != 0x401000 ||
+		!strings.HasPrefix(n.Frames[0].Path, "<path-") || strings.Contains(n.Detail, "bob") {
+		t.Fatalf("named stack in the copy: %+v, %v", n, err)
+	}
+	if raw, _ := rd.Capture(9, 9, 50); raw != nil {
+		t.Error("the raw capture is in the copy")
+	}
+}

@@ -41,10 +41,11 @@ func (r *Reader) Each(fn func(v Value) error) error {
 type RewriteFunc func(v Value) (out []byte, keep bool, err error)
 
 // Rewrite writes a new file dst (mode 0600; an existing file is refused)
-// holding every bucket of r with each value passed through fn; a bucket
-// keeps its sequence, so appending to the copy goes on after its records.
-// On an error dst is removed.
-func (r *Reader) Rewrite(dst string, fn RewriteFunc) (err error) {
+// holding every bucket of r with each value passed through fn, then the
+// extra values (their buckets made when missing); a bucket keeps its
+// sequence, so appending to the copy goes on after its records. On an
+// error dst is removed.
+func (r *Reader) Rewrite(dst string, fn RewriteFunc, extra ...Value) (err error) {
 	f, err := os.OpenFile(dst, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o600)
 	if err != nil {
 		return err
@@ -64,6 +65,20 @@ func (r *Reader) Rewrite(dst string, fn RewriteFunc) (err error) {
 			return copyBucket(out, name, b, fn)
 		})
 	})
+	if err == nil && len(extra) > 0 {
+		err = out.Update(func(tx *bolt.Tx) error {
+			for _, v := range extra {
+				b, err := tx.CreateBucketIfNotExists([]byte(v.Bucket))
+				if err == nil {
+					err = b.Put(v.Key, v.Val)
+				}
+				if err != nil {
+					return err
+				}
+			}
+			return nil
+		})
+	}
 	return errors.Join(err, out.Close())
 }
 

@@ -70,6 +70,9 @@ func (c *cli) redact(src, out string) error {
 	if sum.RawStacks > 0 {
 		fmt.Fprintf(c.stderr, "; left out %d raw stack records", sum.RawStacks)
 	}
+	if sum.Named > 0 {
+		fmt.Fprintf(c.stderr, "; named %d stacks from them with this machine's files", sum.Named)
+	}
 	fmt.Fprintln(c.stderr)
 	for _, l := range sum.LeftOut {
 		fmt.Fprintf(c.stderr, "left out %s (not known to be safe)\n", l)
