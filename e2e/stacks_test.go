@@ -284,8 +284,8 @@ func TestStackCaptureBounded(t *testing.T) {
 	t.Logf("600 new call sites: %d captured, %d skipped by the rate limit", caps, st.StackSkipped)
 }
 
-// captureCounts counts a run's failed calls, those with a capture of
-// their own and the references to a capture.
+// captureCounts counts a run's failed calls, those with a (named)
+// capture of their own and the references to a capture.
 func captureCounts(t *testing.T, db string) (caps, refs, fails int, stop *store.StopInfo) {
 	t.Helper()
 	r, err := store.Open(db)
@@ -295,8 +295,8 @@ func captureCounts(t *testing.T, db string) (caps, refs, fails int, stop *store.
 	defer r.Close()
 	err = r.Failures(func(e *store.Event) error {
 		fails++
-		c, err := r.Capture(e.PID, e.TID, e.End)
-		if c != nil {
+		n, err := r.NamedStack(e.PID, e.TID, e.End)
+		if n != nil {
 			caps++
 		}
 		return err
@@ -327,10 +327,10 @@ func TestStackCapturesOfAllocations(t *testing.T) {
 	err = r.Events(func(e *store.Event) error {
 		if e.Name == "cuMemAlloc_v2" {
 			allocs++
-			if c, _ := r.Capture(e.PID, e.TID, e.End); c != nil {
+			if n, _ := r.NamedStack(e.PID, e.TID, e.End); n != nil {
 				caps++
-				if c.Failed || len(c.Stack) == 0 || len(c.Maps) == 0 {
-					t.Errorf("capture of a successful allocation: failed %v, %d stack bytes, %d mappings", c.Failed, len(c.Stack), len(c.Maps))
+				if len(n.Frames) == 0 || n.Frames[0].Function == "" {
+					t.Errorf("named stack of a successful allocation: %+v", n)
 				}
 			}
 		}
