@@ -1,0 +1,185 @@
+// Package rundiff compares a failing run with good runs of the same job
+// and ranks the differences that can explain the failure: processes the
+// failing run has that the good ones lack, the first call where a
+// process's sequence of allocations departs, the least free memory and the
+// traced peak per GPU and view, growth per phase, the platform, and phase
+// durations.
+//
+// Each run is read once by the analysis ([Read]: analyze.Analyze with an
+// observer that keeps each process's allocation and mapping calls), then
+// [Compare] aligns the runs and ranks what differs. Framebuffer and BAR1
+// are compared view by view, never added. docs/diff.md describes the
+// output and the ranking.
+package rundiff
+
+import (
+	"github.com/retrivium/forensic/analyze"
+	"github.com/retrivium/forensic/cuda"
+	"github.com/retrivium/forensic/report"
+	"github.com/retrivium/forensic/store"
+)
+
+// MaxCalls bounds the calls of one process a Run keeps (Options.MaxCalls
+// default): past it, sequences are compared in part, and the diff says so.
+const MaxCalls = 2_000_000
+
+// Options adjust how a run is read.
+type Options struct {
+	// Analyze is passed to the analysis (its Observer is replaced).
+	Analyze analyze.Options
+	// MaxCalls bounds the calls kept per process (default MaxCalls).
+	MaxCalls int
+}
+
+// Run is one analyzed run, with what the comparison needs beyond the
+// report.
+type Run struct {
+	Report   *report.Report
+	Platform Platform
+	// Seqs holds each process's allocation, host-allocation and mapping
+	// calls of the application, in time order, by pid.
+	Seqs map[uint32]*Sequence
+	// Symbols names the Sequence entries' symbol ids.
+	Symbols []string
+	// Stack returns the stack of one of the run's calls (nil when none
+	// was recorded); nil when stacks cannot be read (unit tests).
+	Stack func(pid, tid uint32, endNS int64) *report.Stack
+}
+
+// Sequence is one process's allocation and mapping calls.
+type Sequence struct {
+	Calls []Call
+	// Cut counts the calls past the bound that were not kept.
+	Cut uint64
+}
+
+// Call is one kept call: compact, since a long run has millions.
+type Call struct {
+	EndNS  int64
+	Size   uint64
+	TID    uint32
+	Symbol uint16
+	// HasSize says the record has the call's size; Failed that it failed.
+	HasSize, Failed bool
+}
+
+// Platform is the part of the run's inventory a comparison looks at.
+type Platform struct {
+	Driver string
+	GPUs   []GPUPlatform
+}
+
+// GPUPlatform is one GPU's configuration; "" for a value NVML did not
+// give.
+type GPUPlatform struct {
+	Index                    int
+	Name, FBTotal, BAR1Total string
+	MIG                      string
+}
+
+// Read analyzes a run and keeps what a comparison needs. src must stay
+// open while the Run's Stack is used.
+func Read(src analyze.Source, opts Options) (*Run, error) {
+	if opts.MaxCalls <= 0 {
+		opts.MaxCalls = MaxCalls
+	}
+	obs := &collector{max: opts.MaxCalls, seqs: map[uint32]*Sequence{}, ids: map[string]uint16{}}
+	aopts := opts.Analyze
+	aopts.Observer, aopts.NoTimeline = obs, true
+	rep, err := analyze.Analyze(src, aopts)
+	if err != nil {
+		return nil, err
+	}
+	inv, err := src.Inventory()
+	if err != nil {
+		return nil, err
+	}
+	run := &Run{Report: rep, Platform: platformOf(inv), Seqs: obs.seqs, Symbols: obs.names}
+	sopts := opts.Analyze
+	sopts.Observer = nil
+	run.Stack = func(pid, tid uint32, endNS int64) *report.Stack {
+		st, err := analyze.CallStack(src, sopts, pid, tid, endNS)
+		if err != nil {
+			return &report.Stack{Frames: []report.Frame{}, Partial: true, Note: "stack unreadable: " + err.Error()}
+		}
+		return st
+	}
+	return run, nil
+}
+
+// collector is the observer that keeps each process's calls.
+type collector struct {
+	max   int
+	seqs  map[uint32]*Sequence
+	ids   map[string]uint16
+	names []string
+}
+
+func (c *collector) Begin(*report.Report) error             { return nil }
+func (c *collector) Sample(*report.SampleValue) error       { return nil }
+func (c *collector) Call(call *report.Call) error           { c.add(call); return nil }
+func (c *collector) symbol(name string) (id uint16, ok bool) { id, ok = c.ids[name]; return }
+
+// add keeps an application call that allocates or maps.
+func (c *collector) add(call *report.Call) {
+	if call.Depth > 0 || !kept(call.Operation) {
+		return
+	}
+	id, ok := c.symbol(call.Symbol)
+	if !ok {
+		id = uint16(len(c.names))
+		c.ids[call.Symbol] = id
+		c.names = append(c.names, call.Symbol)
+	}
+	seq := c.seqs[call.PID]
+	if seq == nil {
+		seq = &Sequence{}
+		c.seqs[call.PID] = seq
+	}
+	if len(seq.Calls) >= c.max {
+		seq.Cut++
+		return
+	}
+	k := Call{EndNS: call.EndNS, TID: call.TID, Symbol: id, Failed: call.Result != 0}
+	if call.Args.Size != nil {
+		k.Size, k.HasSize = *call.Args.Size, true
+	}
+	seq.Calls = append(seq.Calls, k)
+}
+
+// kept says whether calls of an operation class are compared: those that
+// take memory (device or host allocations, mappings).
+func kept(op string) bool {
+	return op == cuda.OpAllocation.String() || op == cuda.OpHostAllocation.String() || op == cuda.OpMapping.String()
+}
+
+// platformOf reads the inventory's configuration values.
+func platformOf(inv *store.Inventory) Platform {
+	var p Platform
+	if inv == nil {
+		return p
+	}
+	p.Driver = obsText(inv.Driver)
+	for _, g := range inv.GPUs {
+		gp := GPUPlatform{Index: g.Index, Name: obsText(g.Name), FBTotal: bytesText(g.FBTotal), BAR1Total: bytesText(g.BAR1Total)}
+		if g.MIGMode.Value != nil {
+			gp.MIG = map[bool]string{true: "enabled", false: "disabled"}[*g.MIGMode.Value != 0]
+		}
+		p.GPUs = append(p.GPUs, gp)
+	}
+	return p
+}
+
+func obsText(o store.Obs[string]) string {
+	if o.Value == nil {
+		return ""
+	}
+	return *o.Value
+}
+
+func bytesText(o store.Obs[uint64]) string {
+	if o.Value == nil {
+		return ""
+	}
+	return report.HumanBytes(*o.Value)
+}

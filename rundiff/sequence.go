@@ -1,0 +1,72 @@
+package rundiff
+
+import "github.com/retrivium/forensic/report"
+
+// lookahead is how many calls after a departure must agree for it to be
+// called an extra or a missing call rather than another call in place.
+const lookahead = 4
+
+// departure is where two sequences of one role first differ.
+type departure struct {
+	kind string
+	// bad and good index the departing calls (-1: none on that side).
+	bad, good int
+}
+
+// sameCall says two calls are the same step of the job: the same symbol,
+// size and outcome.
+func sameCall(a, b Call, an, bn []string) bool {
+	return an[a.Symbol] == bn[b.Symbol] && a.HasSize == b.HasSize && a.Size == b.Size && a.Failed == b.Failed
+}
+
+// depart finds the first call where the failing run's sequence departs
+// from the good run's; ok is false when they agree as far as both go and
+// the failing one is not longer.
+func depart(bad, good []Call, bn, gn []string) (departure, bool) {
+	n := min(len(bad), len(good))
+	k := 0
+	for k < n && sameCall(bad[k], good[k], bn, gn) {
+		k++
+	}
+	switch {
+	case k == n && len(bad) > len(good):
+		return departure{departExtra, k, -1}, true
+	case k == n && len(bad) < len(good):
+		return departure{report.DepartMissingCall, -1, k}, true
+	case k == n:
+		return departure{}, false
+	}
+	b, g := bad[k], good[k]
+	switch {
+	case agree(bad[k+1:], good[k:], bn, gn):
+		return departure{departExtra, k, -1}, true
+	case agree(bad[k:], good[k+1:], bn, gn):
+		return departure{report.DepartMissingCall, -1, k}, true
+	case bn[b.Symbol] == gn[g.Symbol] && b.HasSize && g.HasSize && b.Size > g.Size:
+		return departure{report.DepartLarger, k, k}, true
+	case bn[b.Symbol] == gn[g.Symbol] && b.HasSize && g.HasSize && b.Size < g.Size:
+		return departure{report.DepartSmaller, k, k}, true
+	case bn[b.Symbol] == gn[g.Symbol] && b.Failed && !g.Failed:
+		return departure{report.DepartFailed, k, k}, true
+	}
+	return departure{report.DepartOtherCall, k, k}, true
+}
+
+// departExtra is report.DepartExtraCall, short.
+const departExtra = report.DepartExtraCall
+
+// agree says the next calls of two sequences are the same steps (as many
+// as lookahead, or as both have; a sequence that ends agrees only with
+// one that ends too).
+func agree(a, b []Call, an, bn []string) bool {
+	n := min(len(a), len(b), lookahead)
+	if n == 0 {
+		return len(a) == len(b)
+	}
+	for i := 0; i < n; i++ {
+		if !sameCall(a[i], b[i], an, bn) {
+			return false
+		}
+	}
+	return true
+}
