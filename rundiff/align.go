@@ -51,6 +51,9 @@ func processes(rep *report.Report) []*proc {
 			continue
 		}
 		seen[p.PID] = true
+		if _, held := peaks[p.PID]; p.Calls == 0 && !held {
+			continue // a helper with no GPU footprint (a shell, a sleep): no role in the comparison
+		}
 		job := fleet.ParseJobEnv(p.Env)
 		info := report.DiffProcess{PID: p.PID, Command: commandLine(p), Recorded: true, Rank: job.Rank,
 			TracedCalls: p.Calls}

@@ -115,9 +115,9 @@ type collector struct {
 	names []string
 }
 
-func (c *collector) Begin(*report.Report) error             { return nil }
-func (c *collector) Sample(*report.SampleValue) error       { return nil }
-func (c *collector) Call(call *report.Call) error           { c.add(call); return nil }
+func (c *collector) Begin(*report.Report) error              { return nil }
+func (c *collector) Sample(*report.SampleValue) error        { return nil }
+func (c *collector) Call(call *report.Call) error            { c.add(call); return nil }
 func (c *collector) symbol(name string) (id uint16, ok bool) { id, ok = c.ids[name]; return }
 
 // add keeps an application call that allocates or maps.

@@ -19,6 +19,12 @@ func sameCall(a, b Call, an, bn []string) bool {
 	return an[a.Symbol] == bn[b.Symbol] && a.HasSize == b.HasSize && a.Size == b.Size && a.Failed == b.Failed
 }
 
+// sameStep says two calls are the same step whatever its outcome: the
+// call that failed in the failing run is the step the good run made.
+func sameStep(a, b Call, an, bn []string) bool {
+	return an[a.Symbol] == bn[b.Symbol] && a.HasSize == b.HasSize && a.Size == b.Size
+}
+
 // depart finds the first call where the failing run's sequence departs
 // from the good run's; ok is false when they agree as far as both go and
 // the failing one is not longer.
@@ -64,7 +70,7 @@ func agree(a, b []Call, an, bn []string) bool {
 		return len(a) == len(b)
 	}
 	for i := 0; i < n; i++ {
-		if !sameCall(a[i], b[i], an, bn) {
+		if !sameStep(a[i], b[i], an, bn) {
 			return false
 		}
 	}
