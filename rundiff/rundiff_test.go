@@ -1,0 +1,244 @@
+package rundiff
+
+import (
+	"strconv"
+	"strings"
+	"testing"
+
+	"github.com/retrivium/forensic/report"
+)
+
+func u64(v uint64) *uint64 { return &v }
+
+func recorded(pid uint32, exe string, args ...string) report.ProcessInfo {
+	return report.ProcessInfo{PID: pid, Exe: "/usr/bin/" + exe, Args: append([]string{exe}, args...), Calls: 1}
+}
+
+func ranked(p report.ProcessInfo, rank string) report.ProcessInfo {
+	p.Env = map[string]string{"RANK": rank}
+	return p
+}
+
+// usedRow is NVML's per-process row for pid.
+func usedRow(pid uint32, peak uint64) report.ViewRow {
+	return report.ViewRow{Field: "process used", PID: pid, Peak: u64(peak)}
+}
+
+func TestAlignMatchesProcessesByRole(t *testing.T) {
+	cases := []struct {
+		name      string
+		bad, good []report.ProcessInfo
+		rows      []report.ViewRow // the failing run's
+		want      []string         // "badPID=goodPID/by", "+badPID", "-goodPID"
+	}{
+		{"same command, other pids", []report.ProcessInfo{recorded(10, "python", "train.py")},
+			[]report.ProcessInfo{recorded(20, "python", "train.py")}, nil, []string{"10=20/role"}},
+		{"ranks kept apart", []report.ProcessInfo{ranked(recorded(11, "python", "t.py"), "1"), ranked(recorded(10, "python", "t.py"), "0")},
+			[]report.ProcessInfo{ranked(recorded(20, "python", "t.py"), "0"), ranked(recorded(21, "python", "t.py"), "1")}, nil,
+			[]string{"11=21/role", "10=20/role"}},
+		{"arguments differ: matched by executable", []report.ProcessInfo{recorded(10, "python", "--batch", "64")},
+			[]report.ProcessInfo{recorded(20, "python", "--batch", "32")}, nil, []string{"10=20/executable"}},
+		{"an extra worker", []report.ProcessInfo{recorded(10, "python", "a.py"), recorded(11, "python", "a.py")},
+			[]report.ProcessInfo{recorded(20, "python", "a.py")}, nil, []string{"10=20/role", "+11"}},
+		{"a process the failing run lacks", []report.ProcessInfo{recorded(10, "python", "a.py")},
+			[]report.ProcessInfo{recorded(20, "python", "a.py"), recorded(21, "nccl-helper")}, nil, []string{"10=20/role", "-21"}},
+		{"an unrecorded neighbour NVML listed", []report.ProcessInfo{recorded(10, "python", "a.py")},
+			[]report.ProcessInfo{recorded(20, "python", "a.py")}, []report.ViewRow{usedRow(99, 6 << 30)},
+			[]string{"10=20/role", "+99"}},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			bad := &report.Report{Processes: c.bad, MemoryViews: c.rows}
+			good := &report.Report{Processes: c.good}
+			var got []string
+			for _, p := range align(processes(bad), processes(good)) {
+				switch {
+				case p.good == nil:
+					got = append(got, "+"+itoa(p.bad.info.PID))
+				case p.bad == nil:
+					got = append(got, "-"+itoa(p.good.info.PID))
+				default:
+					got = append(got, itoa(p.bad.info.PID)+"="+itoa(p.good.info.PID)+"/"+p.by)
+				}
+			}
+			if strings.Join(got, " ") != strings.Join(c.want, " ") {
+				t.Errorf("aligned %v, want %v", got, c.want)
+			}
+		})
+	}
+}
+
+func itoa(v uint32) string { return strconv.FormatUint(uint64(v), 10) }
+
+// seq builds a sequence of cuMemAlloc_v2 calls of the given sizes in MiB;
+// a negative size failed.
+func seq(mib ...int64) []Call {
+	out := make([]Call, len(mib))
+	for i, m := range mib {
+		out[i] = Call{Symbol: 0, HasSize: true, Size: uint64(max(m, -m)) << 20, Failed: m < 0, EndNS: int64(i)}
+	}
+	return out
+}
+
+func TestDepartFindsTheFirstDifferingCall(t *testing.T) {
+	names := []string{"cuMemAlloc_v2"}
+	cases := []struct {
+		name      string
+		bad, good []Call
+		kind      string // "" = none
+		b, g      int
+	}{
+		{"identical", seq(100, 200), seq(100, 200), "", 0, 0},
+		{"an extra allocation, then the same steps, the last failing", seq(100, 2048, 500), seq(100, 500), report.DepartExtraCall, 1, -1},
+		{"a larger allocation in place", seq(100, 300, 50), seq(100, 200, 50), report.DepartLarger, 1, 1},
+		{"a smaller allocation in place", seq(100, 100, 50), seq(100, 200, 60), report.DepartSmaller, 1, 1},
+		{"a missing allocation", seq(100, 50, 60), seq(100, 200, 50, 60), report.DepartMissingCall, -1, 1},
+		{"more calls at the end", seq(100, 200, 300), seq(100, 200), report.DepartExtraCall, 2, -1},
+		{"stopped early", seq(100), seq(100, 200), report.DepartMissingCall, -1, 1},
+		{"the same call failed", seq(100, -200, 7), seq(100, 200, 8), report.DepartFailed, 1, 1},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			d, ok := depart(c.bad, c.good, names, names)
+			if c.kind == "" {
+				if ok {
+					t.Fatalf("departure %+v in identical sequences", d)
+				}
+				return
+			}
+			if !ok || d.kind != c.kind || d.bad != c.b || d.good != c.g {
+				t.Errorf("departure %+v (found %v), want %s at %d/%d", d, ok, c.kind, c.b, c.g)
+			}
+		})
+	}
+}
+
+func TestRankPutsWhatNoGoodRunHasFirst(t *testing.T) {
+	cases := []struct {
+		name     string
+		explains string
+		in       []report.Difference
+		want     []string // kinds in order
+	}{
+		{"unique before shared, whatever the bytes", "framebuffer", []report.Difference{
+			{Kind: report.DiffLeastFree, Bytes: 8 << 30, View: "framebuffer"},
+			{Kind: report.DiffExtraProcess, Bytes: 1 << 30, View: "framebuffer", Unique: true},
+		}, []string{report.DiffExtraProcess, report.DiffLeastFree}},
+		{"the failure's view before the other view", "framebuffer", []report.Difference{
+			{Kind: report.DiffTracedPeak, Bytes: 8 << 30, View: "bar1", Unique: true},
+			{Kind: report.DiffCallSequence, Bytes: 2 << 30, View: "framebuffer", Unique: true},
+		}, []string{report.DiffCallSequence, report.DiffTracedPeak}},
+		{"more bytes first", "", []report.Difference{
+			{Kind: report.DiffTracedPeak, Bytes: 1 << 30, Unique: true},
+			{Kind: report.DiffPhaseGrowth, Bytes: 3 << 30, Unique: true},
+		}, []string{report.DiffPhaseGrowth, report.DiffTracedPeak}},
+		{"equal bytes: the more specific kind first", "", []report.Difference{
+			{Kind: report.DiffLeastFree, Bytes: 2 << 30, Unique: true},
+			{Kind: report.DiffCallSequence, Bytes: 2 << 30, Unique: true},
+			{Kind: report.DiffPhaseDuration, Unique: true},
+			{Kind: report.DiffInventory, Unique: true},
+		}, []string{report.DiffCallSequence, report.DiffLeastFree, report.DiffInventory, report.DiffPhaseDuration}},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			rank(c.in, c.explains)
+			var got []string
+			for _, d := range c.in {
+				got = append(got, d.Kind)
+			}
+			if strings.Join(got, " ") != strings.Join(c.want, " ") {
+				t.Errorf("ranked %v, want %v", got, c.want)
+			}
+		})
+	}
+}
+
+// run builds a Run of one process with the given allocation sizes (MiB)
+// and, when holding, a neighbour NVML listed.
+func run(path string, failed bool, sizes []int64, neighbour uint64) *Run {
+	rep := &report.Report{Run: report.RunInfo{Path: path}, Attribution: report.AttrNone,
+		Processes: []report.ProcessInfo{recorded(10, "serve", "--port", "80")}}
+	if failed {
+		rep.Attribution = report.AttrAllocation
+	}
+	if neighbour > 0 {
+		rep.MemoryViews = append(rep.MemoryViews, usedRow(77, neighbour))
+	}
+	return &Run{Report: rep, Symbols: []string{"cuMemAlloc_v2"}, Seqs: map[uint32]*Sequence{10: {Calls: seq(sizes...)}}}
+}
+
+func TestDiffWithSeveralGoodRuns(t *testing.T) {
+	cases := []struct {
+		name       string
+		runs       []*Run
+		wantFirst  string
+		wantUnique bool
+		wantGood   int
+		headline   string
+	}{
+		{"an extra allocation none of the good runs made", []*Run{
+			run("g1", false, []int64{100, 50}, 0), run("g2", false, []int64{100, 50}, 0), run("bad", true, []int64{100, 2048, -50}, 0),
+		}, report.DiffCallSequence, true, 2, "The failing run differs from the 2 good ones in: an extra cuMemAlloc_v2 of 2.00 GiB"},
+		{"a neighbour one good run also had comes after the unique call", []*Run{
+			run("g1", false, []int64{100}, 4 << 30), run("g2", false, []int64{100}, 0), run("bad", true, []int64{100, 64}, 4 << 30),
+		}, report.DiffCallSequence, true, 2, "an extra cuMemAlloc_v2 of 64.0 MiB"},
+		{"one good run: a neighbour not recorded", []*Run{
+			run("g1", false, []int64{100}, 0), run("bad", true, []int64{-100}, 6 << 30),
+		}, report.DiffExtraProcess, true, 1, "The failing run differs from the good one in: an extra process 77 holding 6.00 GiB"},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			d, err := Diff(c.runs)
+			if err != nil {
+				t.Fatal(err)
+			}
+			f := d.Differences[0]
+			if f.Kind != c.wantFirst || f.Unique != c.wantUnique || f.GoodRuns != c.wantGood {
+				t.Errorf("first difference %s unique=%v in %d good runs; want %s unique=%v in %d: %+v",
+					f.Kind, f.Unique, f.GoodRuns, c.wantFirst, c.wantUnique, c.wantGood, d.Differences)
+			}
+			if !strings.Contains(d.Headline, c.headline) {
+				t.Errorf("headline %q, want it to say %q", d.Headline, c.headline)
+			}
+		})
+	}
+}
+
+func TestFailingPicksTheRunToExplain(t *testing.T) {
+	rep := func(attr report.Attribution) *report.Report {
+		return &report.Report{Attribution: attr, Run: report.RunInfo{Path: string(attr) + ".db"}}
+	}
+	none, alloc := report.AttrNone, report.AttrAllocation
+	cases := []struct {
+		name   string
+		attrs  []report.Attribution
+		want   int
+		chosen string
+		err    string
+	}{
+		{"the last run, failing", []report.Attribution{none, alloc}, 1, "last", ""},
+		{"the last run failing though another did too", []report.Attribution{alloc, none, alloc}, 2, "last", ""},
+		{"the only failing run, not last", []report.Attribution{alloc, none, none}, 0, "only-failing", ""},
+		{"none failing", []report.Attribution{none, none}, 0, "", "none of the runs"},
+		{"several failing, none last", []report.Attribution{alloc, alloc, none}, 0, "", "give the failing run last"},
+		{"one run", []report.Attribution{alloc}, 0, "", "at least two runs"},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			var reps []*report.Report
+			for _, a := range c.attrs {
+				reps = append(reps, rep(a))
+			}
+			i, chosen, err := Failing(reps)
+			if c.err != "" {
+				if err == nil || !strings.Contains(err.Error(), c.err) {
+					t.Fatalf("error %v, want one saying %q", err, c.err)
+				}
+				return
+			}
+			if err != nil || i != c.want || chosen != c.chosen {
+				t.Errorf("picked %d (%s, %v), want %d (%s)", i, chosen, err, c.want, c.chosen)
+			}
+		})
+	}
+}
