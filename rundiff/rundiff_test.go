@@ -43,7 +43,7 @@ func TestAlignMatchesProcessesByRole(t *testing.T) {
 		{"a process the failing run lacks", []report.ProcessInfo{recorded(10, "python", "a.py")},
 			[]report.ProcessInfo{recorded(20, "python", "a.py"), recorded(21, "nccl-helper")}, nil, []string{"10=20/role", "-21"}},
 		{"an unrecorded neighbour NVML listed", []report.ProcessInfo{recorded(10, "python", "a.py")},
-			[]report.ProcessInfo{recorded(20, "python", "a.py")}, []report.ViewRow{usedRow(99, 6 << 30)},
+			[]report.ProcessInfo{recorded(20, "python", "a.py")}, []report.ViewRow{usedRow(99, 6<<30)},
 			[]string{"10=20/role", "+99"}},
 	}
 	for _, c := range cases {
@@ -180,10 +180,10 @@ func TestDiffWithSeveralGoodRuns(t *testing.T) {
 			run("g1", false, []int64{100, 50}, 0), run("g2", false, []int64{100, 50}, 0), run("bad", true, []int64{100, 2048, -50}, 0),
 		}, report.DiffCallSequence, true, 2, "The failing run differs from the 2 good ones in: an extra cuMemAlloc_v2 of 2.00 GiB"},
 		{"a neighbour one good run also had comes after the unique call", []*Run{
-			run("g1", false, []int64{100}, 4 << 30), run("g2", false, []int64{100}, 0), run("bad", true, []int64{100, 64}, 4 << 30),
+			run("g1", false, []int64{100}, 4<<30), run("g2", false, []int64{100}, 0), run("bad", true, []int64{100, 64}, 4<<30),
 		}, report.DiffCallSequence, true, 2, "an extra cuMemAlloc_v2 of 64.0 MiB"},
 		{"one good run: a neighbour not recorded", []*Run{
-			run("g1", false, []int64{100}, 0), run("bad", true, []int64{-100}, 6 << 30),
+			run("g1", false, []int64{100}, 0), run("bad", true, []int64{-100}, 6<<30),
 		}, report.DiffExtraProcess, true, 1, "The failing run differs from the good one in: an extra process 77 holding 6.00 GiB"},
 	}
 	for _, c := range cases {
