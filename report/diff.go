@@ -45,6 +45,9 @@ const (
 	DepartSmaller     = "smaller-size" // the same call, asking for less
 	DepartOtherCall   = "other-call"   // another call in its place
 	DepartFailed      = "failed"       // the same call, which failed here
+	// DepartOtherSite: the same call, made from another call site (its
+	// stack differs), before the calls themselves depart.
+	DepartOtherSite = "other-call-site"
 )
 
 // Diff is the comparison of a failing run with one or more good runs of

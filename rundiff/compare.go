@@ -134,9 +134,7 @@ func processDiffs(bad, good *Run, pairs []pair, d *report.Diff) []cand {
 			out = append(out, cand{key: "missing-process\x00" + p.good.role(), d: report.Difference{Kind: report.DiffMissingProcess,
 				Summary: fmt.Sprintf("the good run had %s, which the failing run lacks", procText(&info)), Process: &info, Exact: true}})
 		case p.bad.recorded:
-			if c, ok := sequenceDiff(bad, good, p, d); ok {
-				out = append(out, c)
-			}
+			out = append(out, sequenceDiffs(bad, good, p, d)...)
 		}
 	}
 	return out
@@ -173,23 +171,35 @@ func clip(s string, n int) string {
 	return string(r[:n-3]) + "..."
 }
 
-// sequenceDiff is the first departure of an aligned pair's calls.
-func sequenceDiff(bad, good *Run, p pair, d *report.Diff) (cand, bool) {
-	sb, sg := bad.Seqs[p.bad.info.PID], good.Seqs[p.good.info.PID]
+// sequenceDiffs are the first departure of an aligned pair's calls, and
+// the first call made from another call site when that came before it.
+func sequenceDiffs(bad, good *Run, p pair, d *report.Diff) []cand {
 	var cb, cg []Call
-	if sb != nil {
+	if sb := bad.Seqs[p.bad.info.PID]; sb != nil {
 		cb = sb.Calls
 		if sb.Cut > 0 {
 			d.Notes = append(d.Notes, fmt.Sprintf("process %d: only its first %d allocation and mapping calls were compared", p.bad.info.PID, len(cb)))
 		}
 	}
-	if sg != nil {
+	if sg := good.Seqs[p.good.info.PID]; sg != nil {
 		cg = sg.Calls
 	}
-	dep, ok := depart(cb, cg, bad.Symbols, good.Symbols)
-	if !ok {
-		return cand{}, false
+	var out []cand
+	end := max(len(cb), len(cg))
+	if dep, ok := depart(cb, cg, bad.Symbols, good.Symbols); ok {
+		out = append(out, departureCand(bad, good, p, dep, cb, cg))
+		end = max(dep.bad, dep.good)
 	}
+	if k, ok := otherSite(cb, cg, sites{bad.Sites, good.Sites}, end); ok {
+		c := departureCand(bad, good, p, departure{report.DepartOtherSite, k, k}, cb, cg)
+		c.d.Summary += "; the calls that follow are compared as the same steps"
+		out = append(out, c)
+	}
+	return out
+}
+
+// departureCand describes one departure of an aligned pair's calls.
+func departureCand(bad, good *Run, p pair, dep departure, cb, cg []Call) cand {
 	info := p.bad.info
 	dd := report.Difference{Kind: report.DiffCallSequence, Departure: dep.kind, Process: &info, Exact: true}
 	if dep.bad >= 0 {
@@ -201,11 +211,14 @@ func sequenceDiff(bad, good *Run, p pair, d *report.Diff) (cand, bool) {
 		if dd.Phase == "" {
 			dd.Phase, dd.View = dd.GoodCall.Phase, callView(dd.GoodCall.Symbol)
 		}
+		if dep.kind == report.DepartOtherSite && good.Stack != nil {
+			dd.GoodCall.Stack = good.Stack(dd.GoodCall.PID, dd.GoodCall.TID, dd.GoodCall.TimeNS)
+		}
 	}
 	dd.Bytes = departedBytes(dep.kind, dd.Call, dd.GoodCall)
 	dd.Summary = departureText(&dd)
 	key := fmt.Sprintf("call-sequence\x00%d\x00%s\x00%d\x00%d", info.PID, dep.kind, dep.bad, dep.good)
-	return cand{key: key, d: dd}, true
+	return cand{key: key, d: dd}
 }
 
 // callOf describes the i-th kept call of process pid in run r.

@@ -91,6 +91,8 @@ func departureShort(d *report.Difference) string {
 		return fmt.Sprintf("a missing %s %s in phase %q", g.Symbol, sizeText(g), g.Phase)
 	case report.DepartFailed:
 		return fmt.Sprintf("a failed %s %s in phase %q", b.Symbol, sizeText(b), b.Phase)
+	case report.DepartOtherSite:
+		return fmt.Sprintf("a %s %s in phase %q from another call site", b.Symbol, sizeText(b), b.Phase)
 	}
 	return fmt.Sprintf("a %s %s in phase %q where the good run called %s", b.Symbol, sizeText(b), b.Phase, g.Symbol)
 }

@@ -13,6 +13,9 @@
 package rundiff
 
 import (
+	"fmt"
+	"strings"
+
 	"github.com/retrivium/forensic/analyze"
 	"github.com/retrivium/forensic/cuda"
 	"github.com/retrivium/forensic/report"
@@ -39,8 +42,10 @@ type Run struct {
 	// Seqs holds each process's allocation, host-allocation and mapping
 	// calls of the application, in time order, by pid.
 	Seqs map[uint32]*Sequence
-	// Symbols names the Sequence entries' symbol ids.
+	// Symbols names the Sequence entries' symbol ids; Sites their call
+	// sites (Sites[0] is "": unknown).
 	Symbols []string
+	Sites   []string
 	// Stack returns the stack of one of the run's calls (nil when none
 	// was recorded); nil when stacks cannot be read (unit tests).
 	Stack func(pid, tid uint32, endNS int64) *report.Stack
@@ -55,9 +60,12 @@ type Sequence struct {
 
 // Call is one kept call: compact, since a long run has millions.
 type Call struct {
-	EndNS  int64
-	Size   uint64
-	TID    uint32
+	EndNS int64
+	Size  uint64
+	TID   uint32
+	// Site is the call's call site (an index into Run.Sites; 0 unknown),
+	// the recording's stack id until Read resolves it.
+	Site   int32
 	Symbol uint16
 	// HasSize says the record has the call's size; Failed that it failed.
 	HasSize, Failed bool
@@ -95,6 +103,9 @@ func Read(src analyze.Source, opts Options) (*Run, error) {
 		return nil, err
 	}
 	run := &Run{Report: rep, Platform: platformOf(inv), Seqs: obs.seqs, Symbols: obs.names}
+	if run.Sites, err = resolveSites(src, obs.seqs); err != nil {
+		return nil, err
+	}
 	sopts := opts.Analyze
 	sopts.Observer = nil
 	run.Stack = func(pid, tid uint32, endNS int64) *report.Stack {
@@ -140,7 +151,7 @@ func (c *collector) add(call *report.Call) {
 		seq.Cut++
 		return
 	}
-	k := Call{EndNS: call.EndNS, TID: call.TID, Symbol: id, Failed: call.Result != 0}
+	k := Call{EndNS: call.EndNS, TID: call.TID, Site: call.Stack, Symbol: id, Failed: call.Result != 0}
 	if call.Args.Size != nil {
 		k.Size, k.HasSize = *call.Args.Size, true
 	}
@@ -182,4 +193,51 @@ func bytesText(o store.Obs[uint64]) string {
 		return ""
 	}
 	return report.HumanBytes(*o.Value)
+}
+
+// resolveSites replaces each kept call's stack id with its call site: the
+// stack's frames as (build id, file offset), which name the same code in
+// every run of the same binaries wherever they were loaded. Frames stored
+// as bare addresses differ from run to run and are left out; a stack with
+// none other has an unknown site.
+func resolveSites(src analyze.Source, seqs map[uint32]*Sequence) ([]string, error) {
+	sites := []string{""}
+	index := map[string]int32{"": 0}
+	byStack := map[int32]int32{}
+	for _, seq := range seqs {
+		for i := range seq.Calls {
+			c := &seq.Calls[i]
+			if c.Site < 0 {
+				c.Site = 0
+				continue
+			}
+			site, ok := byStack[c.Site]
+			if !ok {
+				frames, err := src.Stack(c.Site)
+				if err != nil {
+					return nil, err
+				}
+				key := siteKey(frames)
+				if site, ok = index[key]; !ok {
+					site = int32(len(sites))
+					index[key] = site
+					sites = append(sites, key)
+				}
+				byStack[c.Site] = site
+			}
+			c.Site = site
+		}
+	}
+	return sites, nil
+}
+
+// siteKey is a stack's frames that name code the same way in every run.
+func siteKey(frames []store.Frame) string {
+	var b strings.Builder
+	for _, f := range frames {
+		if f.BuildID != "" {
+			fmt.Fprintf(&b, "%s+%x;", f.BuildID, f.Offset)
+		}
+	}
+	return b.String()
 }

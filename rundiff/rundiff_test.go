@@ -242,3 +242,35 @@ func TestFailingPicksTheRunToExplain(t *testing.T) {
 		})
 	}
 }
+
+// at sets the call sites of a sequence (0: unknown).
+func at(calls []Call, sites ...int32) []Call {
+	for i := range calls {
+		calls[i].Site = sites[i]
+	}
+	return calls
+}
+
+func TestOtherSiteFindsACallFromElsewhere(t *testing.T) {
+	// The two runs number their sites apart; the keys say where.
+	st := sites{bad: []string{"", "main+10;", "cache+20;"}, good: []string{"", "cache+20;", "main+10;"}}
+	cases := []struct {
+		name      string
+		bad, good []Call
+		end       int
+		want      int // -1: none
+	}{
+		{"same sites, numbered apart", at(seq(1, 2), 1, 2), at(seq(1, 2), 2, 1), 2, -1},
+		{"second call from another site", at(seq(1, 2), 1, 1), at(seq(1, 2), 2, 1), 2, 1},
+		{"after the calls depart: not looked at", at(seq(1, 2, 3), 1, 2, 1), at(seq(1, 2, 3), 2, 1, 2), 2, -1},
+		{"an unknown site is not a difference", at(seq(1, 2), 1, 0), at(seq(1, 2), 2, 2), 2, -1},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			k, ok := otherSite(c.bad, c.good, st, c.end)
+			if got := map[bool]int{true: k, false: -1}[ok]; got != c.want {
+				t.Errorf("other site at %d, want %d", got, c.want)
+			}
+		})
+	}
+}

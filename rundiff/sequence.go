@@ -16,7 +16,7 @@ type departure struct {
 // sameCall says two calls are the same step of the job: the same symbol,
 // size and outcome.
 func sameCall(a, b Call, an, bn []string) bool {
-	return an[a.Symbol] == bn[b.Symbol] && a.HasSize == b.HasSize && a.Size == b.Size && a.Failed == b.Failed
+	return sameStep(a, b, an, bn) && a.Failed == b.Failed
 }
 
 // sameStep says two calls are the same step whatever its outcome: the
@@ -75,4 +75,24 @@ func agree(a, b []Call, an, bn []string) bool {
 		}
 	}
 	return true
+}
+
+// sites are two runs' call sites, for telling whether two calls came from
+// the same place.
+type sites struct{ bad, good []string }
+
+// otherSite finds the first call, before the calls depart (at most
+// before index end), made from another call site than the good run's
+// same step; both sites must be known. ok is false when none is.
+func otherSite(bad, good []Call, st sites, end int) (int, bool) {
+	if st.bad == nil || st.good == nil {
+		return 0, false
+	}
+	for k := 0; k < end && k < len(bad) && k < len(good); k++ {
+		b, g := bad[k].Site, good[k].Site
+		if b != 0 && g != 0 && st.bad[b] != st.good[g] {
+			return k, true
+		}
+	}
+	return 0, false
 }
