@@ -8,11 +8,11 @@ import (
 )
 
 // CallStack returns the user stack of one recorded call, named by its
-// process, thread and return time: its capture unwound when the recorder
+// process and return time: its capture unwound when the recorder
 // took one (with its Python frames), else the kernel's frame-pointer walk
 // symbolized, the way a failure's stack is. Nil when the call is not in
 // the record or has no stack (successful calls get one under --stacks).
-func CallStack(r Source, opts Options, pid, tid uint32, endNS int64) (*report.Stack, error) {
+func CallStack(r Source, opts Options, pid uint32, endNS int64) (*report.Stack, error) {
 	s, err := newState(r, opts)
 	if err != nil {
 		return nil, err
@@ -22,7 +22,7 @@ func CallStack(r Source, opts Options, pid, tid uint32, endNS int64) (*report.St
 	}
 	var found *failed
 	err = r.Events(func(e *store.Event) error {
-		if e.PID == pid && e.TID == tid && e.End == endNS {
+		if e.PID == pid && e.End == endNS && e.Depth == 0 {
 			found = &failed{sym: s.syms.row(e.Symbol), name: s.syms.name(e.Symbol), e: *e}
 			found.e.Key = append([]byte(nil), e.Key...)
 			return errStop

@@ -148,7 +148,6 @@ type DiffCall struct {
 	Size   *uint64 `json:"size"`
 	Result string  `json:"result_name"`
 	PID    uint32  `json:"pid"`
-	TID    uint32  `json:"tid"`
 	TimeNS int64   `json:"time_ns"`
 	// Index is the call's position (from 0) in its process's sequence of
 	// allocation and mapping calls.

@@ -97,7 +97,7 @@ func diffRun(rep *report.Report) report.DiffRun {
 	r := report.DiffRun{Path: rep.Run.Path, ID: rep.Run.ID, Attribution: rep.Attribution, Capacity: rep.Capacity,
 		Verdict: rep.Verdict, DurationNS: rep.Run.DurationNS}
 	if f := rep.FirstFailure; f != nil {
-		r.FirstFailure = &report.DiffCall{Symbol: f.Symbol, Size: f.Size, Result: f.ResultName, PID: f.PID, TID: f.TID,
+		r.FirstFailure = &report.DiffCall{Symbol: f.Symbol, Size: f.Size, Result: f.ResultName, PID: f.PID,
 			TimeNS: f.TimeNS, Index: -1, Phase: f.Phase}
 	}
 	return r
@@ -174,18 +174,14 @@ func clip(s string, n int) string {
 // sequenceDiffs are the first departure of an aligned pair's calls, and
 // the first call made from another call site when that came before it.
 func sequenceDiffs(bad, good *Run, p pair, d *report.Diff) []cand {
-	var cb, cg []Call
-	if sb := bad.Seqs[p.bad.info.PID]; sb != nil {
-		cb = sb.Calls
-		if sb.Cut > 0 {
-			d.Notes = append(d.Notes, fmt.Sprintf("process %d: only its first %d allocation and mapping calls were compared", p.bad.info.PID, len(cb)))
+	cb, cg := bad.Seqs[p.bad.info.PID], good.Seqs[p.good.info.PID]
+	for _, s := range []*Sequence{cb, cg} {
+		if s != nil && s.Cut > 0 {
+			d.Notes = append(d.Notes, fmt.Sprintf("only the first %d allocation and mapping calls of a process were compared (%d more were not kept)", s.Len(), s.Cut))
 		}
 	}
-	if sg := good.Seqs[p.good.info.PID]; sg != nil {
-		cg = sg.Calls
-	}
 	var out []cand
-	end := max(len(cb), len(cg))
+	end := max(cb.Len(), cg.Len())
 	if dep, ok := depart(cb, cg, bad.Symbols, good.Symbols); ok {
 		out = append(out, departureCand(bad, good, p, dep, cb, cg))
 		end = max(dep.bad, dep.good)
@@ -199,20 +195,20 @@ func sequenceDiffs(bad, good *Run, p pair, d *report.Diff) []cand {
 }
 
 // departureCand describes one departure of an aligned pair's calls.
-func departureCand(bad, good *Run, p pair, dep departure, cb, cg []Call) cand {
+func departureCand(bad, good *Run, p pair, dep departure, cb, cg *Sequence) cand {
 	info := p.bad.info
 	dd := report.Difference{Kind: report.DiffCallSequence, Departure: dep.kind, Process: &info, Exact: true}
 	if dep.bad >= 0 {
-		dd.Call = callOf(bad, p.bad.info.PID, dep.bad, cb[dep.bad])
+		dd.Call = callOf(bad, p.bad.info.PID, dep.bad, cb.At(dep.bad))
 		dd.Phase, dd.View = dd.Call.Phase, callView(dd.Call.Symbol)
 	}
 	if dep.good >= 0 {
-		dd.GoodCall = callOf(good, p.good.info.PID, dep.good, cg[dep.good])
+		dd.GoodCall = callOf(good, p.good.info.PID, dep.good, cg.At(dep.good))
 		if dd.Phase == "" {
 			dd.Phase, dd.View = dd.GoodCall.Phase, callView(dd.GoodCall.Symbol)
 		}
 		if dep.kind == report.DepartOtherSite && good.Stack != nil {
-			dd.GoodCall.Stack = good.Stack(dd.GoodCall.PID, dd.GoodCall.TID, dd.GoodCall.TimeNS)
+			dd.GoodCall.Stack = good.Stack(dd.GoodCall.PID, dd.GoodCall.TimeNS)
 		}
 	}
 	dd.Bytes = departedBytes(dep.kind, dd.Call, dd.GoodCall)
@@ -223,7 +219,7 @@ func departureCand(bad, good *Run, p pair, dep departure, cb, cg []Call) cand {
 
 // callOf describes the i-th kept call of process pid in run r.
 func callOf(r *Run, pid uint32, i int, c Call) *report.DiffCall {
-	dc := &report.DiffCall{Symbol: r.Symbols[c.Symbol], Result: "CUDA_SUCCESS", PID: pid, TID: c.TID, TimeNS: c.EndNS,
+	dc := &report.DiffCall{Symbol: r.Symbols[c.Symbol], Result: "CUDA_SUCCESS", PID: pid, TimeNS: c.EndNS,
 		Index: i, Phase: phaseAt(r.Report.Phases, c.EndNS)}
 	if c.HasSize {
 		s := c.Size
@@ -345,7 +341,7 @@ func addStacks(ds []report.Difference, bad *Run) {
 	}
 	for i := range ds {
 		if c := ds[i].Call; c != nil && ds[i].Kind == report.DiffCallSequence {
-			c.Stack = bad.Stack(c.PID, c.TID, c.TimeNS)
+			c.Stack = bad.Stack(c.PID, c.TimeNS)
 		}
 	}
 }

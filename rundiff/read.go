@@ -14,7 +14,9 @@ package rundiff
 
 import (
 	"fmt"
+	"runtime"
 	"strings"
+	"sync"
 
 	"github.com/retrivium/forensic/analyze"
 	"github.com/retrivium/forensic/cuda"
@@ -46,23 +48,53 @@ type Run struct {
 	// sites (Sites[0] is "": unknown).
 	Symbols []string
 	Sites   []string
-	// Stack returns the stack of one of the run's calls (nil when none
-	// was recorded); nil when stacks cannot be read (unit tests).
-	Stack func(pid, tid uint32, endNS int64) *report.Stack
+	// Stack returns the stack of one of the run's calls, named by its
+	// process and return time (nil when none was recorded); nil when
+	// stacks cannot be read (unit tests).
+	Stack func(pid uint32, endNS int64) *report.Stack
 }
+
+// chunkBits sizes the blocks a Sequence grows by (65,536 calls): a
+// sequence never holds more than one block it does not use, where a
+// slice grown by appending may hold as much again as it uses.
+const chunkBits = 16
 
 // Sequence is one process's allocation and mapping calls.
 type Sequence struct {
-	Calls []Call
+	chunks [][]Call
+	n      int
 	// Cut counts the calls past the bound that were not kept.
 	Cut uint64
 }
 
-// Call is one kept call: compact, since a long run has millions.
+// Len is the number of calls kept.
+func (s *Sequence) Len() int {
+	if s == nil {
+		return 0
+	}
+	return s.n
+}
+
+// At returns the i-th call.
+func (s *Sequence) At(i int) Call { return s.chunks[i>>chunkBits][i&(1<<chunkBits-1)] }
+
+// at returns a pointer to the i-th call.
+func (s *Sequence) at(i int) *Call { return &s.chunks[i>>chunkBits][i&(1<<chunkBits-1)] }
+
+// Add appends a call.
+func (s *Sequence) Add(c Call) {
+	if s.n&(1<<chunkBits-1) == 0 {
+		s.chunks = append(s.chunks, make([]Call, 0, 1<<chunkBits))
+	}
+	last := len(s.chunks) - 1
+	s.chunks[last] = append(s.chunks[last], c)
+	s.n++
+}
+
+// Call is one kept call: 24 bytes, since a long run has millions.
 type Call struct {
 	EndNS int64
 	Size  uint64
-	TID   uint32
 	// Site is the call's call site (an index into Run.Sites; 0 unknown),
 	// the recording's stack id until Read resolves it.
 	Site   int32
@@ -108,8 +140,8 @@ func Read(src analyze.Source, opts Options) (*Run, error) {
 	}
 	sopts := opts.Analyze
 	sopts.Observer = nil
-	run.Stack = func(pid, tid uint32, endNS int64) *report.Stack {
-		st, err := analyze.CallStack(src, sopts, pid, tid, endNS)
+	run.Stack = func(pid uint32, endNS int64) *report.Stack {
+		st, err := analyze.CallStack(src, sopts, pid, endNS)
 		if err != nil {
 			return &report.Stack{Frames: []report.Frame{}, Partial: true, Note: "stack unreadable: " + err.Error()}
 		}
@@ -147,15 +179,15 @@ func (c *collector) add(call *report.Call) {
 		seq = &Sequence{}
 		c.seqs[call.PID] = seq
 	}
-	if len(seq.Calls) >= c.max {
+	if seq.Len() >= c.max {
 		seq.Cut++
 		return
 	}
-	k := Call{EndNS: call.EndNS, TID: call.TID, Site: call.Stack, Symbol: id, Failed: call.Result != 0}
+	k := Call{EndNS: call.EndNS, Site: call.Stack, Symbol: id, Failed: call.Result != 0}
 	if call.Args.Size != nil {
 		k.Size, k.HasSize = *call.Args.Size, true
 	}
-	seq.Calls = append(seq.Calls, k)
+	seq.Add(k)
 }
 
 // kept says whether calls of an operation class are compared: those that
@@ -205,8 +237,8 @@ func resolveSites(src analyze.Source, seqs map[uint32]*Sequence) ([]string, erro
 	index := map[string]int32{"": 0}
 	byStack := map[int32]int32{}
 	for _, seq := range seqs {
-		for i := range seq.Calls {
-			c := &seq.Calls[i]
+		for i := 0; i < seq.Len(); i++ {
+			c := seq.at(i)
 			if c.Site < 0 {
 				c.Site = 0
 				continue
@@ -240,4 +272,29 @@ func siteKey(frames []store.Frame) string {
 		}
 	}
 	return b.String()
+}
+
+// ReadAll reads several runs, as many at once as there are CPUs: each
+// analysis is independent of the others. The first error (in the order
+// of srcs) is returned, naming its recording.
+func ReadAll(srcs []analyze.Source, opts Options) ([]*Run, error) {
+	runs := make([]*Run, len(srcs))
+	errs := make([]error, len(srcs))
+	sem := make(chan struct{}, runtime.GOMAXPROCS(0))
+	var wg sync.WaitGroup
+	for i, src := range srcs {
+		wg.Add(1)
+		sem <- struct{}{}
+		go func() {
+			defer func() { <-sem; wg.Done() }()
+			runs[i], errs[i] = Read(src, opts)
+		}()
+	}
+	wg.Wait()
+	for i, err := range errs {
+		if err != nil {
+			return nil, fmt.Errorf("%s: %w", srcs[i].Path(), err)
+		}
+	}
+	return runs, nil
 }

@@ -72,19 +72,19 @@ func itoa(v uint32) string { return strconv.FormatUint(uint64(v), 10) }
 
 // seq builds a sequence of cuMemAlloc_v2 calls of the given sizes in MiB;
 // a negative size failed.
-func seq(mib ...int64) []Call {
-	out := make([]Call, len(mib))
+func seq(mib ...int64) *Sequence {
+	s := &Sequence{}
 	for i, m := range mib {
-		out[i] = Call{Symbol: 0, HasSize: true, Size: uint64(max(m, -m)) << 20, Failed: m < 0, EndNS: int64(i)}
+		s.Add(Call{Symbol: 0, HasSize: true, Size: uint64(max(m, -m)) << 20, Failed: m < 0, EndNS: int64(i)})
 	}
-	return out
+	return s
 }
 
 func TestDepartFindsTheFirstDifferingCall(t *testing.T) {
 	names := []string{"cuMemAlloc_v2"}
 	cases := []struct {
 		name      string
-		bad, good []Call
+		bad, good *Sequence
 		kind      string // "" = none
 		b, g      int
 	}{
@@ -164,7 +164,7 @@ func run(path string, failed bool, sizes []int64, neighbour uint64) *Run {
 	if neighbour > 0 {
 		rep.MemoryViews = append(rep.MemoryViews, usedRow(77, neighbour))
 	}
-	return &Run{Report: rep, Symbols: []string{"cuMemAlloc_v2"}, Seqs: map[uint32]*Sequence{10: {Calls: seq(sizes...)}}}
+	return &Run{Report: rep, Symbols: []string{"cuMemAlloc_v2"}, Seqs: map[uint32]*Sequence{10: seq(sizes...)}}
 }
 
 func TestDiffWithSeveralGoodRuns(t *testing.T) {
@@ -244,9 +244,9 @@ func TestFailingPicksTheRunToExplain(t *testing.T) {
 }
 
 // at sets the call sites of a sequence (0: unknown).
-func at(calls []Call, sites ...int32) []Call {
-	for i := range calls {
-		calls[i].Site = sites[i]
+func at(calls *Sequence, sites ...int32) *Sequence {
+	for i := 0; i < calls.Len(); i++ {
+		calls.at(i).Site = sites[i]
 	}
 	return calls
 }
@@ -256,7 +256,7 @@ func TestOtherSiteFindsACallFromElsewhere(t *testing.T) {
 	st := sites{bad: []string{"", "main+10;", "cache+20;"}, good: []string{"", "cache+20;", "main+10;"}}
 	cases := []struct {
 		name      string
-		bad, good []Call
+		bad, good *Sequence
 		end       int
 		want      int // -1: none
 	}{
@@ -272,5 +272,22 @@ func TestOtherSiteFindsACallFromElsewhere(t *testing.T) {
 				t.Errorf("other site at %d, want %d", got, c.want)
 			}
 		})
+	}
+}
+
+func TestSequenceKeepsCallsAcrossBlocks(t *testing.T) {
+	for _, n := range []int{0, 1, 1 << chunkBits, 1<<chunkBits + 1, 3<<chunkBits - 7} {
+		s := &Sequence{}
+		for i := 0; i < n; i++ {
+			s.Add(Call{Size: uint64(i)})
+		}
+		if s.Len() != n {
+			t.Fatalf("%d calls added, %d kept", n, s.Len())
+		}
+		for i := 0; i < n; i++ {
+			if s.At(i).Size != uint64(i) {
+				t.Fatalf("call %d of %d reads back as %d", i, n, s.At(i).Size)
+			}
+		}
 	}
 }

@@ -28,25 +28,25 @@ func sameStep(a, b Call, an, bn []string) bool {
 // depart finds the first call where the failing run's sequence departs
 // from the good run's; ok is false when they agree as far as both go and
 // the failing one is not longer.
-func depart(bad, good []Call, bn, gn []string) (departure, bool) {
-	n := min(len(bad), len(good))
+func depart(bad, good *Sequence, bn, gn []string) (departure, bool) {
+	n := min(bad.Len(), good.Len())
 	k := 0
-	for k < n && sameCall(bad[k], good[k], bn, gn) {
+	for k < n && sameCall(bad.At(k), good.At(k), bn, gn) {
 		k++
 	}
 	switch {
-	case k == n && len(bad) > len(good):
+	case k == n && bad.Len() > good.Len():
 		return departure{departExtra, k, -1}, true
-	case k == n && len(bad) < len(good):
+	case k == n && bad.Len() < good.Len():
 		return departure{report.DepartMissingCall, -1, k}, true
 	case k == n:
 		return departure{}, false
 	}
-	b, g := bad[k], good[k]
+	b, g := bad.At(k), good.At(k)
 	switch {
-	case agree(bad[k+1:], good[k:], bn, gn):
+	case agree(bad, k+1, good, k, bn, gn):
 		return departure{departExtra, k, -1}, true
-	case agree(bad[k:], good[k+1:], bn, gn):
+	case agree(bad, k, good, k+1, bn, gn):
 		return departure{report.DepartMissingCall, -1, k}, true
 	case bn[b.Symbol] == gn[g.Symbol] && b.HasSize && g.HasSize && b.Size > g.Size:
 		return departure{report.DepartLarger, k, k}, true
@@ -61,16 +61,17 @@ func depart(bad, good []Call, bn, gn []string) (departure, bool) {
 // departExtra is report.DepartExtraCall, short.
 const departExtra = report.DepartExtraCall
 
-// agree says the next calls of two sequences are the same steps (as many
-// as lookahead, or as both have; a sequence that ends agrees only with
-// one that ends too).
-func agree(a, b []Call, an, bn []string) bool {
-	n := min(len(a), len(b), lookahead)
+// agree says the calls of two sequences from i and j on are the same
+// steps (as many as lookahead, or as both have; a sequence that ends
+// agrees only with one that ends too).
+func agree(a *Sequence, i int, b *Sequence, j int, an, bn []string) bool {
+	la, lb := a.Len()-i, b.Len()-j
+	n := min(la, lb, lookahead)
 	if n == 0 {
-		return len(a) == len(b)
+		return la == lb
 	}
-	for i := 0; i < n; i++ {
-		if !sameStep(a[i], b[i], an, bn) {
+	for k := 0; k < n; k++ {
+		if !sameStep(a.At(i+k), b.At(j+k), an, bn) {
 			return false
 		}
 	}
@@ -84,12 +85,12 @@ type sites struct{ bad, good []string }
 // otherSite finds the first call, before the calls depart (at most
 // before index end), made from another call site than the good run's
 // same step; both sites must be known. ok is false when none is.
-func otherSite(bad, good []Call, st sites, end int) (int, bool) {
+func otherSite(bad, good *Sequence, st sites, end int) (int, bool) {
 	if st.bad == nil || st.good == nil {
 		return 0, false
 	}
-	for k := 0; k < end && k < len(bad) && k < len(good); k++ {
-		b, g := bad[k].Site, good[k].Site
+	for k := 0; k < end && k < bad.Len() && k < good.Len(); k++ {
+		b, g := bad.At(k).Site, good.At(k).Site
 		if b != 0 && g != 0 && st.bad[b] != st.good[g] {
 			return k, true
 		}

@@ -1,11 +1,11 @@
 package main
 
 import (
-	"fmt"
 	"io"
 
 	"github.com/spf13/cobra"
 
+	"github.com/retrivium/forensic/analyze"
 	"github.com/retrivium/forensic/render/html"
 	"github.com/retrivium/forensic/render/text"
 	"github.com/retrivium/forensic/report"
@@ -76,16 +76,18 @@ func (c *cli) diffRuns(args []string) (*report.Diff, error) {
 	if len(paths) < 2 {
 		return nil, usageErr("diff compares at least two runs (%s): give a good run and the failing one", runsFound(paths))
 	}
-	runs := make([]*rundiff.Run, len(paths))
+	srcs := make([]analyze.Source, len(paths))
 	for i, p := range paths {
 		src, done, err := c.openRun(p)
 		if err != nil {
 			return nil, err
 		}
 		defer done()
-		if runs[i], err = rundiff.Read(src, rundiff.Options{}); err != nil {
-			return nil, fmt.Errorf("%s: %w", p, err)
-		}
+		srcs[i] = src
+	}
+	runs, err := rundiff.ReadAll(srcs, rundiff.Options{})
+	if err != nil {
+		return nil, err
 	}
 	return rundiff.Diff(runs)
 }
