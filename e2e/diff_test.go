@@ -67,6 +67,9 @@ func diffJSON(t *testing.T, runs ...string) *report.Diff {
 		}
 		t.Fatal(err)
 	}
+	if err := report.ValidateDiffJSON(out); err != nil {
+		t.Errorf("diff --json does not follow docs/diff.schema.json: %v", err)
+	}
 	var d report.Diff
 	if err := json.Unmarshal(out, &d); err != nil {
 		t.Fatalf("diff --json is not a diff: %v\n%s", err, out)
