@@ -211,3 +211,77 @@ func TestDiffNamesNeighbour(t *testing.T) {
 		t.Errorf("headline does not name the neighbour and its memory: %s", d.Headline)
 	}
 }
+
+// A neighbour the recording did not follow (the job alone was recorded)
+// shows only in NVML's per-process samples: diff names it by pid, with
+// its memory, and says its command line is not in the recording.
+func TestDiffNamesUnrecordedNeighbour(t *testing.T) {
+	w := newWorld(t, "SIMGPU_FB_TOTAL=16G")
+	job := []string{simwork, "init; use 0; alloc 6G; repeat 6 { alloc 512M; sleep 20 }; alloc 2G; sleep 200; free-all"}
+	record := func(name string) string {
+		r := w.record(nil, job...)
+		db := filepath.Join(w.dir, name+".db")
+		if err := os.Rename(r.db, db); err != nil {
+			t.Fatal(err)
+		}
+		return db
+	}
+	good := record("good")
+	ready := filepath.Join(w.dir, "neighbour-ready")
+	n := w.startWorkload("init; use 0; alloc 6G; touch " + ready + "; wait-signal; free-all")
+	if !waitFor(10*time.Second, func() bool { return exists(ready) }) {
+		t.Fatal("the neighbour did not allocate")
+	}
+	bad := record("bad")
+	n.Process.Signal(syscall.SIGUSR1)
+	d := diffJSON(t, good, bad)
+	first := d.Differences[0]
+	p := first.Process
+	if first.Kind != report.DiffExtraProcess || p == nil || p.PID != uint32(n.Process.Pid) || p.Recorded {
+		t.Fatalf("first difference %+v (process %+v), want the unrecorded neighbour %d", first, p, n.Process.Pid)
+	}
+	if p.NVMLPeak == nil || *p.NVMLPeak != 6<<30 || !strings.Contains(first.Summary, "command line is not in the recording") {
+		t.Errorf("neighbour memory %v, summary %q: want 6 GiB and the missing command line said", p.NVMLPeak, first.Summary)
+	}
+}
+
+// What diff cannot compare is refused with one line and exit status 1
+// or 2; an HTML page is written where -o says.
+func TestDiffRefusesWhatItCannotCompare(t *testing.T) {
+	w := newWorld(t, "SIMGPU_FB_TOTAL=16G")
+	good1, good2 := w.recordServe("good1", ""), w.recordServe("good2", "")
+	cases := []struct {
+		name string
+		args []string
+		code int
+		says string
+	}{
+		{"one run", []string{good1}, 2, "at least two runs"},
+		{"no failing run", []string{good1, good2}, 1, "none of the runs has a failure"},
+		{"a file that is not there", []string{good1, filepath.Join(w.dir, "nope.db")}, 1, "nope.db"},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			r := forensic(t, nil, nil, nil, append([]string{"diff"}, c.args...)...)
+			// A usage error (status 2) is followed by where to read the usage.
+			lines := strings.Split(strings.TrimSpace(r.stderr), "\n")
+			if r.code != c.code || (c.code == 1 && len(lines) != 1) || !strings.Contains(lines[0], c.says) || r.stdout != "" {
+				t.Errorf("exit %d, stderr %q, stdout %q; want exit %d and one line saying %q", r.code, r.stderr, r.stdout, c.code, c.says)
+			}
+		})
+	}
+	bad := w.recordServe("bad", "alloc 2G;")
+	page := filepath.Join(w.dir, "diff.html")
+	if r := forensic(t, nil, nil, nil, "diff", good1, bad, "-o", page); r.code != 0 {
+		t.Fatalf("diff -o: exit %d: %s", r.code, r.stderr)
+	}
+	html, err := os.ReadFile(page)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{"The failing run differs from the good one in:", "call-sequence", "cuMemAlloc_v2", "step_alloc"} {
+		if !strings.Contains(string(html), want) {
+			t.Errorf("the HTML page does not show %q", want)
+		}
+	}
+}

@@ -2,6 +2,7 @@ package main
 
 import (
 	"io"
+	"strings"
 
 	"github.com/spf13/cobra"
 
@@ -74,7 +75,7 @@ func (c *cli) diffRuns(args []string) (*report.Diff, error) {
 		return nil, err
 	}
 	if len(paths) < 2 {
-		return nil, usageErr("diff compares at least two runs (%s): give a good run and the failing one", runsFound(paths))
+		return nil, usageErr("diff compares at least two runs, and %s is one: give a good run and the failing one", strings.Join(args, " "))
 	}
 	srcs := make([]analyze.Source, len(paths))
 	for i, p := range paths {
