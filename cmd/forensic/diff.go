@@ -14,6 +14,14 @@ import (
 	"github.com/retrivium/forensic/store"
 )
 
+// diffExit are diff's exit statuses.
+const diffExit = `  0    done
+  1    a run is not readable (missing, not a run.db, still being recorded,
+       written by a newer forensic), no run failed, several failed and the
+       last did not, or the output failed
+  2    the command line is wrong (fewer than two runs)
+`
+
 func (c *cli) diffCommand() *cobra.Command {
 	var asJSON, noColor bool
 	var out string
@@ -33,7 +41,7 @@ failing run is the last one given; when it has no failure, the one run that
 has one (several failing runs, none of them last, or none failing, are
 refused). --json writes the documented contract; -o FILE writes an HTML
 page.`,
-		Annotations: map[string]string{"exit": readExit},
+		Annotations: map[string]string{"exit": diffExit},
 		Example: `  forensic diff good.db bad.db
   forensic diff good1.db good2.db good3.db bad.db
   forensic diff --json good.db bad.db | jq '.differences[0]'
