@@ -14,7 +14,7 @@ func TestWriteDiffOpensWithTheSentenceAndFits80Columns(t *testing.T) {
 	proc := &report.DiffProcess{PID: 4242, Recorded: true, NVMLPeak: &peak,
 		Command: "/opt/conda/bin/python3 -m vllm.entrypoints.openai.api_server --model meta-llama/Llama-3-8B --gpu-memory-utilization 0.9"}
 	d := &report.Diff{Headline: "The failing run differs from the 3 good ones in: an extra cuMemAlloc_v2 of 2.00 GiB in phase \"serving\"; and 2 differences more.",
-		Bad: report.DiffRun{Path: "runs/bad.db", Attribution: report.AttrAllocation, Verdict: "The first failed operation is cuMemAlloc_v2."},
+		Bad:  report.DiffRun{Path: "runs/bad.db", Attribution: report.AttrAllocation, Verdict: "The first failed operation is cuMemAlloc_v2."},
 		Good: []report.DiffRun{{Path: "runs/good1.db"}, {Path: "runs/good2.db"}, {Path: "runs/good3.db"}}, Chosen: "last",
 		Differences: []report.Difference{
 			{Kind: report.DiffCallSequence, Unique: true, Summary: "process 4242 (python3 -m vllm...): an extra cuMemAlloc_v2 of 2.00 GiB in phase \"serving\", its call #9",
