@@ -120,6 +120,12 @@ func TestDiffNamesExtraAllocation(t *testing.T) {
 		t.Fatalf("failing run %s, good run %s: the job did not fail as set up", d.Bad.Attribution, d.Good[0].Attribution)
 	}
 	checkExtraAllocation(t, d, 1)
+	// Both runs were marked: their phases align.
+	for _, n := range d.Notes {
+		if strings.Contains(n, "markers") {
+			t.Errorf("phases of marked runs not compared: %s", n)
+		}
+	}
 	txt, err := exec.Command(binPath, "diff", good, bad).Output()
 	if err != nil {
 		t.Fatal(err)
@@ -127,6 +133,7 @@ func TestDiffNamesExtraAllocation(t *testing.T) {
 	if !strings.HasPrefix(string(txt), "The failing run differs from the good one in:") {
 		t.Errorf("text does not open with the sentence:\n%s", txt)
 	}
+	t.Logf("forensic diff %s %s:\n%s", good, bad, txt)
 }
 
 // One failing run against three good ones: what none of the good runs

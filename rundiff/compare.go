@@ -3,6 +3,7 @@ package rundiff
 import (
 	"fmt"
 	"sort"
+	"strings"
 
 	"github.com/retrivium/forensic/cuda"
 	"github.com/retrivium/forensic/report"
@@ -159,7 +160,17 @@ func procText(p *report.DiffProcess) string {
 	if !p.Recorded {
 		return fmt.Sprintf("process %d (not recorded: NVML listed it; its command line is not in the recording)", p.PID)
 	}
-	return fmt.Sprintf("process %d (%s)", p.PID, clip(p.Command, 60))
+	return fmt.Sprintf("process %d (%s)", p.PID, shortCommand(p.Command, 50))
+}
+
+// shortCommand is a command line for a sentence: the program's base name
+// and its first arguments, within n characters.
+func shortCommand(cmd string, n int) string {
+	prog, rest, _ := strings.Cut(cmd, " ")
+	if i := strings.LastIndexByte(prog, '/'); i >= 0 {
+		prog = prog[i+1:]
+	}
+	return clip(strings.TrimSpace(prog+" "+rest), n)
 }
 
 // clip shortens s to n characters.

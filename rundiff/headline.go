@@ -40,7 +40,7 @@ func shortText(d *report.Difference) string {
 	case report.DiffExtraProcess:
 		s := fmt.Sprintf("an extra process %d", d.Process.PID)
 		if d.Process.Recorded {
-			s = fmt.Sprintf("an extra process (%s)", clip(d.Process.Command, 40))
+			s = fmt.Sprintf("an extra process (%s)", shortCommand(d.Process.Command, 40))
 		}
 		if d.Process.NVMLPeak != nil {
 			s += " holding " + report.HumanBytes(*d.Process.NVMLPeak)
@@ -49,7 +49,7 @@ func shortText(d *report.Difference) string {
 	case report.DiffCallSequence:
 		return departureShort(d)
 	case report.DiffMissingProcess:
-		return "a missing process (" + clip(d.Process.Command, 40) + ")"
+		return "a missing process (" + shortCommand(d.Process.Command, 40) + ")"
 	case report.DiffInventory:
 		return fmt.Sprintf("%s (%s, not %s)", d.Field, d.FailingText, d.GoodText)
 	case report.DiffPhaseDuration:
@@ -103,6 +103,6 @@ func departureText(d *report.Difference) string {
 	if c == nil {
 		c = d.GoodCall
 	}
-	return fmt.Sprintf("process %d (%s): %s, its call #%d", d.Process.PID, clip(d.Process.Command, 40),
+	return fmt.Sprintf("process %d (%s): %s, its call #%d", d.Process.PID, shortCommand(d.Process.Command, 40),
 		departureShort(d), c.Index+1)
 }

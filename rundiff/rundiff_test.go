@@ -291,3 +291,43 @@ func TestSequenceKeepsCallsAcrossBlocks(t *testing.T) {
 		}
 	}
 }
+
+// traced is a traced framebuffer row with (last, peak) per phase, in GiB.
+func traced(phases ...[3]any) report.ViewRow {
+	r := report.ViewRow{Field: "traced device allocations", View: "framebuffer", Scope: "traced"}
+	for _, p := range phases {
+		r.Phases = append(r.Phases, report.PhaseValue{Phase: p[0].(string), Last: u64(uint64(p[1].(int)) << 30), Peak: u64(uint64(p[2].(int)) << 30)})
+	}
+	return r
+}
+
+func TestPhaseGrowthComparesWhatEachPhaseAdded(t *testing.T) {
+	good := traced([3]any{"load", 6, 6}, [3]any{"serving", 9, 9})
+	cases := []struct {
+		name string
+		bad  report.ViewRow
+		want map[string]uint64 // phase -> extra growth in GiB
+	}{
+		{"the same growth", traced([3]any{"load", 6, 6}, [3]any{"serving", 9, 9}), map[string]uint64{}},
+		{"2 GiB more while serving", traced([3]any{"load", 6, 6}, [3]any{"serving", 11, 11}), map[string]uint64{"serving": 2}},
+		{"more weights, the same growth after", traced([3]any{"load", 8, 8}, [3]any{"serving", 11, 11}), map[string]uint64{"load": 2}},
+		{"a transient peak counts", traced([3]any{"load", 6, 7}, [3]any{"serving", 9, 9}), map[string]uint64{"load": 1}},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			bad, g := c.bad, good
+			got := map[string]uint64{}
+			for _, cd := range growthDiffs(rowKey{0, bad.Field}, &bad, &g) {
+				got[cd.d.Phase] = cd.d.Bytes >> 30
+			}
+			if len(got) != len(c.want) {
+				t.Fatalf("growth differences %v, want %v", got, c.want)
+			}
+			for p, v := range c.want {
+				if got[p] != v {
+					t.Errorf("phase %s: %d GiB more, want %d", p, got[p], v)
+				}
+			}
+		})
+	}
+}
