@@ -22,7 +22,8 @@ type cand struct {
 
 // Compare compares the failing run bad with the good runs and ranks the
 // differences: what no good run has first, then those in the memory view
-// the failure is judged against, then by bytes, then by kind. It reads
+// the failure is judged against, then causes before measures, then by
+// bytes, then by kind. It reads
 // stacks of the departing calls through bad.Stack when set.
 func Compare(good []*Run, bad *Run) *report.Diff {
 	d := &report.Diff{Schema: report.DiffSchema, Bad: diffRun(bad.Report), Chosen: "last",
@@ -302,8 +303,8 @@ func dedupe(notes []string) []string {
 }
 
 // rank orders differences: what no good run has first, then those in the
-// view the failure is judged against (or in no one view), then by bytes,
-// then by kind.
+// view the failure is judged against (or in no one view), then causes
+// before measures (tier), then by bytes, then by kind.
 func rank(ds []report.Difference, explains string) {
 	inView := func(d *report.Difference) bool {
 		return explains == "" || d.View == "" || d.View == explains
@@ -316,11 +317,28 @@ func rank(ds []report.Difference, explains string) {
 		if ia, ib := inView(a), inView(b); ia != ib {
 			return ia
 		}
+		if ta, tb := tier(a.Kind), tier(b.Kind); ta != tb {
+			return ta < tb
+		}
 		if a.Bytes != b.Bytes {
 			return a.Bytes > b.Bytes
 		}
 		return kindOrder(a.Kind) < kindOrder(b.Kind)
 	})
+}
+
+// tier puts what names a cause (a process, a call, a phase, the
+// platform) before the measures it shows in (the traced peak, the least
+// free), and those before what rarely explains an out-of-memory (a
+// process the failing run lacks, a phase's duration).
+func tier(kind string) int {
+	switch kind {
+	case report.DiffExtraProcess, report.DiffCallSequence, report.DiffPhaseGrowth, report.DiffInventory:
+		return 0
+	case report.DiffTracedPeak, report.DiffLeastFree:
+		return 1
+	}
+	return 2
 }
 
 // kindOrder breaks ties of bytes: what is more specific to the failure

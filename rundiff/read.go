@@ -109,12 +109,12 @@ type Platform struct {
 	GPUs   []GPUPlatform
 }
 
-// GPUPlatform is one GPU's configuration; "" for a value NVML did not
-// give.
+// GPUPlatform is one GPU's configuration; "" (nil) for a value NVML did
+// not give.
 type GPUPlatform struct {
-	Index                    int
-	Name, FBTotal, BAR1Total string
-	MIG                      string
+	Index         int
+	Name, MIG     string
+	FBTotal, BAR1 *uint64
 }
 
 // Read analyzes a run and keeps what a comparison needs. src must stay
@@ -204,27 +204,23 @@ func platformOf(inv *store.Inventory) Platform {
 	}
 	p.Driver = obsText(inv.Driver)
 	for _, g := range inv.GPUs {
-		gp := GPUPlatform{Index: g.Index, Name: obsText(g.Name), FBTotal: bytesText(g.FBTotal), BAR1Total: bytesText(g.BAR1Total)}
-		if g.MIGMode.Value != nil {
-			gp.MIG = map[bool]string{true: "enabled", false: "disabled"}[*g.MIGMode.Value != 0]
+		gp := GPUPlatform{Index: g.Index, Name: obsText(g.Name), FBTotal: g.FBTotal.Value, BAR1: g.BAR1Total.Value}
+		if m := g.MIGMode.Value; m != nil && *m != 0 {
+			gp.MIG = "enabled"
+		} else if m != nil {
+			gp.MIG = "disabled"
 		}
 		p.GPUs = append(p.GPUs, gp)
 	}
 	return p
 }
 
+// obsText is an inventory text value, "" when NVML did not give it.
 func obsText(o store.Obs[string]) string {
 	if o.Value == nil {
 		return ""
 	}
 	return *o.Value
-}
-
-func bytesText(o store.Obs[uint64]) string {
-	if o.Value == nil {
-		return ""
-	}
-	return report.HumanBytes(*o.Value)
 }
 
 // resolveSites replaces each kept call's stack id with its call site: the

@@ -132,12 +132,21 @@ func TestRankPutsWhatNoGoodRunHasFirst(t *testing.T) {
 			{Kind: report.DiffTracedPeak, Bytes: 1 << 30, Unique: true},
 			{Kind: report.DiffPhaseGrowth, Bytes: 3 << 30, Unique: true},
 		}, []string{report.DiffPhaseGrowth, report.DiffTracedPeak}},
-		{"equal bytes: the more specific kind first", "", []report.Difference{
+		{"equal bytes: causes, then measures, then the rest", "", []report.Difference{
 			{Kind: report.DiffLeastFree, Bytes: 2 << 30, Unique: true},
 			{Kind: report.DiffCallSequence, Bytes: 2 << 30, Unique: true},
 			{Kind: report.DiffPhaseDuration, Unique: true},
 			{Kind: report.DiffInventory, Unique: true},
-		}, []string{report.DiffCallSequence, report.DiffLeastFree, report.DiffInventory, report.DiffPhaseDuration}},
+		}, []string{report.DiffCallSequence, report.DiffInventory, report.DiffLeastFree, report.DiffPhaseDuration}},
+		{"a cause before a larger measure it shows in", "framebuffer", []report.Difference{
+			{Kind: report.DiffLeastFree, Bytes: 7 << 30, View: "framebuffer", Unique: true},
+			{Kind: report.DiffTracedPeak, Bytes: 3 << 30, View: "framebuffer", Unique: true},
+			{Kind: report.DiffExtraProcess, Bytes: 1 << 30, View: "framebuffer", Unique: true},
+		}, []string{report.DiffExtraProcess, report.DiffLeastFree, report.DiffTracedPeak}},
+		{"a smaller framebuffer is a cause too", "framebuffer", []report.Difference{
+			{Kind: report.DiffLeastFree, Bytes: 40 << 30, View: "framebuffer", Unique: true},
+			{Kind: report.DiffInventory, Bytes: 40 << 30, View: "framebuffer", Unique: true},
+		}, []string{report.DiffInventory, report.DiffLeastFree}},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {

@@ -183,21 +183,7 @@ func abs(v int64) int64 {
 // lacks is not compared.
 func platformDiffs(bad, good Platform) []cand {
 	var out []cand
-	add := func(gpu *int, field, b, g string) {
-		if b == "" || g == "" || b == g {
-			return
-		}
-		where := ""
-		key := "inventory\x00" + field
-		if gpu != nil {
-			where = fmt.Sprintf(" of GPU %d", *gpu)
-			key += fmt.Sprintf("\x00%d", *gpu)
-		}
-		out = append(out, cand{key: key, d: report.Difference{Kind: report.DiffInventory, GPU: gpu, Field: field,
-			FailingText: b, GoodText: g, Exact: true,
-			Summary: fmt.Sprintf("%s%s: %s in the failing run, %s in the good run", field, where, b, g)}})
-	}
-	add(nil, "driver version", bad.Driver, good.Driver)
+	out = appendText(out, nil, "driver version", bad.Driver, good.Driver)
 	gg := map[int]GPUPlatform{}
 	for _, g := range good.GPUs {
 		gg[g.Index] = g
@@ -208,10 +194,44 @@ func platformDiffs(bad, good Platform) []cand {
 			continue
 		}
 		i := b.Index
-		add(&i, "model", b.Name, g.Name)
-		add(&i, "framebuffer size", b.FBTotal, g.FBTotal)
-		add(&i, "BAR1 size", b.BAR1Total, g.BAR1Total)
-		add(&i, "MIG mode", b.MIG, g.MIG)
+		out = appendText(out, &i, "model", b.Name, g.Name)
+		out = appendSize(out, i, "framebuffer size", "framebuffer", b.FBTotal, g.FBTotal)
+		out = appendSize(out, i, "BAR1 size", "bar1", b.BAR1, g.BAR1)
+		out = appendText(out, &i, "MIG mode", b.MIG, g.MIG)
 	}
 	return out
+}
+
+// inventoryCand is an inventory difference of one field.
+func inventoryCand(gpu *int, field, b, g string) cand {
+	where, key := "", "inventory\x00"+field
+	if gpu != nil {
+		where = fmt.Sprintf(" of GPU %d", *gpu)
+		key += fmt.Sprintf("\x00%d", *gpu)
+	}
+	return cand{key: key, d: report.Difference{Kind: report.DiffInventory, GPU: gpu, Field: field,
+		FailingText: b, GoodText: g, Exact: true,
+		Summary: fmt.Sprintf("%s%s: %s in the failing run, %s in the good run", field, where, b, g)}}
+}
+
+// appendText adds a difference of a text field both sides have.
+func appendText(out []cand, gpu *int, field, b, g string) []cand {
+	if b == "" || g == "" || b == g {
+		return out
+	}
+	return append(out, inventoryCand(gpu, field, b, g))
+}
+
+// appendSize adds a difference of a size both sides have; a smaller one
+// in the failing run stands for the bytes it lacks, in its view.
+func appendSize(out []cand, gpu int, field, view string, b, g *uint64) []cand {
+	if b == nil || g == nil || *b == *g {
+		return out
+	}
+	c := inventoryCand(&gpu, field, report.HumanBytes(*b), report.HumanBytes(*g))
+	c.d.View, c.d.Good, c.d.Failing = view, i64(*g), i64(*b)
+	if *b < *g {
+		c.d.Bytes = *g - *b
+	}
+	return append(out, c)
 }
