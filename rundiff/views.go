@@ -2,6 +2,7 @@ package rundiff
 
 import (
 	"fmt"
+	"time"
 
 	"github.com/retrivium/forensic/report"
 )
@@ -148,7 +149,8 @@ func tracedWhat(view string) string {
 
 // durationDiffs are the phases (the last one aside: it ends where the run
 // ends, at the failure in a failing run) that took half again as long or
-// two thirds as long, and at least 100 ms more or less.
+// two thirds as long, and at least a second more or less: a busy node
+// stretches short phases by more than that ratio.
 func durationDiffs(bad, good []report.Phase) []cand {
 	gd := map[string]int64{}
 	for _, p := range good {
@@ -161,7 +163,7 @@ func durationDiffs(bad, good []report.Phase) []cand {
 			continue
 		}
 		b := p.EndNS - p.StartNS
-		if abs(b-g) < 100e6 || (2*b < 3*g && 3*b > 2*g) {
+		if abs(b-g) < minPhaseChange || (2*b < 3*g && 3*b > 2*g) {
 			continue
 		}
 		dd := report.Difference{Kind: report.DiffPhaseDuration, Phase: p.Label, Good: &g, Failing: &b, Exact: true,
@@ -170,6 +172,9 @@ func durationDiffs(bad, good []report.Phase) []cand {
 	}
 	return out
 }
+
+// minPhaseChange is the least change of a phase's duration reported.
+const minPhaseChange = int64(time.Second)
 
 func abs(v int64) int64 {
 	if v < 0 {

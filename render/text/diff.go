@@ -88,10 +88,14 @@ func (t *writer) alignment(pairs []report.ProcessPair) {
 func procLabel(p *report.DiffProcess) string {
 	s := fmt.Sprintf("pid %d, not recorded", p.PID)
 	if p.Recorded {
-		s = strings.TrimSpace(p.Command)
+		s = clip(strings.TrimSpace(p.Command), maxCommand)
 	}
 	if p.NVMLPeak != nil {
 		s += ", NVML peak " + report.HumanBytes(*p.NVMLPeak)
 	}
 	return s
 }
+
+// maxCommand bounds a command line in the alignment (two lines at 80
+// columns); --json has it whole.
+const maxCommand = 140
