@@ -292,3 +292,39 @@ func TestDiffRefusesWhatItCannotCompare(t *testing.T) {
 		}
 	}
 }
+
+// The same allocations, one of them made from another place in the
+// program: diff names the call from the other call site, with both
+// stacks, before the extra call that follows.
+func TestDiffNamesOtherCallSite(t *testing.T) {
+	w := newWorld(t, "SIMGPU_FB_TOTAL=16G")
+	record := func(name, script string) string {
+		r := w.record([]string{"--stacks"}, simwork, script)
+		db := filepath.Join(w.dir, name+".db")
+		if err := os.Rename(r.db, db); err != nil {
+			t.Fatal(err)
+		}
+		return db
+	}
+	good := record("good", "init; use 0; alloc 1G; alloc 1G; free-all")
+	bad := record("bad", "init; use 0; alloc 1G; repeat 1 { alloc 1G }; alloc 20G; free-all")
+	d := diffJSON(t, good, bad)
+	var site, extra *report.Difference
+	for i := range d.Differences {
+		switch df := &d.Differences[i]; df.Departure {
+		case report.DepartOtherSite:
+			site = df
+		case report.DepartExtraCall:
+			extra = df
+		}
+	}
+	if site == nil || site.Call == nil || site.Call.Index != 1 || site.GoodCall == nil {
+		t.Fatalf("no other-call-site departure at the second call: %+v", d.Differences)
+	}
+	if site.Call.Stack == nil || site.GoodCall.Stack == nil || len(site.Call.Stack.Frames) == len(site.GoodCall.Stack.Frames) {
+		t.Errorf("the two calls' stacks are not both shown, or do not differ: %+v / %+v", site.Call.Stack, site.GoodCall.Stack)
+	}
+	if extra == nil || extra.Call.Index != 2 || *extra.Call.Size != 20<<30 {
+		t.Errorf("the extra 20 GiB call is not named after it: %+v", extra)
+	}
+}

@@ -29,7 +29,7 @@ func headline(ds []report.Difference, goods int) string {
 	}
 	s := strings.Join(items, "; ")
 	if more := len(ds) - len(items); more > 0 {
-		s += fmt.Sprintf("; and %s more", report.Plural(more, "difference"))
+		s += fmt.Sprintf("; and %d more", more)
 	}
 	return fmt.Sprintf("The failing run differs from %s in: %s.", who, s)
 }
