@@ -10,28 +10,45 @@ import (
 // ErrNoFailure is Failing's refusal of runs none of which failed.
 var ErrNoFailure = errors.New("none of the runs has a failure or missing evidence: there is no failing run to explain")
 
-// Failing picks the failing run among analyzed runs: the last one, as
-// given, when it has a failure (an attribution other than "none");
-// otherwise the one run that has, if exactly one has ("only-failing").
-// Several failing runs none of which is last, or none failing, are
-// refused: which one to explain is the user's choice.
+// Failing picks the failing run among analyzed runs. A run with a failed
+// call counts first: the last run given when it has one ("last"),
+// otherwise the one run that has one ("only-failing"). When no run has a
+// failed call, runs whose verdict is missing evidence (a crash with no
+// failed call, a non-zero exit) are picked the same way. Several failing
+// runs none of which is last, or none failing, are refused: which one to
+// explain is the user's choice.
 func Failing(reps []*report.Report) (int, string, error) {
 	if len(reps) < 2 {
 		return 0, "", errors.New("diff compares at least two runs: give a good run and the failing one")
 	}
+	for _, failed := range []func(*report.Report) bool{
+		func(r *report.Report) bool { return r.FirstFailure != nil },
+		func(r *report.Report) bool { return r.Attribution != report.AttrNone },
+	} {
+		i, chosen, err := pick(reps, failed)
+		if err != nil || chosen != "" {
+			return i, chosen, err
+		}
+	}
+	return 0, "", ErrNoFailure
+}
+
+// pick picks the run that failed: the last, else the only one; chosen is
+// "" when none did.
+func pick(reps []*report.Report, failed func(*report.Report) bool) (int, string, error) {
 	last := len(reps) - 1
-	if reps[last].Attribution != report.AttrNone {
+	if failed(reps[last]) {
 		return last, "last", nil
 	}
 	var failing []int
 	for i, r := range reps {
-		if r.Attribution != report.AttrNone {
+		if failed(r) {
 			failing = append(failing, i)
 		}
 	}
 	switch len(failing) {
 	case 0:
-		return 0, "", ErrNoFailure
+		return 0, "", nil
 	case 1:
 		return failing[0], "only-failing", nil
 	}

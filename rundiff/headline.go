@@ -49,6 +49,9 @@ func shortText(d *report.Difference) string {
 	case report.DiffCallSequence:
 		return departureShort(d)
 	case report.DiffMissingProcess:
+		if !d.Process.Recorded {
+			return fmt.Sprintf("a missing process (pid %d in the good run, not recorded)", d.Process.PID)
+		}
 		return "a missing process (" + shortCommand(d.Process.Command, 40) + ")"
 	case report.DiffInventory:
 		return fmt.Sprintf("%s (%s, not %s)", d.Field, d.FailingText, d.GoodText)

@@ -215,9 +215,13 @@ func TestDiffWithSeveralGoodRuns(t *testing.T) {
 
 func TestFailingPicksTheRunToExplain(t *testing.T) {
 	rep := func(attr report.Attribution) *report.Report {
-		return &report.Report{Attribution: attr, Run: report.RunInfo{Path: string(attr) + ".db"}}
+		r := &report.Report{Attribution: attr, Run: report.RunInfo{Path: string(attr) + ".db"}}
+		if attr != report.AttrNone && attr != report.AttrMissingEvidence {
+			r.FirstFailure = &report.Failure{Symbol: "cuMemAlloc_v2"}
+		}
+		return r
 	}
-	none, alloc := report.AttrNone, report.AttrAllocation
+	none, alloc, missing := report.AttrNone, report.AttrAllocation, report.AttrMissingEvidence
 	cases := []struct {
 		name   string
 		attrs  []report.Attribution
@@ -231,6 +235,8 @@ func TestFailingPicksTheRunToExplain(t *testing.T) {
 		{"none failing", []report.Attribution{none, none}, 0, "", "none of the runs"},
 		{"several failing, none last", []report.Attribution{alloc, alloc, none}, 0, "", "give the failing run last"},
 		{"one run", []report.Attribution{alloc}, 0, "", "at least two runs"},
+		{"a failed call before a last run only missing evidence", []report.Attribution{alloc, missing}, 0, "only-failing", ""},
+		{"missing evidence when no call failed", []report.Attribution{none, missing}, 1, "last", ""},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {

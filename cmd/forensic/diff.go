@@ -37,8 +37,8 @@ and view, growth per phase, the platform, and phase durations. What no good
 run has comes first (docs/diff.md).
 
 Runs are files, directories of them or flight recordings' directories. The
-failing run is the last one given; when it has no failure, the one run that
-has one (several failing runs, none of them last, or none failing, are
+failing run is the last one given; when it has no failed call, the one run
+that has one (several failing runs, none of them last, or none failing, are
 refused). --json writes the documented contract; -o FILE writes an HTML
 page.`,
 		Annotations: map[string]string{"exit": diffExit},
