@@ -23,8 +23,8 @@ type cand struct {
 // Compare compares the failing run bad with the good runs and ranks the
 // differences: what no good run has first, then those in the memory view
 // the failure is judged against, then causes before measures, then by
-// bytes, then by kind. It reads
-// stacks of the departing calls through bad.Stack when set.
+// bytes, then by kind. It reads the stacks of the departing calls through
+// bad.Stack when set.
 func Compare(good []*Run, bad *Run) *report.Diff {
 	d := &report.Diff{Schema: report.DiffSchema, Bad: diffRun(bad.Report), Chosen: "last",
 		Explains: explainedView(bad.Report), Differences: []report.Difference{}, Processes: []report.ProcessPair{},
@@ -304,7 +304,8 @@ func dedupe(notes []string) []string {
 
 // rank orders differences: what no good run has first, then those in the
 // view the failure is judged against (or in no one view), then causes
-// before measures (tier), then by bytes, then by kind.
+// before measures (tier), then by bytes, then by kind, then by wording
+// (the same order every time).
 func rank(ds []report.Difference, explains string) {
 	inView := func(d *report.Difference) bool {
 		return explains == "" || d.View == "" || d.View == explains
@@ -323,7 +324,10 @@ func rank(ds []report.Difference, explains string) {
 		if a.Bytes != b.Bytes {
 			return a.Bytes > b.Bytes
 		}
-		return kindOrder(a.Kind) < kindOrder(b.Kind)
+		if ka, kb := kindOrder(a.Kind), kindOrder(b.Kind); ka != kb {
+			return ka < kb
+		}
+		return a.Summary < b.Summary
 	})
 }
 

@@ -14,17 +14,24 @@ type rowKey struct {
 }
 
 // deviceRows indexes a report's whole-GPU sampled rows and traced rows
-// (MIG instances and processes apart).
-func deviceRows(rep *report.Report) map[rowKey]*report.ViewRow {
+// (MIG instances and processes apart), and lists their keys in the
+// report's order, so that differences come out in the same order every
+// time.
+func deviceRows(rep *report.Report) (map[rowKey]*report.ViewRow, []rowKey) {
 	out := map[rowKey]*report.ViewRow{}
+	var keys []rowKey
 	for i := range rep.MemoryViews {
 		r := &rep.MemoryViews[i]
 		if r.PID != 0 || r.MIGIndex != nil {
 			continue
 		}
-		out[rowKey{r.GPU, r.Field}] = r
+		k := rowKey{r.GPU, r.Field}
+		if out[k] == nil {
+			keys = append(keys, k)
+		}
+		out[k] = r
 	}
-	return out
+	return out, keys
 }
 
 // viewMeasure is one value compared per GPU and view.
@@ -51,11 +58,12 @@ func viewMeasures() []viewMeasure {
 
 // viewDiffs compares the least free and the traced peak per GPU and view.
 func viewDiffs(bad, good *report.Report) []cand {
-	br, gr := deviceRows(bad), deviceRows(good)
+	br, keys := deviceRows(bad)
+	gr, _ := deviceRows(good)
 	var out []cand
 	for _, m := range viewMeasures() {
-		for k, b := range br {
-			g := gr[k]
+		for _, k := range keys {
+			b, g := br[k], gr[k]
 			if k.field != m.field || g == nil || m.value(b) == nil || m.value(g) == nil {
 				continue
 			}
@@ -88,9 +96,10 @@ func phaseDiffs(bad, good *report.Report, d *report.Diff) []cand {
 		return nil
 	}
 	var out []cand
-	br, gr := deviceRows(bad), deviceRows(good)
-	for k, b := range br {
-		g := gr[k]
+	br, keys := deviceRows(bad)
+	gr, _ := deviceRows(good)
+	for _, k := range keys {
+		b, g := br[k], gr[k]
 		if g == nil || (k.field != "traced device allocations" && k.field != "traced aperture mappings") {
 			continue
 		}
