@@ -40,7 +40,7 @@ Runs are files, directories of them or flight recordings' directories. The
 failing run is the last one given; when it has no failed call, the one run
 that has one (several failing runs, none of them last, or none failing, are
 refused). --json writes the documented contract; -o FILE writes an HTML
-page.`,
+page (with --json, the JSON).`,
 		Annotations: map[string]string{"exit": diffExit},
 		Example: `  forensic diff good.db bad.db
   forensic diff good1.db good2.db good3.db bad.db
@@ -58,6 +58,8 @@ page.`,
 				return err
 			}
 			switch {
+			case out != "" && asJSON:
+				return c.writeOutput(out, func(w io.Writer) error { return report.WriteDiffJSON(w, d) })
 			case out != "":
 				return c.writeOutput(out, func(w io.Writer) error { return html.WriteDiff(w, d) })
 			case asJSON:
@@ -70,7 +72,7 @@ page.`,
 	}
 	cmd.Flags().BoolVar(&asJSON, "json", false, "write the JSON diff (the documented contract)")
 	cmd.Flags().BoolVar(&noColor, "no-color", false, "never colour the output")
-	cmd.Flags().StringVarP(&out, "output", "o", "", "HTML `FILE` to write (- for standard output)")
+	cmd.Flags().StringVarP(&out, "output", "o", "", "HTML `FILE` to write (with --json, JSON; - for standard output)")
 	return cmd
 }
 
