@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"os"
 	"os/signal"
+	"strconv"
 	"syscall"
 	"time"
 
@@ -21,6 +22,8 @@ import (
 const (
 	defaultMaxSize = 1 << 30
 	defaultKeep    = 5 * time.Minute
+	// defaultKeepPrevious is --keep-previous without a count.
+	defaultKeepPrevious = 3
 )
 
 // flightFlags are record's flags for flight mode and the metrics.
@@ -29,7 +32,7 @@ type flightFlags struct {
 	maxSize      uint64
 	keepBefore   time.Duration
 	keepAfter    time.Duration
-	keepPrevious bool
+	keepPrevious int
 	segmentAge   time.Duration // hidden: for tests that rotate quickly
 	metricsAddr  string
 }
@@ -41,7 +44,8 @@ func (f *flightFlags) add(fs *pflag.FlagSet) {
 	fs.Var(sizeFlag{v: &f.maxSize, check: maxSizeCheck}, "max-size", "flight mode: the disk all segments take together, at most (snapshots are extra: the newest four, each up to a segment's size)")
 	fs.Var(durationFlag{v: &f.keepBefore, zeroOK: true}, "keep-before", "flight mode: how much before each failure is kept")
 	fs.Var(durationFlag{v: &f.keepAfter, zeroOK: true}, "keep-after", "flight mode: how much after each failure is kept")
-	fs.BoolVar(&f.keepPrevious, "keep-previous", false, "flight mode: keep a recording found in the directory as DIR/previous instead of refusing")
+	fs.IntVar(&f.keepPrevious, "keep-previous", 0, "flight mode: keep a recording found in the directory as DIR/previous instead of refusing, and at most `N` earlier ones (--keep-previous alone: 3; give a count as --keep-previous=N)")
+	fs.Lookup("keep-previous").NoOptDefVal = strconv.Itoa(defaultKeepPrevious)
 	fs.StringVar(&f.metricsAddr, "metrics-addr", "", "serve Prometheus metrics and /healthz on this `ADDRESS` (for example :9401)")
 	fs.Var(durationFlag{v: &f.segmentAge, min: 100 * time.Millisecond}, "segment-age", "flight mode: close a segment this old")
 	fs.MarkHidden("segment-age")
@@ -70,6 +74,9 @@ func (f *flightFlags) config(cfg *recorder.Config, fs *pflag.FlagSet) error {
 	}
 	if cfg.Force {
 		return usageErr("--force does not apply to --flight (--keep-previous keeps a recording found in the directory)")
+	}
+	if f.keepPrevious < 0 {
+		return usageErr("--keep-previous=%d: give a count of 0 or more", f.keepPrevious)
 	}
 	pol, err := flight.NewPolicy(int64(f.maxSize), f.keepBefore, f.keepAfter)
 	if err != nil {

@@ -7,6 +7,7 @@ import (
 	"os"
 	"os/signal"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"syscall"
 	"time"
@@ -118,6 +119,8 @@ func (c *cli) config(f *recordFlags, command []string) (recorder.Config, error) 
 		return cfg, usageErr("a command cannot be combined with --pid or --all")
 	case cfg.PID == 0 && !cfg.All && len(command) == 0:
 		return cfg, usageErr("nothing to record: give -- COMMAND, --pid PID or --all")
+	case f.fs.Changed("keep-previous") && len(command) > 0 && isCount(command[0]):
+		return cfg, usageErr("give the count as --keep-previous=%s (%s would be the command to run)", command[0], command[0])
 	case f.keepSamples < 1:
 		return cfg, usageErr("--keep-samples %d: keep at least 1", f.keepSamples)
 	}
@@ -182,7 +185,28 @@ func (c *cli) record(f *recordFlags, command []string) error {
 	if res.ExitCode != 0 {
 		return exitError{res.ExitCode}
 	}
+	if len(cfg.Command) == 0 && !cleanStop(res.Stop.Reason) {
+		return exitError{1} // nobody asked --pid or --all to stop like this
+	}
 	return nil
+}
+
+// cleanStop reports whether a recording with no command of its own ended
+// as asked (a signal, --duration, the target's exit), not because writing
+// failed.
+func cleanStop(reason string) bool {
+	switch reason {
+	case "write-error", "disk-full", "error":
+		return false
+	}
+	return true
+}
+
+// isCount reports whether s is a number: a COMMAND that is one follows
+// --keep-previous given its count with a space.
+func isCount(s string) bool {
+	_, err := strconv.Atoi(s)
+	return err == nil
 }
 
 func recordingWhat(cfg recorder.Config) string {
