@@ -190,13 +190,13 @@ const MinPressureSegmentBytes = 1 << 20
 // bytes into the live segment (its Bytes current), with free bytes left
 // on it of which keep are to stay free: the segments may take what they
 // take now plus the free space above keep, and never more than they take
-// now (the write did not fit). The segment size is lowered with the
+// now (the write did not fit), at least a byte. The segment size is lowered with the
 // bound, to half of it (at least MinPressureSegmentBytes), so that a
 // closed segment and the live one still fit. The bound is never raised.
 // It reports whether it lowered the bound.
 func (x *Index) Lower(free, keep int64) bool {
 	used := x.Bytes()
-	b := max(min(used+free-keep, used), 0)
+	b := max(min(used+free-keep, used), 1) // 0 would read as not lowered
 	if b >= x.Bound() {
 		return false
 	}

@@ -65,8 +65,8 @@ func (d *Dir) Pressure(pr Progress, need, free, keep int64) (Relief, error) {
 	if rl.Plan = d.idx.Plan(l.Bytes + need); len(rl.Plan.Drop) > 0 {
 		return rl, d.commit(d.idx.Apply(rl.Plan))
 	}
-	if rl.Lowered {
-		return rl, d.commit(nil) // the lowered bound is on record
+	if err := d.commit(nil); err != nil { // the bound and the count on record
+		return rl, err
 	}
 	return rl, fmt.Errorf("%s: %w (%d bytes free, %d kept free)", d.path, ErrNoRoom, free, keep)
 }
