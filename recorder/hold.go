@@ -42,17 +42,48 @@ func sigcont(pid uint32) error { return syscall.Kill(int(pid), syscall.SIGCONT) 
 
 // run handles holds until the ring is flushed after the hook is detached:
 // every hold reported before that is handled, so every held process is
-// continued.
+// continued. The holds waiting in the ring are put on record together
+// before the first is handled: attaching takes time, and a recorder
+// killed meanwhile must not leave the others stopped with no record.
 func (h *holder) run(src recordSource) {
 	var rec ringbuf.Record
-	var hd bpf.Hold
-	src.SetDeadline(time.Time{}) // block until a hold or the flush
 	for {
+		src.SetDeadline(time.Time{}) // block until a hold or the flush
 		if err := src.ReadInto(&rec); err != nil {
 			return // ringbuf.ErrFlushed: drained; or the reader closed
 		}
+		var hd bpf.Hold
+		if bpf.DecodeHold(rec.RawSample, &hd) != nil {
+			continue
+		}
+		more, flushed := pendingHolds(src)
+		batch := append([]bpf.Hold{hd}, more...)
+		for i := range batch {
+			h.onRecord(&batch[i])
+		}
+		for i := range batch {
+			h.act(&batch[i])
+		}
+		if flushed {
+			return
+		}
+	}
+}
+
+// pendingHolds returns the holds already in the ring, without waiting,
+// and whether the ring said it was flushed (the last of them).
+func pendingHolds(src recordSource) ([]bpf.Hold, bool) {
+	var rec ringbuf.Record
+	var out []bpf.Hold
+	src.SetDeadline(time.Now())
+	for {
+		err := src.ReadInto(&rec)
+		if err != nil {
+			return out, errors.Is(err, ringbuf.ErrFlushed)
+		}
+		var hd bpf.Hold
 		if bpf.DecodeHold(rec.RawSample, &hd) == nil {
-			h.handle(&hd)
+			out = append(out, hd)
 		}
 	}
 }
@@ -77,12 +108,25 @@ func drainHolds(src recordSource) []bpf.Hold {
 // continued. What happened is said before the process continues, so the
 // line comes before anything the process prints afterwards.
 func (h *holder) handle(hd *bpf.Hold) {
+	h.onRecord(hd)
+	h.act(hd)
+}
+
+// onRecord writes a hold to the held-process file.
+func (h *holder) onRecord(hd *bpf.Hold) {
+	if hd.Flags&bpf.HoldStopped == 0 {
+		return
+	}
+	if err := h.held.hold(hd.Pid); err != nil {
+		fmt.Fprintf(h.log, "forensic: error: the hold of pid %d is not on record (%v): a recorder killed before it continues the process leaves it stopped\n", hd.Pid, err)
+	}
+}
+
+// act attaches to the file of a hold on record and continues the process.
+func (h *holder) act(hd *bpf.Hold) {
 	pid := hd.Pid
 	stopped := hd.Flags&bpf.HoldStopped != 0
 	if stopped {
-		if err := h.held.hold(pid); err != nil {
-			fmt.Fprintf(h.log, "forensic: error: the hold of pid %d is not on record (%v): a recorder killed before it continues the process leaves it stopped\n", pid, err)
-		}
 		time.Sleep(h.delay)
 	}
 	lib, isNew, err := h.attachHeld(hd)
