@@ -32,19 +32,32 @@ func (w *world) smallDisk(size string) string {
 
 // recordingProc is a `forensic record` running in the background.
 type recordingProc struct {
-	cmd  *exec.Cmd
-	log  *bytes.Buffer
-	done chan struct{}
+	cmd     *exec.Cmd
+	logPath string
+	done    chan struct{}
+}
+
+// logText is what the recorder wrote so far.
+func (rp *recordingProc) logText() string {
+	data, _ := os.ReadFile(rp.logPath)
+	return string(data)
 }
 
 // startRecording starts `forensic record args...` in dir with the world's
 // environment plus env.
 func (w *world) startRecording(dir string, env []string, args ...string) *recordingProc {
 	w.t.Helper()
-	rp := &recordingProc{cmd: exec.Command(binPath, args...), log: &bytes.Buffer{}, done: make(chan struct{})}
+	// A file, not a pipe: a workload left stopped by a killed recorder
+	// holds what it inherited, and a pipe would keep Wait waiting.
+	logf, err := os.CreateTemp(w.dir, "recorder-*.log")
+	if err != nil {
+		w.t.Fatal(err)
+	}
+	defer logf.Close()
+	rp := &recordingProc{cmd: exec.Command(binPath, args...), logPath: logf.Name(), done: make(chan struct{})}
 	rp.cmd.Dir = dir
 	rp.cmd.Env = w.environ(env...)
-	rp.cmd.Stdout, rp.cmd.Stderr = rp.log, rp.log
+	rp.cmd.Stdout, rp.cmd.Stderr = logf, logf
 	if err := rp.cmd.Start(); err != nil {
 		w.t.Fatal(err)
 	}
@@ -102,7 +115,7 @@ func TestFlightDiskFullDegrades(t *testing.T) {
 		"--keep-before", "1s", "--keep-after", "1s", "--segment-age", "1s", "--libcuda", simCUDA, "--libnvidia-ml", simNVML,
 		"--", "/bin/sh", "-c", script)
 	code := rp.wait(5 * time.Minute)
-	out := rp.log.String()
+	out := rp.logText()
 	if code != 0 {
 		t.Fatalf("exit %d, want the workload's 0: the recording degrades, it does not fail:\n%s", code, out)
 	}
@@ -141,8 +154,8 @@ func TestFlightNothingFitsExitsNonZero(t *testing.T) {
 	dir := filepath.Join(w.smallDisk("6m"), "flight")
 	rp := w.startRecording(w.dir, nil, "record", "--all", "--flight", "-o", dir, "--disk-reserve", "1MiB",
 		"--libcuda", simCUDA, "--libnvidia-ml", simNVML)
-	if !waitFor(20*time.Second, func() bool { return strings.Contains(rp.log.String(), "recording every process") }) {
-		t.Fatalf("the recorder did not start:\n%s", rp.log.String())
+	if !waitFor(20*time.Second, func() bool { return strings.Contains(rp.logText(), "recording every process") }) {
+		t.Fatalf("the recorder did not start:\n%s", rp.logText())
 	}
 	for i := 0; i < 10 && rp.wait(0) < 0; i++ {
 		cmd := exec.Command(simwork, "init; use 0; stress 150000")
@@ -150,7 +163,7 @@ func TestFlightNothingFitsExitsNonZero(t *testing.T) {
 		cmd.Run()
 	}
 	code := rp.wait(30 * time.Second)
-	out := rp.log.String()
+	out := rp.logText()
 	if code != 1 {
 		t.Fatalf("exit %d, want 1 once nothing fits:\n%s", code, out)
 	}
@@ -221,7 +234,7 @@ func TestFlightKilledWhileHoldingResumes(t *testing.T) {
 		}
 		return pid != 0 && procState(pid) == "T"
 	}) {
-		t.Fatalf("the workload was not held (pids on record %v):\n%s", heldPIDs(held), first.log.String())
+		t.Fatalf("the workload was not held (pids on record %v):\n%s", heldPIDs(held), first.logText())
 	}
 	first.cmd.Process.Signal(syscall.SIGKILL)
 	<-first.done
@@ -232,7 +245,7 @@ func TestFlightKilledWhileHoldingResumes(t *testing.T) {
 	start := time.Now()
 	second := w.startRecording(w.dir, nil, append(args, simwork, "init; use 0; alloc 1M; free")...)
 	if !waitFor(10*time.Second, func() bool { return procState(pid) != "T" }) {
-		t.Fatalf("the workload is still stopped after the restart:\n%s", second.log.String())
+		t.Fatalf("the workload is still stopped after the restart:\n%s", second.logText())
 	}
 	took := time.Since(start)
 	if took > time.Second {
@@ -242,10 +255,10 @@ func TestFlightKilledWhileHoldingResumes(t *testing.T) {
 		t.Errorf("the workload did not finish after it was continued")
 	}
 	if code := second.wait(60 * time.Second); code != 0 {
-		t.Errorf("the restarted recorder: exit %d:\n%s", code, second.log.String())
+		t.Errorf("the restarted recorder: exit %d:\n%s", code, second.logText())
 	}
-	if !strings.Contains(second.log.String(), fmt.Sprintf("continued pid %d", pid)) {
-		t.Errorf("the restarted recorder does not say it continued pid %d:\n%s", pid, second.log.String())
+	if !strings.Contains(second.logText(), fmt.Sprintf("continued pid %d", pid)) {
+		t.Errorf("the restarted recorder does not say it continued pid %d:\n%s", pid, second.logText())
 	}
 	if exists(held) {
 		t.Errorf("held.json is still there after the held process was continued")

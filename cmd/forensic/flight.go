@@ -18,6 +18,10 @@ import (
 	"github.com/retrivium/forensic/store"
 )
 
+// liveCopyPattern names analyze's copy of a live segment in the
+// recording's directory while it reads it (removed after).
+const liveCopyPattern = ".analyze-live-*.db"
+
 // Flight mode's defaults.
 const (
 	defaultMaxSize = 1 << 30
@@ -183,11 +187,13 @@ func (c *cli) openFlight(path string) (set *store.Set, copyPath string, err erro
 }
 
 // copyLive asks a flight recording's recorder for a copy of its live
-// segment, into a temporary file (mode 0600); nothing when no recorder
-// answers.
+// segment, into a temporary file (mode 0600) beside the recording: on the
+// filesystem sized for it, not in /tmp (a small tmpfs in a container);
+// nothing when no recorder answers or the directory cannot be written.
 func (c *cli) copyLive(dir string) (string, *store.LiveCopy) {
-	f, err := os.CreateTemp("", "forensic-live-*.db")
+	f, err := os.CreateTemp(dir, liveCopyPattern)
 	if err != nil {
+		c.note("forensic: %s: no room for a copy of the live segment beside the recording: %s", dir, oneLine(err))
 		return "", nil
 	}
 	lc, err := recorder.CopyLive(dir, f)
