@@ -29,7 +29,7 @@ and the NVRM/Xid lines of the kernel log.
 
 Flags come before COMMAND: everything from COMMAND's name on is COMMAND's,
 with or without --. Recording needs root (CAP_BPF, CAP_PERFMON and
-CAP_SYS_ADMIN). Under sudo, COMMAND runs as the user who ran sudo (their
+CAP_KILL at least; each one missing is named at start). Under sudo, COMMAND runs as the user who ran sudo (their
 uid, groups, HOME, USER and LOGNAME) unless --as-root is given, and run.db
 is theirs, mode 0600. sudo resets PATH and the environment: use sudo -E or
 sudo --preserve-env=PATH,... for conda and virtualenv environments, or
@@ -46,8 +46,10 @@ segment; "forensic analyze DIR" reads the recording, even while it runs.`
 const recordExit = `  126  COMMAND was found but cannot be run
   127  COMMAND was not found
   N    COMMAND's own exit status (128+N when signal N killed it); 0 for
-       --pid and --all when recording stopped cleanly
-  1    recording failed (not root, no libcuda, an output that exists, ...)
+       --pid and --all when recording stopped as asked
+  1    recording failed (not root, no libcuda, an output that exists, ...),
+       or stopped by itself under --pid or --all (the disk full, even
+       after deleting what flight mode may delete)
   2    the command line is wrong
 `
 
