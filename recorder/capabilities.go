@@ -17,9 +17,11 @@ type Capability struct {
 	// CAP_BPF and CAP_PERFMON on kernels before 5.8), 0 when none.
 	Or uint
 	// Needed: recording cannot go on without it; else it only loses
-	// something, which Why says.
-	Needed bool
-	Why    string
+	// something, which Why says. OthersNeed: needed when recording other
+	// users' processes (--all, --pid), not a workload of one's own.
+	Needed     bool
+	OthersNeed bool
+	Why        string
 }
 
 // Capabilities are those recording uses, in the order the checks report
@@ -29,7 +31,7 @@ var Capabilities = []Capability{
 		Why: "load the probes and their maps"},
 	{Name: "CAP_PERFMON", Bit: unix.CAP_PERFMON, Or: unix.CAP_SYS_ADMIN, Needed: true,
 		Why: "attach the probes to libcuda (uprobes) and to the scheduler's tracepoints"},
-	{Name: "CAP_KILL", Bit: unix.CAP_KILL, Needed: true,
+	{Name: "CAP_KILL", Bit: unix.CAP_KILL, OthersNeed: true,
 		Why: "continue (SIGCONT) a process held at its first mapping of a new libcuda, or frozen by --freeze-on-failure, whoever owns it: without it a held process would stay stopped"},
 	{Name: "CAP_SYS_ADMIN", Bit: unix.CAP_SYS_ADMIN,
 		Why: "multi-uprobe links and task storage on this kernel's BPF, /proc/PID/map_files: without it attaching may fail and some libraries are not found"},
@@ -45,10 +47,11 @@ var Capabilities = []Capability{
 var ErrCapabilities = errors.New("recording needs more privileges")
 
 // CheckCapabilities checks the effective capabilities against those
-// recording uses (has reads one; nil: this process's). Each missing
+// recording uses (has reads one; nil: this process's); others says that
+// other users' processes are recorded (--all, --pid). Each missing
 // capability recording cannot do without is one line of the error; each
 // other one missing is one line of warnings, to say at the start.
-func CheckCapabilities(has func(bit uint) bool) (warnings []string, err error) {
+func CheckCapabilities(has func(bit uint) bool, others bool) (warnings []string, err error) {
 	if has == nil {
 		var ok bool
 		if has, ok = effectiveCaps(); !ok {
@@ -61,7 +64,7 @@ func CheckCapabilities(has func(bit uint) bool) (warnings []string, err error) {
 			continue
 		}
 		line := fmt.Sprintf("no %s: needed to %s", c.Name, c.Why)
-		if c.Needed {
+		if c.Needed || (c.OthersNeed && others) {
 			missing = append(missing, line)
 		} else {
 			warnings = append(warnings, fmt.Sprintf("no %s (%s)", c.Name, c.Why))

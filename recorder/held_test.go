@@ -37,20 +37,24 @@ func TestCheckCapabilities(t *testing.T) {
 	tests := []struct {
 		name      string
 		has       func(uint) bool
+		others    bool
 		errLines  []string
 		warnLines []string
 	}{
-		{"everything", without(), nil, nil},
-		{"no CAP_KILL: a held process would stay stopped", without(unix.CAP_KILL), []string{"no CAP_KILL: needed to continue (SIGCONT)"}, nil},
-		{"CAP_SYS_ADMIN stands in for BPF and PERFMON", without(unix.CAP_BPF, unix.CAP_PERFMON), nil, nil},
-		{"neither BPF nor SYS_ADMIN", without(unix.CAP_BPF, unix.CAP_SYS_ADMIN),
+		{"everything", without(), true, nil, nil},
+		{"no CAP_KILL under --all: a held process would stay stopped", without(unix.CAP_KILL), true,
+			[]string{"no CAP_KILL: needed to continue (SIGCONT)"}, nil},
+		{"no CAP_KILL for one's own workload: a warning", without(unix.CAP_KILL), false,
+			nil, []string{"no CAP_KILL (continue (SIGCONT)"}},
+		{"CAP_SYS_ADMIN stands in for BPF and PERFMON", without(unix.CAP_BPF, unix.CAP_PERFMON), true, nil, nil},
+		{"neither BPF nor SYS_ADMIN", without(unix.CAP_BPF, unix.CAP_SYS_ADMIN), true,
 			[]string{"no CAP_BPF: needed to load the probes"}, []string{"no CAP_SYS_ADMIN (multi-uprobe"}},
-		{"only warnings", without(unix.CAP_SYSLOG, unix.CAP_SYS_PTRACE), nil,
+		{"only warnings", without(unix.CAP_SYSLOG, unix.CAP_SYS_PTRACE), true, nil,
 			[]string{"no CAP_SYS_PTRACE (", "no CAP_SYSLOG ("}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			warn, err := CheckCapabilities(tt.has)
+			warn, err := CheckCapabilities(tt.has, tt.others)
 			if (err != nil) != (len(tt.errLines) > 0) || (err != nil && !errors.Is(err, ErrCapabilities)) {
 				t.Fatalf("err = %v, want lines %q", err, tt.errLines)
 			}

@@ -122,7 +122,7 @@ func New(cfg Config) (*Session, error) {
 
 // check refuses what cannot be recorded.
 func (c *Config) check() error {
-	warnings, err := CheckCapabilities(nil)
+	warnings, err := CheckCapabilities(nil, c.All || c.PID != 0)
 	if err != nil {
 		return err
 	}
