@@ -99,14 +99,16 @@ func failuresIn(t *testing.T, dir string, from, to int64) int {
 // A filesystem smaller than --max-size fills while the node keeps
 // failing: the recorder deletes the oldest history, lowers its bound,
 // says so at error level and goes on; the failure after the disk filled
-// is in the recording, the first one too (its window is kept longest),
-// and the recorder ends as asked, with its workload's status.
+// is in the recording, the first one too (its window, quiet and small,
+// is kept while the busier history around it goes), and the recorder
+// ends as asked, with its workload's status.
 func TestFlightDiskFullDegrades(t *testing.T) {
 	w := newWorld(t)
 	dir := filepath.Join(w.smallDisk("20m"), "flight")
 	work := t.TempDir()
 	script := strings.Join([]string{
 		`"$S" 'clock; init; use 0; alloc 100G; clock' > f1.txt 2>&1`,
+		`sleep 2`, // the first failure's window, quiet: small segments
 		`i=0; while [ $i -lt 8 ]; do "$S" 'init; use 0; stress 150000' > /dev/null; i=$((i+1)); done`,
 		`"$S" 'clock; init; use 0; alloc 300G; clock' > f2.txt 2>&1`,
 		`sleep 2`,
@@ -121,6 +123,11 @@ func TestFlightDiskFullDegrades(t *testing.T) {
 	}
 	if !strings.Contains(out, "error: "+dir+": the filesystem filled before --max-size 64MiB") {
 		t.Errorf("no error-level line says the filesystem filled:\n%s", out)
+	}
+	for _, l := range strings.Split(out, "\n") {
+		if strings.Contains(l, "error:") {
+			t.Log(l)
+		}
 	}
 	if strings.Contains(out, "recording stopped") {
 		t.Errorf("the recording stopped:\n%s", out)
