@@ -38,6 +38,10 @@ type Options struct {
 	Observer report.Observer
 	// NoTimeline skips building the timeline (the HTML report's pictures).
 	NoTimeline bool
+	// NearMissPercent is the least free framebuffer, in percent of its
+	// total, under which a run with no failure is a near miss (0: the
+	// default, DefaultNearMissPercent).
+	NearMissPercent float64
 	// Open, when set, opens each recording AnalyzeMany reads (a run.db,
 	// or a flight recording's directory); default store.Open.
 	Open func(path string) (Source, func() error, error)
@@ -126,6 +130,7 @@ func Analyze(r Source, opts Options) (*report.Report, error) {
 		s.tl.markUnrecovered(s.unrecovered)
 		s.rep.Timeline = s.tl.finish()
 	}
+	s.headroomReport()
 	s.verdict()
 	s.failureList()
 	return s.rep, nil

@@ -105,6 +105,10 @@ type replayer struct {
 	obs        report.Observer
 	call       report.Call // scratch for the observer
 	args       argValues
+	// head follows each sampled view's free memory (headroom.go); cur is
+	// the call being applied, which the changes it makes name.
+	head *headroom
+	cur  *store.Event
 }
 
 func newReplayer(s *state) *replayer {
@@ -141,6 +145,10 @@ func (s *state) passEvents() error {
 	}
 	p := newReplayer(s)
 	s.replay = p
+	var err error
+	if p.head, err = s.headroomTracks(); err != nil {
+		return err
+	}
 	if p.obs != nil {
 		if err := p.obs.Begin(s.rep); err != nil {
 			return err
@@ -207,7 +215,9 @@ func (p *replayer) replay(e *store.Event) error {
 		if sym.Ctx != cuda.CtxNone {
 			p.contexts(e, sym)
 		}
+		p.cur = e
 		p.apply(e, sym)
+		p.cur = nil
 	}
 	if p.tl != nil {
 		gpu, _ := p.dev.gpu(e.PID, e.Dev)
@@ -365,6 +375,9 @@ type opaqueRel struct {
 
 // logOpaque keeps a release of unknown size that lies near a failure.
 func (p *replayer) logOpaque(o opaqueRel) {
+	if p.head != nil {
+		p.head.opaque(o)
+	}
 	i := sort.Search(len(p.failTimes), func(i int) bool { return p.failTimes[i] >= o.at-p.horizon })
 	if i == len(p.failTimes) || p.failTimes[i] > o.at+p.horizon || len(p.opaque) >= maxChanges {
 		return
@@ -406,6 +419,9 @@ func (p *replayer) create(e *store.Event, sym *cuda.Symbol) {
 		p.addRange(old.key(), e.Start, e.End, -int64(old.size), -int64(old.most))
 	}
 	p.live[k] = l
+	if !l.sized && p.head != nil && (l.view == cuda.ViewFramebuffer || l.view == cuda.ViewBAR1) {
+		p.head.opaque(opaqueRel{at: e.End, gpu: l.gpu, view: l.view, pid: e.PID, acquire: true, why: "a " + sym.Creates.String() + " of unknown size"})
+	}
 	if l.counted() {
 		p.addRange(l.key(), e.Start, e.End, int64(l.size), int64(l.most))
 	}
@@ -418,6 +434,9 @@ func (p *replayer) addRange(vk viewKey, start, end, d, most int64) {
 	sl := p.slot(vk)
 	sl.total = uint64(int64(sl.total) + d)
 	p.logChange(vk, start, end, min(d, most), max(d, most))
+	if p.head != nil {
+		p.head.change(sl, p.cur, start, end, d, most)
+	}
 	sl.acc.observe(sl.total, end, p.s.landmarks())
 	if p.tl != nil && vk.view == cuda.ViewFramebuffer {
 		p.tl.traced(vk.gpu, end, p.fbTotal(vk.gpu))
@@ -527,6 +546,9 @@ func (p *replayer) finish() {
 		p.snapshotAtFailure()
 	}
 	p.releaseUpTo(math.MaxInt64)
+	if p.head != nil {
+		p.head.finish()
+	}
 	for _, sl := range p.slots {
 		sl.acc.end = some(sl.total)
 	}
@@ -543,6 +565,8 @@ type viewSlot struct {
 	key   viewKey
 	total uint64
 	acc   fieldAcc
+	// tracks are the sampled views this total feeds (headroom.go).
+	tracks []*headTrack
 }
 
 // slot returns the slot of vk, making it (from zero) on first use. There
@@ -554,6 +578,9 @@ func (p *replayer) slot(vk viewKey) *viewSlot {
 		}
 	}
 	sl := &viewSlot{key: vk, acc: fieldAcc{start: some(0)}}
+	if p.head != nil {
+		sl.tracks = p.head.tracksOf(vk)
+	}
 	p.slots = append(p.slots, sl)
 	return sl
 }

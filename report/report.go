@@ -84,6 +84,13 @@ type Report struct {
 	Loss       Loss        `json:"loss"`
 	Sampling   Sampling    `json:"sampling"`
 	Calls      []CallCount `json:"calls"`
+	// Headroom is the least free memory per GPU and view over the run,
+	// one entry per GPU and view that has a usable sample.
+	Headroom []Headroom `json:"headroom"`
+	// NearMiss says that no call failed, yet the least free framebuffer
+	// of some GPU was under NearMissPercent of its total.
+	NearMiss        bool    `json:"near_miss"`
+	NearMissPercent float64 `json:"near_miss_percent"`
 	// Timeline is what the HTML report draws; it is not part of --json.
 	Timeline *Timeline `json:"-"`
 	// MultiRun is set when several runs of one job were analyzed together;

@@ -1,0 +1,370 @@
+package analyze
+
+import (
+	"fmt"
+	"sort"
+	"strings"
+
+	"github.com/retrivium/forensic/cuda"
+	"github.com/retrivium/forensic/report"
+	"github.com/retrivium/forensic/store"
+)
+
+// Headroom: the least free memory of each sampled GPU view over the run.
+//
+// NVML reads free memory now and then; the traced calls say how the
+// recorded processes' usage moved in between. Free at a moment between two
+// samples is a sample's free corrected by the traced change since (or
+// until) it. The least free of an interval between two samples lies where
+// the traced usage peaked in it, after the call that took it there.
+//
+// The figure is exact when both samples around that moment agree with the
+// traced calls between them to the byte (so nothing else changed usage in
+// net: no neighbour, no context), nothing of unknown size was taken or
+// released between them, and no traced call overlapped either sample's
+// query. Otherwise it is the lower of the two corrections and not exact.
+
+// DefaultNearMissPercent is the least free framebuffer, in percent of its
+// total, under which a run with no failure is a near miss.
+const DefaultNearMissPercent = 5.0
+
+// headSample is one usable NVML reading of a view's free memory.
+type headSample struct {
+	start, end  int64
+	free, total uint64
+}
+
+// headSeen is a sample once the replay has passed it: what the traced
+// total was as the sample saw it, and whether a traced call overlapped its
+// query (then it saw some of that call, or none).
+type headSeen struct {
+	headSample
+	seen    int64
+	overlap bool
+}
+
+// headCall is a copy of a traced call (without its byte arrays, which the
+// reader reuses).
+type headCall struct {
+	e  store.Event
+	ok bool
+}
+
+func copyCall(e *store.Event) headCall {
+	if e == nil {
+		return headCall{}
+	}
+	c := headCall{e: *e, ok: true}
+	c.e.Key, c.e.Grants = nil, nil
+	return c
+}
+
+// headInterval is the stretch since the last sample the replay passed:
+// the traced total's highest value in it and the call that took it there,
+// and what makes a correction inexact.
+type headInterval struct {
+	max    int64
+	at     int64
+	call   headCall
+	raised bool // a traced call took the total above its value at the sample
+	// unsized names what took or released memory of unknown size in it.
+	unsized string
+	// ranged: a change in it was a range (an access grant to several peers).
+	ranged bool
+}
+
+// headCand is a candidate for a view's least free.
+type headCand struct {
+	ok     bool
+	free   int64
+	total  uint64
+	at     int64
+	call   headCall
+	exact  bool
+	source string
+	note   string
+}
+
+// headTrack follows one sampled view (a GPU's framebuffer or MIG
+// instance, or its BAR1) through the replay.
+type headTrack struct {
+	key     viewKey
+	samples []headSample // in time order
+	next    int          // the first sample the replay has not passed
+	traced  int64        // the traced total of the view
+	prev    *headSeen    // the last sample passed
+	// nextOverlap: a traced call overlapped the next sample's query.
+	nextOverlap bool
+	iv          headInterval
+	lastRaise   headCall
+	best        headCand
+}
+
+// headroom holds the tracks, one per sampled view.
+type headroom struct {
+	tracks []*headTrack
+}
+
+// headroomTracks reads the usable framebuffer and BAR1 readings of the run
+// (times and values only) before the replay, so that the replay can place
+// every traced change between two of them.
+func (s *state) headroomTracks() (*headroom, error) {
+	byKey := map[viewKey]*headTrack{}
+	h := &headroom{}
+	err := s.r.Samples(func(smp *store.Sample) error {
+		if !smp.Usable() || smp.Free == nil || smp.Total == nil || *smp.Total == 0 {
+			return nil
+		}
+		var vk viewKey
+		switch smp.Kind {
+		case store.KindFramebuffer:
+			vk = sampledViewKey(smp)
+		case store.KindBAR1:
+			vk = viewKey{gpu: smp.GPU.Index, mig: -1, view: cuda.ViewBAR1}
+		default:
+			return nil
+		}
+		t := byKey[vk]
+		if t == nil {
+			t = &headTrack{key: vk}
+			byKey[vk] = t
+			h.tracks = append(h.tracks, t)
+		}
+		t.samples = append(t.samples, headSample{start: smp.Start, end: smp.End, free: *smp.Free, total: *smp.Total})
+		return nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	sort.Slice(h.tracks, func(i, j int) bool { return viewKeyLess(h.tracks[i].key, h.tracks[j].key) })
+	for _, t := range h.tracks {
+		sort.SliceStable(t.samples, func(i, j int) bool { return t.samples[i].end < t.samples[j].end })
+	}
+	return h, nil
+}
+
+// tracksOf returns the tracks a traced total feeds: its own view on its
+// GPU; a MIG instance's device memory also feeds the whole GPU's.
+func (h *headroom) tracksOf(vk viewKey) []*headTrack {
+	var out []*headTrack
+	for _, t := range h.tracks {
+		if t.key.gpu == vk.gpu && t.key.view == vk.view && (t.key.mig == vk.mig || t.key.mig < 0) {
+			out = append(out, t)
+		}
+	}
+	return out
+}
+
+// change takes a traced change of d bytes (up to most) made by a call
+// between start and end; e is the call (nil for a process's exit).
+func (t *headTrack) change(e *store.Event, start, end, d, most int64) {
+	t.advance(start, end)
+	t.traced += d
+	if d != most {
+		t.iv.ranged = true
+	}
+	if d <= 0 {
+		return
+	}
+	c := copyCall(e)
+	t.lastRaise = c
+	if t.traced > t.iv.max {
+		t.iv.max, t.iv.at, t.iv.call, t.iv.raised = t.traced, end, c, true
+	}
+}
+
+// unsized notes memory of unknown size taken or released at time at.
+func (t *headTrack) unsized(at int64, why string) {
+	t.advance(at, at)
+	if t.iv.unsized == "" {
+		t.iv.unsized = why
+	}
+}
+
+// advance passes every sample whose query ended before a change that
+// started at start; a change that overlaps the next sample's query makes
+// that sample's view of it uncertain.
+func (t *headTrack) advance(start, end int64) {
+	for t.next < len(t.samples) && t.samples[t.next].end < start {
+		t.pass()
+	}
+	if t.next < len(t.samples) && t.samples[t.next].start <= end {
+		t.nextOverlap = true
+	}
+}
+
+// pass moves the replay past the next sample: the interval before it
+// ends, the sample's own reading is a candidate, and a new interval
+// begins.
+func (t *headTrack) pass() {
+	n := &headSeen{headSample: t.samples[t.next], seen: t.traced, overlap: t.nextOverlap}
+	t.next++
+	t.nextOverlap = false
+	t.endInterval(n)
+	t.consider(headCand{ok: true, free: int64(n.free), total: n.total, at: n.start, call: t.lastRaise,
+		exact: true, source: "sample"})
+	t.prev = n
+	t.iv = headInterval{max: t.traced}
+}
+
+// endInterval puts the interval that ends at sample n (nil: the end of
+// the run) up as a candidate, when a traced call raised usage in it.
+func (t *headTrack) endInterval(n *headSeen) {
+	iv := &t.iv
+	if !iv.raised || (t.prev == nil && n == nil) {
+		return
+	}
+	c := headCand{ok: true, at: iv.at, call: iv.call, exact: true, source: "sample and traced calls"}
+	var notes []string
+	switch {
+	case t.prev != nil && n != nil:
+		fwd := int64(t.prev.free) + t.prev.seen - iv.max
+		back := int64(n.free) + n.seen - iv.max
+		c.free, c.total = min(fwd, back), n.total
+		if d := back - fwd; d != 0 {
+			c.exact = false
+			notes = append(notes, untracedText(d))
+		}
+	case t.prev != nil:
+		c.free, c.total, c.exact = int64(t.prev.free)+t.prev.seen-iv.max, t.prev.total, false
+		notes = append(notes, "no sample was taken after it, so memory no traced call sized may have changed unseen")
+	default:
+		c.free, c.total, c.exact = int64(n.free)+n.seen-iv.max, n.total, false
+		notes = append(notes, "no sample was taken before it, so memory no traced call sized may have changed unseen")
+	}
+	if iv.unsized != "" {
+		c.exact = false
+		notes = append(notes, "memory of unknown size was taken or released between the samples around it ("+iv.unsized+")")
+	}
+	if iv.ranged {
+		c.exact = false
+		notes = append(notes, "an access grant to several peers costs between one and one per peer mapping of its range")
+	}
+	if (t.prev != nil && t.prev.overlap) || (n != nil && n.overlap) {
+		c.exact = false
+		notes = append(notes, "a traced call overlapped a sample's query, so the sample may or may not include it")
+	}
+	if c.free < 0 {
+		c.free, c.exact = 0, false
+		notes = append(notes, "the traced calls account for more than was free")
+	}
+	c.note = strings.Join(notes, "; ")
+	t.consider(c)
+}
+
+// untracedText says that the samples around an interval disagree with the
+// traced calls between them: memory no traced call made changed by d
+// (positive: usage the record cannot size grew).
+func untracedText(d int64) string {
+	dir := "grew"
+	if d < 0 {
+		dir, d = "shrank", -d
+	}
+	return fmt.Sprintf("memory no traced call made (another process, a context) %s by %s between the samples around it; the figure assumes the side that leaves least free",
+		dir, report.HumanBytes(uint64(d)))
+}
+
+// consider keeps the lowest candidate (the earliest of equals).
+func (t *headTrack) consider(c headCand) {
+	if !t.best.ok || c.free < t.best.free {
+		t.best = c
+	}
+}
+
+// finish passes the samples after the last traced change and closes the
+// last interval.
+func (t *headTrack) finish() {
+	for t.next < len(t.samples) {
+		t.pass()
+	}
+	t.endInterval(nil)
+}
+
+// change hands a traced change of a total to the tracks it feeds (the
+// slot's); a change on an unknown GPU (peer access whose peer the record
+// lacks) leaves every track of its view unsure.
+func (h *headroom) change(sl *viewSlot, e *store.Event, start, end, d, most int64) {
+	if sl.key.gpu < 0 {
+		for _, t := range h.tracks {
+			if t.key.view == sl.key.view {
+				t.unsized(end, "a mapping on a GPU the record does not name")
+			}
+		}
+		return
+	}
+	for _, t := range sl.tracks {
+		t.change(e, start, end, d, most)
+	}
+}
+
+// opaque hands a release (or acquisition) of unknown size to the tracks
+// of its GPU (every GPU when unknown) and view (both for viewMixed).
+func (h *headroom) opaque(o opaqueRel) {
+	for _, t := range h.tracks {
+		if (o.gpu < 0 || o.gpu == t.key.gpu) && (o.view == viewMixed || o.view == t.key.view) {
+			t.unsized(o.at, o.why)
+		}
+	}
+}
+
+// finish closes every track.
+func (h *headroom) finish() {
+	for _, t := range h.tracks {
+		t.finish()
+	}
+}
+
+// headroomCalls are the calls the headroom names, for their stacks.
+func (s *state) headroomCalls() []*failed {
+	if s.replay == nil || s.replay.head == nil {
+		return nil
+	}
+	var out []*failed
+	for _, t := range s.replay.head.tracks {
+		if c := t.best.call; t.best.ok && c.ok {
+			out = append(out, &failed{sym: s.syms.row(c.e.Symbol), name: s.syms.name(c.e.Symbol), e: c.e})
+		}
+	}
+	return out
+}
+
+// headroomReport puts the least free of each view into the report, and
+// decides whether a run with no failure was a near miss.
+func (s *state) headroomReport() {
+	pct := s.opts.NearMissPercent
+	if pct == 0 {
+		pct = DefaultNearMissPercent
+	}
+	s.rep.NearMissPercent = pct
+	s.rep.Headroom = []report.Headroom{}
+	if s.replay == nil || s.replay.head == nil {
+		return
+	}
+	for _, t := range s.replay.head.tracks {
+		if !t.best.ok {
+			continue
+		}
+		hr := s.headroomEntry(t)
+		s.rep.Headroom = append(s.rep.Headroom, hr)
+		if s.first == nil && hr.View == cuda.ViewFramebuffer.String() && hr.Percent < pct {
+			s.rep.NearMiss = true
+		}
+	}
+}
+
+// headroomEntry is one view's least free as reported.
+func (s *state) headroomEntry(t *headTrack) report.Headroom {
+	b := t.best
+	hr := report.Headroom{GPU: t.key.gpu, GPUUUID: s.gpuUUID[t.key.gpu], MIG: optInt(t.key.mig), View: t.key.view.String(),
+		LeastFree: uint64(b.free), Total: b.total, AtNS: b.at, Wall: s.wall(b.at), Source: b.source,
+		Exact: b.exact, Note: b.note}
+	hr.Percent = 100 * float64(hr.LeastFree) / float64(hr.Total)
+	if b.call.ok {
+		f := &failed{sym: s.syms.row(b.call.e.Symbol), name: s.syms.name(b.call.e.Symbol), e: b.call.e}
+		c := s.failure(f)
+		c.PossibleConsequence = false // a success is no failure's consequence
+		c.Stack = s.stack(f)
+		hr.Call = &c
+	}
+	return hr
+}
