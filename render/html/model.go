@@ -18,6 +18,7 @@ type page struct {
 	Header    header
 	Verdict   verdictView
 	Runs      *runsView
+	Headroom  *headroomView
 	Evidence  evidenceView
 	Samples   *samplesView
 	Missing   []missingRow
@@ -73,6 +74,7 @@ func newPage(rep *report.Report) *page {
 		Header:    newHeader(rep, c),
 		Verdict:   newVerdict(rep, c),
 		Runs:      newRuns(rep),
+		Headroom:  newHeadroom(rep, c),
 		Evidence:  newEvidence(rep.Evidence, c),
 		Samples:   newSamples(rep.NearestSamples, c),
 		Missing:   newMissing(rep.Missing),
