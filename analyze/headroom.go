@@ -93,8 +93,12 @@ type headTrack struct {
 	next    int          // the first sample the replay has not passed
 	traced  int64        // the traced total of the view
 	prev    *headSeen    // the last sample passed
-	// nextOverlap: a traced call overlapped the next sample's query.
+	// nextOverlap: a traced call overlapped the next sample's query;
+	// overlapUp is what such calls took (the sample may have missed it),
+	// overlapCall the last of them.
 	nextOverlap bool
+	overlapUp   int64
+	overlapCall headCall
 	iv          headInterval
 	lastRaise   headCall
 	best        headCand
@@ -158,7 +162,7 @@ func (h *headroom) tracksOf(vk viewKey) []*headTrack {
 // change takes a traced change of d bytes (up to most) made by a call
 // between start and end; e is the call (nil for a process's exit).
 func (t *headTrack) change(e *store.Event, start, end, d, most int64) {
-	t.advance(start, end)
+	overlaps := t.advance(start, end)
 	t.traced += d
 	if d != most {
 		t.iv.ranged = true
@@ -168,6 +172,10 @@ func (t *headTrack) change(e *store.Event, start, end, d, most int64) {
 	}
 	c := copyCall(e)
 	t.lastRaise = c
+	if overlaps {
+		t.overlapUp += d
+		t.overlapCall = c
+	}
 	if t.traced > t.iv.max {
 		t.iv.max, t.iv.at, t.iv.call, t.iv.raised = t.traced, end, c, true
 	}
@@ -183,28 +191,37 @@ func (t *headTrack) unsized(at int64, why string) {
 
 // advance passes every sample whose query ended before a change that
 // started at start; a change that overlaps the next sample's query makes
-// that sample's view of it uncertain.
-func (t *headTrack) advance(start, end int64) {
+// that sample's view of it uncertain (it reports whether it does).
+func (t *headTrack) advance(start, end int64) bool {
 	for t.next < len(t.samples) && t.samples[t.next].end < start {
 		t.pass()
 	}
 	if t.next < len(t.samples) && t.samples[t.next].start <= end {
 		t.nextOverlap = true
+		return true
 	}
+	return false
 }
 
 // pass moves the replay past the next sample: the interval before it
 // ends, the sample's own reading is a candidate, and a new interval
 // begins.
+//
+// A sample whose query a traced call overlapped may have missed what the
+// call took: it is taken as seeing the least (the side that leaves least
+// free), so the interval after it starts raised by those calls.
 func (t *headTrack) pass() {
-	n := &headSeen{headSample: t.samples[t.next], seen: t.traced, overlap: t.nextOverlap}
+	n := &headSeen{headSample: t.samples[t.next], seen: t.traced - t.overlapUp, overlap: t.nextOverlap}
 	t.next++
-	t.nextOverlap = false
 	t.endInterval(n)
 	t.consider(headCand{ok: true, free: int64(n.free), total: n.total, at: n.start, call: t.lastRaise,
 		exact: true, source: "sample"})
 	t.prev = n
 	t.iv = headInterval{max: t.traced}
+	if t.overlapUp > 0 {
+		t.iv.raised, t.iv.at, t.iv.call = true, t.overlapCall.e.End, t.overlapCall
+	}
+	t.nextOverlap, t.overlapUp, t.overlapCall = false, 0, headCall{}
 }
 
 // endInterval puts the interval that ends at sample n (nil: the end of
@@ -221,9 +238,9 @@ func (t *headTrack) endInterval(n *headSeen) {
 		fwd := int64(t.prev.free) + t.prev.seen - iv.max
 		back := int64(n.free) + n.seen - iv.max
 		c.free, c.total = min(fwd, back), n.total
-		if d := back - fwd; d != 0 {
+		if grew := fwd - back; grew != 0 {
 			c.exact = false
-			notes = append(notes, untracedText(d))
+			notes = append(notes, untracedText(grew))
 		}
 	case t.prev != nil:
 		c.free, c.total, c.exact = int64(t.prev.free)+t.prev.seen-iv.max, t.prev.total, false
@@ -253,8 +270,8 @@ func (t *headTrack) endInterval(n *headSeen) {
 }
 
 // untracedText says that the samples around an interval disagree with the
-// traced calls between them: memory no traced call made changed by d
-// (positive: usage the record cannot size grew).
+// traced calls between them: memory no traced call made grew by d
+// (shrank, when negative).
 func untracedText(d int64) string {
 	dir := "grew"
 	if d < 0 {
