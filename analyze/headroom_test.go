@@ -66,8 +66,8 @@ func TestHeadroomLeastFreeBetweenSamples(t *testing.T) {
 			wantCall: "cuMemAlloc_v2", wantNote: "grew by 1.00 GiB",
 		},
 		{
-			name: "memory held across a sample is read by it",
-			events: []store.Event{alloc(allocSym, base+50*ms, 12*gib, 0xa000), free(freeSym, base+150*ms, 0xa000)},
+			name:    "memory held across a sample is read by it",
+			events:  []store.Event{alloc(allocSym, base+50*ms, 12*gib, 0xa000), free(freeSym, base+150*ms, 0xa000)},
 			samples: []store.Sample{fbSample(base, gib), fbSample(base+100*ms, 13*gib), fbSample(base+200*ms, gib)},
 			// The traced peak and the sample agree: the reading comes first.
 			wantFree: 3 * gib, wantExact: true, wantSrc: "sample and traced calls", wantAt: base + 50*ms, wantCall: "cuMemAlloc_v2",
@@ -93,9 +93,9 @@ func TestHeadroomLeastFreeBetweenSamples(t *testing.T) {
 			wantCall: "cuMemAlloc_v2", wantNote: "unknown size",
 		},
 		{
-			name: "a traced call that overlaps a sample's query makes it a bound",
-			events: []store.Event{alloc(allocSym, base+500, 14*gib, 0xa000), free(freeSym, base+60*ms, 0xa000)},
-			samples: []store.Sample{fbSample(base, gib), fbSample(base+100*ms, gib)},
+			name:     "a traced call that overlaps a sample's query makes it a bound",
+			events:   []store.Event{alloc(allocSym, base+500, 14*gib, 0xa000), free(freeSym, base+60*ms, 0xa000)},
+			samples:  []store.Sample{fbSample(base, gib), fbSample(base+100*ms, gib)},
 			wantFree: gib, wantExact: false, wantSrc: "sample and traced calls", wantAt: base + 500,
 			wantCall: "cuMemAlloc_v2", wantNote: "overlapped",
 		},
