@@ -109,6 +109,8 @@ type replayer struct {
 	// the call being applied, which the changes it makes name.
 	head *headroom
 	cur  *store.Event
+	// pools follows memory pools and what is drawn from them (pools.go).
+	pools *pools
 }
 
 func newReplayer(s *state) *replayer {
@@ -116,7 +118,7 @@ func newReplayer(s *state) *replayer {
 		perProc: map[uint32]map[viewKey]*report.LiveBytes{}, pending: map[recovKey][]*failed{},
 		procCalls: map[uint32]*[2]uint64{}, exportKeys: map[string]exportRef{}, exportSize: map[string]uint64{},
 		exportAt: map[string]int64{}, ctxs: map[uint32]map[uint64]*heldCtx{},
-		obs: s.opts.Observer, dev: devCache{s: s, lastDev: -2}, horizon: max(reconcileHorizon, s.window)}
+		obs: s.opts.Observer, dev: devCache{s: s, lastDev: -2}, horizon: max(reconcileHorizon, s.window), pools: newPools()}
 	for _, f := range s.failures {
 		p.failTimes = append(p.failTimes, f.e.End)
 		k := recovKey{f.e.PID, f.sym.Op}
@@ -218,6 +220,8 @@ func (p *replayer) replay(e *store.Event) error {
 		p.cur = e
 		p.apply(e, sym)
 		p.cur = nil
+	} else if sym.DrawsFrom != cuda.ResNone {
+		p.pools.failed(e, sym)
 	}
 	if p.tl != nil {
 		gpu, _ := p.dev.gpu(e.PID, e.Dev)
@@ -311,6 +315,9 @@ func (p *replayer) apply(e *store.Event, sym *cuda.Symbol) {
 	}
 	if sym.Creates != cuda.ResNone && e.Has&cuda.FieldPtr != 0 {
 		p.create(e, sym)
+		if sym.Creates == cuda.ResPool || sym.DrawsFrom != cuda.ResNone {
+			p.pools.created(e, sym)
+		}
 	}
 	p.release(e, sym)
 	// An export names a live allocation: remember its size for the
@@ -345,6 +352,9 @@ func (p *replayer) release(e *store.Event, sym *cuda.Symbol) {
 		}
 		known = true
 		delete(p.live, k)
+		if len(p.pools.byKey) > 0 {
+			p.pools.released(k, l.size)
+		}
 		if l.counted() {
 			p.addRange(l.key(), e.Start, e.End, -int64(l.size), -int64(l.most))
 		} else if l.view != cuda.ViewNone {

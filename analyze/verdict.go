@@ -20,6 +20,7 @@ const (
 	ruleRecovered   = "recovered"
 	ruleInterrupted = "interrupted-is-not-crashed"
 	rulePeerCost    = "peer-grant-cost"
+	rulePoolLimit   = "pool-limit"
 )
 
 // attributionOf is the verdict rule for a failure: the operation class and

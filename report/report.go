@@ -35,6 +35,9 @@ const (
 	CapFBHadRoom     Capacity = "framebuffer-had-room"
 	CapBAR1Exhausted Capacity = "bar1-exhausted"
 	CapBAR1HadRoom   Capacity = "bar1-had-room"
+	// CapPoolExhausted: an allocation from a memory pool created with a
+	// maximum size did not fit what the pool had left under it.
+	CapPoolExhausted Capacity = "pool-exhausted"
 	CapNotApplicable Capacity = "not-applicable"
 	CapUnknown       Capacity = "unknown"
 )
