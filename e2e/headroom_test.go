@@ -133,3 +133,44 @@ func TestHeadroomNearMissThreshold(t *testing.T) {
 		}
 	}
 }
+
+// TestPoolAtItsLimitJudgedAgainstThePool: a stream-ordered pool created
+// with a 1 GiB maxSize refuses a 512 MiB allocation while 768 MiB of it is
+// in use, with gigabytes of framebuffer free. The verdict is the pool's,
+// naming the pool the recorder saw created, not the framebuffer's.
+func TestPoolAtItsLimitJudgedAgainstThePool(t *testing.T) {
+	w := newWorld(t)
+	res := w.record(nil, simwork, "init; use 0; pool-create 1G; alloc-pool 768M; sleep 200; alloc-pool 512M; sleep 200")
+	if !strings.Contains(res.stderr, "cuMemAllocFromPoolAsync -> 2") {
+		t.Fatalf("the pool did not refuse the allocation: %s", res.stderr)
+	}
+	_, events, _ := stored(t, res.db)
+	var handle uint64
+	for _, e := range events {
+		if e.Name == "cuMemPoolCreate" && e.Result == 0 {
+			handle = e.Ptr
+		}
+	}
+	if handle == 0 {
+		t.Fatal("no cuMemPoolCreate recorded")
+	}
+	rep, _ := analyzeJSON(t, res.db)
+	if f := rep.FirstFailure; f == nil || f.Symbol != "cuMemAllocFromPoolAsync" || f.ResultName != "CUDA_ERROR_OUT_OF_MEMORY" {
+		t.Fatalf("first failure %+v, want the pool allocation's out-of-memory", rep.FirstFailure)
+	}
+	if rep.Capacity == nil || *rep.Capacity != report.CapPoolExhausted || rep.Attribution != report.AttrAllocation {
+		t.Fatalf("attribution %s capacity %v, want allocation, pool-exhausted (verdict %q)", rep.Attribution, rep.Capacity, rep.Verdict)
+	}
+	name := "memory pool " + "0x" + strconv.FormatUint(handle, 16)
+	if !strings.Contains(rep.Verdict, name) || !strings.Contains(rep.Verdict, "maxSize 1.00 GiB, 768.0 MiB in use") {
+		t.Errorf("verdict %q does not name %s with its limit and use", rep.Verdict, name)
+	}
+	for _, ev := range rep.Evidence {
+		if ev.Decisive && ev.Field != "memory pool room at the failure" {
+			t.Errorf("decisive evidence %q: the pool's room decides, not %s", ev.Field, ev.Source)
+		}
+		if ev.Field == "memory pool room at the failure" && (ev.Value == nil || *ev.Value != 256<<20 || !ev.Decisive) {
+			t.Errorf("pool room %+v, want 256 MiB, decisive", ev)
+		}
+	}
+}
