@@ -2,12 +2,14 @@ package e2e
 
 import (
 	"encoding/json"
+	"os"
 	"os/exec"
 	"path/filepath"
 	"regexp"
 	"strconv"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/retrivium/forensic/report"
 )
@@ -172,5 +174,31 @@ func TestPoolAtItsLimitJudgedAgainstThePool(t *testing.T) {
 		if ev.Field == "memory pool room at the failure" && (ev.Value == nil || *ev.Value != 256<<20 || !ev.Decisive) {
 			t.Errorf("pool room %+v, want 256 MiB, decisive", ev)
 		}
+	}
+}
+
+// TestFlightLeastFreeGauge: a flight recorder exports the least free
+// framebuffer NVML read as forensic_least_free_bytes, scraped over HTTP as
+// Prometheus does; it keeps the least after the memory is freed again.
+func TestFlightLeastFreeGauge(t *testing.T) {
+	w := newWorld(t)
+	fr := w.startFlight(`"$S" 'init; use 0; alloc 14G; meminfo; sleep 500; touch held; free; touch freed; sleep 500' > out`)
+	held, freed := filepath.Join(fr.work, "held"), filepath.Join(fr.work, "freed")
+	least := func() (float64, bool) {
+		return value(scrape(t, fr.metrics), "forensic_least_free_bytes", "gpu=0", "view=framebuffer")
+	}
+	fr.pollUntil(20*time.Second, "the workload held its memory", func() bool { return exists(held) })
+	out, _ := os.ReadFile(filepath.Join(fr.work, "out"))
+	simFree, _ := meminfoFree(t, string(out))
+	if v, ok := least(); !ok || v != float64(simFree) {
+		t.Fatalf("forensic_least_free_bytes %v (present %v) while 14 GiB was held, want the GPU's own free %d", v, ok, simFree)
+	}
+	fr.pollUntil(20*time.Second, "the workload freed its memory", func() bool { return exists(freed) })
+	time.Sleep(300 * time.Millisecond) // a sample or two of the freed state
+	if v, ok := least(); !ok || v != float64(simFree) {
+		t.Errorf("forensic_least_free_bytes %v after the free, want the least, %d, kept", v, simFree)
+	}
+	if _, ok := value(scrape(t, fr.metrics), "forensic_least_free_bytes", "gpu=0", "view=bar1"); !ok {
+		t.Error("no BAR1 series: each view has its own")
 	}
 }
