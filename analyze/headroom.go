@@ -100,7 +100,6 @@ type headTrack struct {
 	overlapUp   int64
 	overlapCall headCall
 	iv          headInterval
-	lastRaise   headCall
 	best        headCand
 }
 
@@ -115,14 +114,17 @@ type headroom struct {
 func (s *state) headroomTracks() (*headroom, error) {
 	byKey := map[viewKey]*headTrack{}
 	h := &headroom{}
-	err := s.r.Samples(func(smp *store.Sample) error {
-		if !smp.Usable() || smp.Free == nil || smp.Total == nil || *smp.Total == 0 {
+	err := s.r.Readings(func(smp *store.Reading) error {
+		if !smp.Status.OK() || smp.Free == nil || smp.Total == nil || *smp.Total == 0 {
 			return nil
 		}
 		var vk viewKey
 		switch smp.Kind {
 		case store.KindFramebuffer:
-			vk = sampledViewKey(smp)
+			vk = viewKey{gpu: smp.GPU.Index, mig: -1, view: cuda.ViewFramebuffer}
+			if smp.Scope == store.ScopeMIG && smp.GPU.MIGIndex != nil {
+				vk.mig = *smp.GPU.MIGIndex
+			}
 		case store.KindBAR1:
 			vk = viewKey{gpu: smp.GPU.Index, mig: -1, view: cuda.ViewBAR1}
 		default:
@@ -170,14 +172,12 @@ func (t *headTrack) change(e *store.Event, start, end, d, most int64) {
 	if d <= 0 {
 		return
 	}
-	c := copyCall(e)
-	t.lastRaise = c
 	if overlaps {
 		t.overlapUp += d
-		t.overlapCall = c
+		t.overlapCall = copyCall(e)
 	}
 	if t.traced > t.iv.max {
-		t.iv.max, t.iv.at, t.iv.call, t.iv.raised = t.traced, end, c, true
+		t.iv.max, t.iv.at, t.iv.call, t.iv.raised = t.traced, end, copyCall(e), true
 	}
 }
 
@@ -214,7 +214,14 @@ func (t *headTrack) pass() {
 	n := &headSeen{headSample: t.samples[t.next], seen: t.traced - t.overlapUp, overlap: t.nextOverlap}
 	t.next++
 	t.endInterval(n)
-	t.consider(headCand{ok: true, free: int64(n.free), total: n.total, at: n.start, call: t.lastRaise,
+	// The reading's level is the call's that took usage to the interval's
+	// highest, when usage was still there; else several calls up and
+	// down made it, and none is named.
+	var c headCall
+	if t.iv.raised && t.iv.max == t.traced {
+		c = t.iv.call
+	}
+	t.consider(headCand{ok: true, free: int64(n.free), total: n.total, at: n.start, call: c,
 		exact: true, source: "sample"})
 	t.prev = n
 	t.iv = headInterval{max: t.traced}

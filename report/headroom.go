@@ -35,7 +35,8 @@ type Headroom struct {
 	Exact bool   `json:"exact"`
 	Note  string `json:"note,omitempty"`
 	// Call is the traced call that brought free memory there (for a
-	// reading: the last traced call before it that took memory in this
-	// view), with its stack when one was captured; nil when none did.
+	// reading: the call that took traced usage to the level it read, when
+	// that was the highest since the sample before), with its stack when
+	// one was captured; nil when none did.
 	Call *Failure `json:"call"`
 }
