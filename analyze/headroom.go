@@ -305,20 +305,30 @@ func (t *headTrack) finish() {
 }
 
 // change hands a traced change of a total to the tracks it feeds (the
-// slot's); a change on an unknown GPU (peer access whose peer the record
-// lacks) leaves every track of its view unsure.
+// slot's). A change on a GPU the record does not name (peer access whose
+// peer it lacks) leaves every track of its view unsure; one on a GPU's
+// device memory whose MIG instance it does not name, that GPU's
+// instances' tracks.
 func (h *headroom) change(sl *viewSlot, e *store.Event, start, end, d, most int64) {
-	if sl.key.gpu < 0 {
-		for _, t := range h.tracks {
-			if t.key.view == sl.key.view {
-				t.unsized(end, "a mapping on a GPU the record does not name")
-			}
-		}
-		return
+	for _, t := range sl.unsure {
+		t.unsized(end, "memory whose GPU or MIG instance the record does not name")
 	}
 	for _, t := range sl.tracks {
 		t.change(e, start, end, d, most)
 	}
+}
+
+// unsureOf returns the tracks a traced total may feed without saying so:
+// every track of its view for a total on an unknown GPU; a GPU's MIG
+// instances' tracks for its device memory on an unknown instance.
+func (h *headroom) unsureOf(vk viewKey) []*headTrack {
+	var out []*headTrack
+	for _, t := range h.tracks {
+		if t.key.view == vk.view && (vk.gpu < 0 || (t.key.gpu == vk.gpu && vk.mig < 0 && t.key.mig >= 0)) {
+			out = append(out, t)
+		}
+	}
+	return out
 }
 
 // opaque hands a release (or acquisition) of unknown size to the tracks

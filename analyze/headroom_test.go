@@ -34,6 +34,12 @@ func (sp runSpec) analyzeWith(t *testing.T, o Options) *report.Report {
 	return rep
 }
 
+// onDevice moves a call to another CUDA device of its process.
+func onDevice(e store.Event, dev int32) store.Event {
+	e.Dev = dev
+	return e
+}
+
 func TestHeadroomLeastFreeBetweenSamples(t *testing.T) {
 	const allocSym, freeSym = 0, 1
 	base := tClock + 100*ms
@@ -91,6 +97,14 @@ func TestHeadroomLeastFreeBetweenSamples(t *testing.T) {
 			samples:  []store.Sample{fbSample(base, gib), fbSample(base+100*ms, gib)},
 			wantFree: 0, wantExact: false, wantSrc: "sample and traced calls", wantAt: base + 50*ms,
 			wantCall: "cuMemAlloc_v2", wantNote: "unknown size",
+		},
+		{
+			name: "device memory on a GPU the record does not name makes it a bound",
+			events: append([]store.Event{onDevice(alloc(allocSym, base+20*ms, mibB, 0xb000), 5)},
+				alloc(allocSym, base+50*ms, 15*gib, 0xa000), free(freeSym, base+60*ms, 0xa000)),
+			samples:  []store.Sample{fbSample(base, gib), fbSample(base+100*ms, gib)},
+			wantFree: 0, wantExact: false, wantSrc: "sample and traced calls", wantAt: base + 50*ms,
+			wantCall: "cuMemAlloc_v2", wantNote: "does not name",
 		},
 		{
 			name:     "a traced call that overlaps a sample's query makes it a bound",

@@ -575,8 +575,9 @@ type viewSlot struct {
 	key   viewKey
 	total uint64
 	acc   fieldAcc
-	// tracks are the sampled views this total feeds (headroom.go).
-	tracks []*headTrack
+	// tracks are the sampled views this total feeds, unsure those it may
+	// feed without the record saying so (headroom.go).
+	tracks, unsure []*headTrack
 }
 
 // slot returns the slot of vk, making it (from zero) on first use. There
@@ -589,7 +590,7 @@ func (p *replayer) slot(vk viewKey) *viewSlot {
 	}
 	sl := &viewSlot{key: vk, acc: fieldAcc{start: some(0)}}
 	if p.head != nil {
-		sl.tracks = p.head.tracksOf(vk)
+		sl.tracks, sl.unsure = p.head.tracksOf(vk), p.head.unsureOf(vk)
 	}
 	p.slots = append(p.slots, sl)
 	return sl
