@@ -151,7 +151,8 @@ func newState(r Source, opts Options) (*state, error) {
 	s.rep = &report.Report{Schema: report.Schema, Missing: []report.Missing{}, Evidence: []report.Evidence{},
 		MemoryViews: []report.ViewRow{}, Failures: []report.Failure{}, LiveAtFailure: []report.LiveBytes{},
 		Processes: []report.ProcessInfo{}, Coverage: []report.Library{}, KernelLog: []report.KernelLine{},
-		Markers: []report.Marker{}, Phases: []report.Phase{}, Calls: []report.CallCount{}, NextSteps: []string{}}
+		Markers: []report.Marker{}, Phases: []report.Phase{}, Calls: []report.CallCount{}, NextSteps: []string{},
+		Budget: []report.Budget{}}
 	// A sample older than three intervals (at least 300 ms) no longer
 	// reflects the state at a failure.
 	s.window = max(3*int64(s.run.Interval), int64(300*time.Millisecond))

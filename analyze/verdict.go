@@ -148,6 +148,7 @@ func (s *state) verdict() {
 		return
 	}
 	j := s.judge(s.first)
+	s.budgetAtFailure(j)
 	rep.Attribution = j.attribution
 	c := j.cap.capacity
 	rep.Capacity = &c

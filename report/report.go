@@ -94,6 +94,9 @@ type Report struct {
 	// of some GPU was under NearMissPercent of its total.
 	NearMiss        bool    `json:"near_miss"`
 	NearMissPercent float64 `json:"near_miss_percent"`
+	// Budget is where the framebuffer went at the first failure, as parts
+	// that add up to its total (empty when no usable sample shows it).
+	Budget []Budget `json:"budget"`
 	// Timeline is what the HTML report draws; it is not part of --json.
 	Timeline *Timeline `json:"-"`
 	// MultiRun is set when several runs of one job were analyzed together;

@@ -146,6 +146,7 @@ func Write(w io.Writer, rep *report.Report, o Options) error {
 	}
 	if rep.FirstFailure != nil {
 		t.headroom(rep)
+		t.budget(rep)
 	}
 	t.evidence("EVIDENCE", rep.Evidence)
 	t.samples(rep.NearestSamples)
