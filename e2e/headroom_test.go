@@ -202,3 +202,61 @@ func TestFlightLeastFreeGauge(t *testing.T) {
 		t.Error("no BAR1 series: each view has its own")
 	}
 }
+
+// TestBudgetAtTheFailureAddsUpToTheGPU: a job out of memory beside a
+// neighbour the recording does not follow, with contexts that hold memory
+// no call sizes. The budget at the failure adds up to the framebuffer
+// total, and each part is what the simulated GPU holds: the driver's
+// reserved share, the job's traced allocation and its context, the
+// neighbour (by pid), and the GPU's own free.
+func TestBudgetAtTheFailureAddsUpToTheGPU(t *testing.T) {
+	w := newWorld(t, "SIMGPU_CTX_MEM=256M")
+	ready := filepath.Join(w.dir, "neighbour-ready")
+	neighbour := w.startWorkload("init; use 0; alloc 2G; touch " + ready + "; wait-signal; free-all")
+	if !waitFor(20e9, func() bool { return exists(ready) }) {
+		t.Fatal("the neighbour did not allocate")
+	}
+	res := w.record(nil, simwork, "init; use 0; sleep 200; alloc 12G; alloc 4G; meminfo; sleep 300")
+	simFree, simTotal := meminfoFree(t, res.stdout)
+	rep, raw := analyzeJSON(t, res.db)
+	if _, ok := raw["budget"].([]any); !ok {
+		t.Fatalf("--json has no budget array: %v", raw["budget"])
+	}
+	if rep.Capacity == nil || *rep.Capacity != report.CapFBExhausted || len(rep.Budget) != 1 {
+		t.Fatalf("capacity %v, budgets %d: want an exhausted framebuffer and its budget", rep.Capacity, len(rep.Budget))
+	}
+	b := rep.Budget[0]
+	job := rep.FirstFailure.PID
+	want := map[string]uint64{
+		"reserved":                           512 << 20,
+		"traced " + strconv.Itoa(int(job)):   12 << 30,
+		"untraced " + strconv.Itoa(int(job)): 256 << 20,
+		"process-not-recorded " + strconv.Itoa(neighbour.Process.Pid): 2<<30 + 256<<20,
+		"unattributed": 0,
+		"free":         simFree,
+	}
+	got := map[string]uint64{}
+	var sum uint64
+	for _, p := range b.Parts {
+		k := p.Kind
+		if p.PID != nil {
+			k += " " + strconv.Itoa(int(*p.PID))
+		}
+		got[k] = p.Bytes
+		sum += p.Bytes
+		if p.Bound != "exact" || p.Source == "" {
+			t.Errorf("part %+v: want exact, with its source", p)
+		}
+	}
+	if sum != b.Total || b.Total != simTotal {
+		t.Errorf("parts add up to %d, total %d, want the GPU's %d", sum, b.Total, simTotal)
+	}
+	if len(got) != len(want) {
+		t.Errorf("parts %v, want %v", got, want)
+	}
+	for k, v := range want {
+		if got[k] != v {
+			t.Errorf("%s: %d, want %d", k, got[k], v)
+		}
+	}
+}
