@@ -58,3 +58,37 @@ func newHeadroom(rep *report.Report, c clock) *headroomView {
 	}
 	return v
 }
+
+// budgetView is where a GPU view went at the failure: one row per part,
+// each with its share of the total for the stacked bar.
+type budgetView struct {
+	Title string
+	Rows  []budgetRow
+	Note  string
+}
+
+// budgetRow is one part of a budget.
+type budgetRow struct {
+	Kind, Who, Bytes, Bound, Source string
+	BytesRaw                        uint64
+	Percent                         string // of the total, for the bar's width
+}
+
+// newBudgets prepares the budgets of the report.
+func newBudgets(rep *report.Report, c clock) []budgetView {
+	var out []budgetView
+	for _, b := range rep.Budget {
+		v := budgetView{Title: fmt.Sprintf("GPU %d %s, %s in all, at %s", b.GPU, b.View, report.HumanBytes(b.Total), c.rel(b.TimeNS)),
+			Note: b.Note}
+		for _, p := range b.Parts {
+			r := budgetRow{Kind: p.Kind, Who: p.Command, Bytes: report.HumanBytes(p.Bytes), BytesRaw: p.Bytes, Bound: p.Bound,
+				Source: p.Source, Percent: fmt.Sprintf("%.2f", 100*float64(p.Bytes)/float64(max(b.Total, 1)))}
+			if p.PID != nil {
+				r.Who = fmt.Sprintf("pid %d %s", *p.PID, p.Command)
+			}
+			v.Rows = append(v.Rows, r)
+		}
+		out = append(out, v)
+	}
+	return out
+}

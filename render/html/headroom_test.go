@@ -52,3 +52,31 @@ func TestHeadroomSectionHTML(t *testing.T) {
 		})
 	}
 }
+
+func TestBudgetSectionHTML(t *testing.T) {
+	pid := uint32(4242)
+	rep := report.Report{Attribution: report.AttrAllocation, Verdict: "v", NearMissPercent: 5,
+		Budget: []report.Budget{{GPU: 0, View: "framebuffer", At: "first-failure", Total: 16 << 30, Parts: []report.BudgetPart{
+			{Kind: "reserved", Bytes: 4 << 30, Bound: "exact", Source: "nvml reserved"},
+			{Kind: "traced", PID: &pid, Command: "python serve.py", Bytes: 8 << 30, Bound: "exact", Source: "traced"},
+			{Kind: "free", Bytes: 4 << 30, Bound: "exact", Source: "nvml free"}}}}}
+	var b bytes.Buffer
+	if err := Write(&b, &rep); err != nil {
+		t.Fatal(err)
+	}
+	page := b.String()
+	for _, w := range []string{`<section id="budget">`, `class="b-reserved" style="width:25.00%"`, `class="b-traced" style="width:50.00%"`,
+		`class="b-free" style="width:25.00%"`, "pid 4242 python serve.py", `title="8589934592 bytes">8.00 GiB`} {
+		if !strings.Contains(page, w) {
+			t.Errorf("page lacks %q", w)
+		}
+	}
+	rep.Budget = nil
+	b.Reset()
+	if err := Write(&b, &rep); err != nil {
+		t.Fatal(err)
+	}
+	if strings.Contains(b.String(), `id="budget"`) {
+		t.Error("a budget section without a budget")
+	}
+}

@@ -19,6 +19,7 @@ type page struct {
 	Verdict   verdictView
 	Runs      *runsView
 	Headroom  *headroomView
+	Budgets   []budgetView
 	Evidence  evidenceView
 	Samples   *samplesView
 	Missing   []missingRow
@@ -75,6 +76,7 @@ func newPage(rep *report.Report) *page {
 		Verdict:   newVerdict(rep, c),
 		Runs:      newRuns(rep),
 		Headroom:  newHeadroom(rep, c),
+		Budgets:   newBudgets(rep, c),
 		Evidence:  newEvidence(rep.Evidence, c),
 		Samples:   newSamples(rep.NearestSamples, c),
 		Missing:   newMissing(rep.Missing),
