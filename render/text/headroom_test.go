@@ -76,3 +76,35 @@ func TestHeadroomSection(t *testing.T) {
 		})
 	}
 }
+
+func TestBudgetSectionNamesEachProcessOnce(t *testing.T) {
+	pid, other := uint32(4194304), uint32(77)
+	size := uint64(1 << 30)
+	cmd := "python serve.py --model " + strings.Repeat("very-long-model-name/", 6)
+	rep := report.Report{FirstFailure: &report.Failure{Symbol: "cuMemAlloc_v2", Size: &size}, NearMissPercent: 5,
+		Budget: []report.Budget{{GPU: 3, View: "framebuffer", TimeNS: 2_000_000_000, Total: 80 << 30, Parts: []report.BudgetPart{
+			{Kind: "reserved", Bytes: 1 << 30, Bound: "exact"},
+			{Kind: "traced", PID: &pid, Command: cmd, Bytes: 70 << 30, Bound: "at-least"},
+			{Kind: "untraced", PID: &pid, Command: cmd, Bytes: 512 << 20, Bound: "at-most"},
+			{Kind: "process-not-recorded", PID: &other, Bytes: 8 << 30, Bound: "exact"},
+			{Kind: "free", Bytes: 512 << 20, Bound: "exact"}}}}}
+	var b bytes.Buffer
+	if err := Write(&b, &rep, Options{Width: 80}); err != nil {
+		t.Fatal(err)
+	}
+	out := b.String()
+	for _, w := range []string{"BUDGET AT THE FAILURE", "GPU 3's framebuffer (80.00 GiB)", "traced allocations (pid 4194304)",
+		"70.00 GiB  at-least", "not sized by a call (pid 4194304)", "not recorded (pid 77)", "free"} {
+		if !strings.Contains(out, w) {
+			t.Errorf("missing %q:\n%s", w, out)
+		}
+	}
+	if n := strings.Count(strings.Join(strings.Fields(out), " "), "python serve.py"); n != 1 {
+		t.Errorf("the command line is said %d times, want once:\n%s", n, out)
+	}
+	for _, line := range strings.Split(out, "\n") {
+		if utf8.RuneCountInString(line) > 80 {
+			t.Errorf("line over 80 columns: %q", line)
+		}
+	}
+}
