@@ -288,9 +288,12 @@ func untracedText(d int64) string {
 		dir, report.HumanBytes(uint64(d)))
 }
 
-// consider keeps the lowest candidate (the earliest of equals).
+// consider keeps the lowest candidate: of equals, an exact one over a
+// bound (a reading that shows the same figure makes it exact), else the
+// earliest.
 func (t *headTrack) consider(c headCand) {
-	if !t.best.ok || c.free < t.best.free {
+	b := &t.best
+	if !b.ok || c.free < b.free || (c.free == b.free && c.exact && !b.exact) {
 		t.best = c
 	}
 }

@@ -79,6 +79,13 @@ func TestHeadroomLeastFreeBetweenSamples(t *testing.T) {
 			wantFree: 3 * gib, wantExact: true, wantSrc: "sample and traced calls", wantAt: base + 50*ms, wantCall: "cuMemAlloc_v2",
 		},
 		{
+			name: "a reading of the same figure makes a bound exact",
+			events: []store.Event{free(freeSym, base+20*ms, 0xdead), alloc(allocSym, base+50*ms, 12*gib, 0xa000),
+				free(freeSym, base+150*ms, 0xa000)},
+			samples:  []store.Sample{fbSample(base, gib), fbSample(base+100*ms, 13*gib), fbSample(base+200*ms, gib)},
+			wantFree: 3 * gib, wantExact: true, wantSrc: "sample", wantAt: base + 100*ms, wantCall: "cuMemAlloc_v2",
+		},
+		{
 			name:     "no traced call: the lowest reading",
 			samples:  []store.Sample{fbSample(base, gib), fbSample(base+100*ms, 9*gib), fbSample(base+200*ms, 2*gib)},
 			wantFree: 7 * gib, wantExact: true, wantSrc: "sample", wantAt: base + 100*ms,

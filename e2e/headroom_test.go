@@ -201,6 +201,15 @@ func TestFlightLeastFreeGauge(t *testing.T) {
 	if _, ok := value(scrape(t, fr.metrics), "forensic_least_free_bytes", "gpu=0", "view=bar1"); !ok {
 		t.Error("no BAR1 series: each view has its own")
 	}
+	// The flight recording, analyzed once its workload ended, has the same
+	// least free in its headroom.
+	if err := <-fr.done; err != nil {
+		t.Fatalf("the flight recorder: %v\n%s", err, fr.log.String())
+	}
+	rep, _ := analyzeJSON(t, fr.dir)
+	if h := framebufferHeadroom(t, rep); h.LeastFree != simFree || !h.Exact {
+		t.Errorf("the flight recording's headroom %d (exact %v, %s), want %d, exact", h.LeastFree, h.Exact, h.Note, simFree)
+	}
 }
 
 // TestBudgetAtTheFailureAddsUpToTheGPU: a job out of memory beside a
