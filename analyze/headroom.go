@@ -181,9 +181,10 @@ func (t *headTrack) change(e *store.Event, start, end, d, most int64) {
 	}
 }
 
-// unsized notes memory of unknown size taken or released at time at.
-func (t *headTrack) unsized(at int64, why string) {
-	t.advance(at, at)
+// unsized notes memory of unknown size taken or released at some moment
+// between from and at (a sample in between may or may not have seen it).
+func (t *headTrack) unsized(from, at int64, why string) {
+	t.advance(from, at)
 	if t.iv.unsized == "" {
 		t.iv.unsized = why
 	}
@@ -314,7 +315,7 @@ func (t *headTrack) finish() {
 // instances' tracks.
 func (h *headroom) change(sl *viewSlot, e *store.Event, start, end, d, most int64) {
 	for _, t := range sl.unsure {
-		t.unsized(end, "memory whose GPU or MIG instance the record does not name")
+		t.unsized(start, end, "memory whose GPU or MIG instance the record does not name")
 	}
 	for _, t := range sl.tracks {
 		t.change(e, start, end, d, most)
@@ -337,9 +338,12 @@ func (h *headroom) unsureOf(vk viewKey) []*headTrack {
 // opaque hands a release (or acquisition) of unknown size to the tracks
 // of its GPU (every GPU when unknown) and view (both for viewMixed).
 func (h *headroom) opaque(o opaqueRel) {
+	if o.from == 0 || o.from > o.at {
+		o.from = o.at // it happened at one known moment
+	}
 	for _, t := range h.tracks {
 		if (o.gpu < 0 || o.gpu == t.key.gpu) && (o.view == viewMixed || o.view == t.key.view) {
-			t.unsized(o.at, o.why)
+			t.unsized(o.from, o.at, o.why)
 		}
 	}
 }
