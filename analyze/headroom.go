@@ -20,9 +20,10 @@ import (
 //
 // The figure is exact when both samples around that moment agree with the
 // traced calls between them to the byte (so nothing else changed usage in
-// net: no neighbour, no context), nothing of unknown size was taken or
-// released between them, and no traced call overlapped either sample's
-// query. Otherwise it is the lower of the two corrections and not exact.
+// net: no neighbour, no context), nothing of unknown size may have been
+// taken or released between the earlier sample and that moment, and no
+// traced call overlapped either sample's query. Otherwise it is the lower
+// of the two corrections and not exact.
 
 // DefaultNearMissPercent is the least free framebuffer, in percent of its
 // total, under which a run with no failure is a near miss.
@@ -67,8 +68,10 @@ type headInterval struct {
 	at     int64
 	call   headCall
 	raised bool // a traced call took the total above its value at the sample
-	// unsized names what took or released memory of unknown size in it.
-	unsized string
+	// unsized names what took or released memory of unknown size in it,
+	// unsizedFrom the earliest it may have done so.
+	unsized     string
+	unsizedFrom int64
 	// ranged: a change in it was a range (an access grant to several peers).
 	ranged bool
 }
@@ -182,11 +185,13 @@ func (t *headTrack) change(e *store.Event, start, end, d, most int64) {
 }
 
 // unsized notes memory of unknown size taken or released at some moment
-// between from and at (a sample in between may or may not have seen it).
+// between from and at, in the interval from falls in. If it fell in a
+// later one instead, that interval's samples disagree with its traced
+// calls by its size, which makes the later figure a bound anyway.
 func (t *headTrack) unsized(from, at int64, why string) {
-	t.advance(from, at)
-	if t.iv.unsized == "" {
-		t.iv.unsized = why
+	t.advance(from, from)
+	if t.iv.unsized == "" || from < t.iv.unsizedFrom {
+		t.iv.unsized, t.iv.unsizedFrom = why, from
 	}
 }
 
@@ -257,7 +262,10 @@ func (t *headTrack) endInterval(n *headSeen) {
 		c.free, c.total, c.exact = int64(n.free)+n.seen-iv.max, n.total, false
 		notes = append(notes, "no sample was taken before it, so memory no traced call sized may have changed unseen")
 	}
-	if iv.unsized != "" {
+	// Memory of unknown size taken or released after the peak cannot have
+	// changed free at it; the samples' agreement says it did not change
+	// usage in net (by a size that is not zero) either.
+	if iv.unsized != "" && (iv.unsizedFrom <= iv.at || !c.exact) {
 		c.exact = false
 		notes = append(notes, "memory of unknown size was taken or released between the samples around it ("+iv.unsized+")")
 	}

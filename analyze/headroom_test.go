@@ -114,6 +114,13 @@ func TestHeadroomLeastFreeBetweenSamples(t *testing.T) {
 			wantCall: "cuMemAlloc_v2", wantNote: "does not name",
 		},
 		{
+			name: "a release of unknown size after the peak, with agreeing samples, leaves it exact",
+			events: []store.Event{alloc(allocSym, base+50*ms, 15*gib, 0xa000), free(freeSym, base+60*ms, 0xa000),
+				free(freeSym, base+70*ms, 0xdead)},
+			samples:  []store.Sample{fbSample(base, gib), fbSample(base+100*ms, gib)},
+			wantFree: 0, wantExact: true, wantSrc: "sample and traced calls", wantAt: base + 50*ms, wantCall: "cuMemAlloc_v2",
+		},
+		{
 			name:     "a traced call that overlaps a sample's query makes it a bound",
 			events:   []store.Event{alloc(allocSym, base+500, 14*gib, 0xa000), free(freeSym, base+60*ms, 0xa000)},
 			samples:  []store.Sample{fbSample(base, gib), fbSample(base+100*ms, gib)},
