@@ -3,7 +3,7 @@ package recorder
 import (
 	"errors"
 	"fmt"
-	"io"
+	"log/slog"
 	"path/filepath"
 	"time"
 
@@ -42,7 +42,7 @@ type segments struct {
 	names       []string
 	owner       *store.Owner
 	diskReserve uint64
-	log         io.Writer
+	log         *slog.Logger
 	// index, when set, is told the index after every change (metrics).
 	index func(*flight.Index)
 
@@ -179,8 +179,8 @@ func (g *segments) told() {
 func (g *segments) logCuts(pl flight.Plan) {
 	for _, d := range pl.Drop {
 		if d.Reason == store.GapWindowCut {
-			fmt.Fprintf(g.log, "forensic: %s: deleted segment %d, part of a failure window: the windows alone exceed --max-size %s (raise it, or shorten --keep-before/--keep-after)\n",
-				g.dir.Path(), d.Seq, sizeText(g.pol.MaxBytes))
+			g.log.Warn(fmt.Sprintf("%s: deleted segment %d, part of a failure window: the windows alone exceed --max-size %s (raise it, or shorten --keep-before/--keep-after)",
+				g.dir.Path(), d.Seq, sizeText(g.pol.MaxBytes)))
 		}
 	}
 }

@@ -1,6 +1,7 @@
 package recorder
 
 import (
+	"errors"
 	"sync"
 	"syscall"
 	"time"
@@ -15,7 +16,10 @@ type freezer struct {
 	frozen map[uint32]*frozenProc
 	limit  time.Duration
 	// cont continues a process (syscall.Kill with SIGCONT; a test records).
-	cont func(pid uint32)
+	cont func(pid uint32) error
+	// held, when set, is told of each process continued and whether it
+	// could be.
+	held func(released bool)
 }
 
 type frozenProc struct {
@@ -24,9 +28,15 @@ type frozenProc struct {
 	resumeAt int64
 }
 
+// continued reports whether a SIGCONT's error leaves the process running:
+// none, or a process that is gone (nothing is left stopped).
+func continued(err error) bool {
+	return err == nil || errors.Is(err, syscall.ESRCH)
+}
+
 func newFreezer(limit time.Duration) *freezer {
 	return &freezer{frozen: map[uint32]*frozenProc{}, limit: limit,
-		cont: func(pid uint32) { syscall.Kill(int(pid), syscall.SIGCONT) }}
+		cont: func(pid uint32) error { return syscall.Kill(int(pid), syscall.SIGCONT) }}
 }
 
 // froze notes a process stopped at a failed call that returned at
@@ -48,8 +58,12 @@ func (f *freezer) resume(pid uint32) {
 	}
 	p.resumed = true
 	p.resumeAt = now()
+	held := f.held
 	f.mu.Unlock()
-	f.cont(pid)
+	err := f.cont(pid)
+	if held != nil {
+		held(continued(err))
+	}
 }
 
 // span reports when a process's freeze began (its call's return) and

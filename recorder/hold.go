@@ -3,7 +3,7 @@ package recorder
 import (
 	"errors"
 	"fmt"
-	"io"
+	"log/slog"
 	"syscall"
 	"time"
 
@@ -24,12 +24,15 @@ type holder struct {
 	files *fileIndex
 	ids   *buildIDCache
 	proc  string
-	log   io.Writer
+	log   *slog.Logger
 	// cont continues a held process (SIGCONT; a test records instead).
-	cont func(pid uint32)
+	cont func(pid uint32) error
+	// held, when set, is told of each process held and whether it could
+	// be continued.
+	held func(released bool)
 }
 
-func sigcont(pid uint32) { syscall.Kill(int(pid), syscall.SIGCONT) }
+func sigcont(pid uint32) error { return syscall.Kill(int(pid), syscall.SIGCONT) }
 
 // run handles holds until the ring is flushed after the hook is detached:
 // every hold reported before that is handled, so every held process is
@@ -81,14 +84,17 @@ func (h *holder) handle(hd *bpf.Hold) {
 	}
 	switch {
 	case err != nil:
-		fmt.Fprintf(h.log, "forensic: pid %d mapped %s, which could not be attached: %v\n", pid, bpf.CString(hd.Name[:]), err)
+		h.log.Warn(fmt.Sprintf("pid %d mapped %s, which could not be attached: %v", pid, bpf.CString(hd.Name[:]), err), "pid", pid)
 	case isNew:
 		lib.MappedBy = pid
 		h.q.addLibrary(lib)
-		fmt.Fprintln(h.log, describe(&lib))
+		logAttach(h.log, &lib)
 	}
 	if stopped {
-		h.cont(pid)
+		err := h.cont(pid)
+		if h.held != nil {
+			h.held(continued(err))
+		}
 	}
 }
 

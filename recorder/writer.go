@@ -3,6 +3,7 @@ package recorder
 import (
 	"fmt"
 	"io"
+	"log/slog"
 	"sync"
 	"time"
 
@@ -32,7 +33,7 @@ type writer struct {
 	q        *queue
 	counters counterSource
 	every    time.Duration
-	log      io.Writer
+	log      *slog.Logger
 	path     string
 	// seg is the flight recording (nil: one run.db); rotated composes a
 	// closed segment's stop record; stats, when set, is told the counters
@@ -40,6 +41,8 @@ type writer struct {
 	seg     *segments
 	rotated func(t int64, st store.Stats) store.StopInfo
 	stats   func(store.Stats)
+	// stopped, when set, is told of the write error that stopped it.
+	stopped func(error)
 
 	failed     chan struct{} // closed at the first write error
 	err        error         // set before failed is closed
@@ -131,7 +134,11 @@ func (w *writer) commit(b *store.Batch, t int64) error {
 func (w *writer) fail(err error) {
 	w.err = err
 	w.q.close()
-	fmt.Fprintf(w.log, "forensic: %s: %v: recording stopped, what was committed is kept; the workload continues\n", w.path, err)
+	w.log.Error(fmt.Sprintf("%s: %v: recording stopped, what was committed is kept; the workload continues", w.path, err),
+		"reason", writeErrorReason(err))
+	if w.stopped != nil {
+		w.stopped(err)
+	}
 	close(w.failed)
 }
 

@@ -2,6 +2,7 @@ package main
 
 import (
 	"bytes"
+	"io"
 	"strconv"
 	"strings"
 	"testing"
@@ -49,20 +50,24 @@ func TestLogWriter(t *testing.T) {
 	}
 }
 
-// Messages are wrapped for a terminal, or where COLUMNS asks for it; in a
-// log file or journald each stays one line.
+// Messages are wrapped for a terminal, at COLUMNS when it is set; in a
+// log file, a pipe or journald each stays one line, whatever COLUMNS says.
 func TestMessagesWidth(t *testing.T) {
 	for _, tc := range []struct {
-		columns string
-		width   int // 0: not wrapped
-	}{{"", 0}, {"60", 60}, {"200", 80}, {"x", 0}} {
+		columns  string
+		terminal bool
+		width    int // 0: not wrapped
+	}{
+		{"", false, 0}, {"60", false, 0}, {"200", false, 0},
+		{"60", true, 60}, {"200", true, 80}, {"x", true, 80}, {"", true, 80},
+	} {
 		var errb bytes.Buffer
 		c := &cli{stderr: &errb, getenv: func(k string) string {
 			if k == "COLUMNS" {
 				return tc.columns
 			}
 			return ""
-		}}
+		}, terminal: func(io.Writer) bool { return tc.terminal }}
 		w := c.messages()
 		lw, wrapped := w.(*logWriter)
 		switch {
@@ -85,7 +90,7 @@ func TestNoteWraps(t *testing.T) {
 				return columns
 			}
 			return ""
-		}}
+		}, terminal: func(io.Writer) bool { return columns != "" }}
 		c.note("forensic: %s: read %s", "/tmp/r2/fl", "1 segment, the live one from a copy its recorder made now")
 		lines := strings.Split(strings.TrimSuffix(errb.String(), "\n"), "\n")
 		if strings.Join(strings.Fields(errb.String()), " ") != msg {
