@@ -7,7 +7,6 @@ import (
 	"io"
 	"net"
 	"net/http"
-	"os"
 	"os/exec"
 	"strings"
 	"testing"
@@ -18,6 +17,7 @@ import (
 	"github.com/prometheus/common/model"
 
 	"github.com/retrivium/forensic/flight"
+	"github.com/retrivium/forensic/internal/e2eenv"
 	"github.com/retrivium/forensic/store"
 )
 
@@ -330,16 +330,11 @@ func TestPromtoolCheckMetrics(t *testing.T) {
 }
 
 // requireTool returns a command's path; without it the test is skipped,
-// or fails when FORENSIC_REQUIRE_E2E is set (make test).
+// or fails where end-to-end tests are required (make test).
 func requireTool(t *testing.T, name string) string {
 	t.Helper()
 	p, err := exec.LookPath(name)
-	if err != nil {
-		if os.Getenv("FORENSIC_REQUIRE_E2E") != "" {
-			t.Fatalf("%s not found (scripts/deps.sh test installs it)", name)
-		}
-		t.Skipf("%s not found (scripts/deps.sh test installs it)", name)
-	}
+	e2eenv.Need(t, err == nil, name+" not found (scripts/deps.sh test installs it)")
 	return p
 }
 
