@@ -3,8 +3,10 @@
 // terminal reads as forensic's messages always did ("forensic: ...",
 // warnings and errors named as such); text elsewhere (a file, journald, a
 // pipe) starts each line with the time and the level, one line per record
-// whatever its length. JSON is slog's: "time", "level", "msg" and the
-// record's attributes, one object per line.
+// whatever its length. Text is the message alone: the messages say in
+// words what their attributes hold. JSON is slog's: "time", "level", "msg"
+// and the record's attributes (library, pid, reason, ...), one object per
+// line.
 package logging
 
 import (
@@ -14,7 +16,6 @@ import (
 	"log/slog"
 	"strings"
 	"sync"
-	"time"
 )
 
 // Format is how records are written.
@@ -62,13 +63,11 @@ type output struct {
 	w  io.Writer
 }
 
-// textHandler writes "[TIME LEVEL ]forensic: [warning: |error: ]msg k=v".
+// textHandler writes "[TIME LEVEL ]forensic: [warning: |error: ]msg".
 type textHandler struct {
 	out      *output
 	terminal bool
 	level    slog.Level
-	attrs    []slog.Attr
-	group    string
 }
 
 // timeFormat is the text format's time: RFC 3339 in UTC, milliseconds.
@@ -95,13 +94,6 @@ func (h *textHandler) Handle(_ context.Context, r slog.Record) error {
 		}
 	}
 	b.WriteString(oneLine(r.Message))
-	for _, a := range h.attrs {
-		writeAttr(&b, "", a)
-	}
-	r.Attrs(func(a slog.Attr) bool {
-		writeAttr(&b, h.group, a)
-		return true
-	})
 	b.WriteByte('\n')
 	h.out.mu.Lock()
 	defer h.out.mu.Unlock()
@@ -109,63 +101,11 @@ func (h *textHandler) Handle(_ context.Context, r slog.Record) error {
 	return err
 }
 
-func (h *textHandler) WithAttrs(as []slog.Attr) slog.Handler {
-	c := *h
-	c.attrs = append(append([]slog.Attr(nil), h.attrs...), qualify(h.group, as)...)
-	return &c
-}
+// WithAttrs and WithGroup return the handler itself: text shows the
+// message alone.
+func (h *textHandler) WithAttrs([]slog.Attr) slog.Handler { return h }
 
-func (h *textHandler) WithGroup(name string) slog.Handler {
-	c := *h
-	if c.group != "" {
-		name = c.group + "." + name
-	}
-	c.group = name
-	return &c
-}
-
-// qualify prefixes attribute keys with a group's name.
-func qualify(group string, as []slog.Attr) []slog.Attr {
-	if group == "" {
-		return as
-	}
-	out := make([]slog.Attr, len(as))
-	for i, a := range as {
-		out[i] = slog.Attr{Key: group + "." + a.Key, Value: a.Value}
-	}
-	return out
-}
-
-// writeAttr writes " key=value", quoting a value with spaces, quotes or
-// an equals sign.
-func writeAttr(b *strings.Builder, group string, a slog.Attr) {
-	a.Value = a.Value.Resolve()
-	if a.Equal(slog.Attr{}) {
-		return
-	}
-	key := a.Key
-	if group != "" {
-		key = group + "." + key
-	}
-	if a.Value.Kind() == slog.KindGroup {
-		for _, g := range a.Value.Group() {
-			writeAttr(b, key, g)
-		}
-		return
-	}
-	v := a.Value.String()
-	if a.Value.Kind() == slog.KindTime {
-		v = a.Value.Time().UTC().Format(time.RFC3339Nano)
-	}
-	b.WriteByte(' ')
-	b.WriteString(key)
-	b.WriteByte('=')
-	if v == "" || strings.ContainsAny(v, " \t\"=\n") {
-		fmt.Fprintf(b, "%q", v)
-	} else {
-		b.WriteString(v)
-	}
-}
+func (h *textHandler) WithGroup(string) slog.Handler { return h }
 
 // oneLine keeps a message on one line: a log line is one record.
 func oneLine(s string) string {
