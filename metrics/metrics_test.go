@@ -445,3 +445,38 @@ func BenchmarkCallFailed(b *testing.B) {
 		}
 	})
 }
+
+// BenchmarkGather measures one scrape's work (gathering the registry and
+// writing the text exposition) for a recorder of 8 GPUs, every failure
+// series present.
+func BenchmarkGather(b *testing.B) {
+	o := testOptions()
+	o.Symbols = nil
+	for i := range 76 {
+		o.Symbols = append(o.Symbols, Symbol{"allocation", fmt.Sprintf("cuSym%d", i)})
+	}
+	o.GPUs = nil
+	for i := range 8 {
+		o.GPUs = append(o.GPUs, GPU{Index: i, UUID: fmt.Sprintf("GPU-%d", i), Model: "H200"})
+	}
+	m := New(o)
+	for i := range 8 {
+		m.SetMemory(i, Framebuffer, 1, 2)
+		m.SetMemory(i, BAR1, 1, 2)
+	}
+	m.SetStats(store.Stats{})
+	m.SetFlight(flightIndex())
+	b.ReportAllocs()
+	for b.Loop() {
+		fams, err := m.Registry().Gather()
+		if err != nil {
+			b.Fatal(err)
+		}
+		enc := expfmt.NewEncoder(io.Discard, expfmt.NewFormat(expfmt.TypeTextPlain))
+		for _, f := range fams {
+			if err := enc.Encode(f); err != nil {
+				b.Fatal(err)
+			}
+		}
+	}
+}

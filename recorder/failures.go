@@ -9,10 +9,6 @@ import (
 	"github.com/retrivium/forensic/store"
 )
 
-// Failure is one failed call as the metrics and the event stream see it
-// (eventlog's line).
-type Failure = eventlog.Failure
-
 // watchFailures tells the metrics and the event stream, when either is
 // on, of each failed call the event reader handles.
 func (s *Session) watchFailures() {
@@ -38,9 +34,9 @@ func (s *Session) watchFailures() {
 }
 
 // failureOf describes a failed call of a process on a GPU (NVML index,
-// -1 unknown).
-func failureOf(e *store.Event, sym *cuda.Symbol, gpu int, p *store.Process, gpus []gpuID) Failure {
-	f := Failure{Class: sym.Op.String(), Symbol: sym.Name, Result: cuda.LookupResult(e.Result).Name,
+// -1 unknown), as its event line and the metrics say it.
+func failureOf(e *store.Event, sym *cuda.Symbol, gpu int, p *store.Process, gpus []gpuID) eventlog.Failure {
+	f := eventlog.Failure{Class: sym.Op.String(), Symbol: sym.Name, Result: cuda.LookupResult(e.Result).Name,
 		ResultCode: e.Result, PID: e.PID, TID: e.TID, GPU: gpu}
 	if e.Has&cuda.FieldSize != 0 {
 		size := e.Size

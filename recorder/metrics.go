@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/retrivium/forensic/cuda"
+	"github.com/retrivium/forensic/eventlog"
 	"github.com/retrivium/forensic/internal/buildinfo"
 	"github.com/retrivium/forensic/metrics"
 	"github.com/retrivium/forensic/store"
@@ -39,7 +40,7 @@ func (s *Session) listenMetrics() error {
 		m.SetWatching(s.att.attachedCount(), int(s.h.tracked.Load()))
 	}
 	s.wr.stopped = func(err error) { m.SetRecording(false, writeErrorReason(err)) }
-	s.smp.onRound = func(round []store.Sample) { sampleMetrics(m, round) }
+	s.smp.onRound = func(round []store.Sample) { sampleMetricsTo(m.SetMemory, round) }
 	s.xid = m.Xid
 	s.hl.held = func(released bool) { m.Held(metrics.HoldFirstMapping, released) }
 	s.fz.held = func(released bool) { m.Held(metrics.HoldFailure, released) }
@@ -65,14 +66,14 @@ func metricsOptions(gpus []gpuID) metrics.Options {
 }
 
 // metricsFailure is a failed call as the metrics count it.
-func metricsFailure(f *Failure) metrics.Failure {
+func metricsFailure(f *eventlog.Failure) metrics.Failure {
 	return metrics.Failure{Class: f.Class, Symbol: f.Symbol, Result: f.Result, GPU: f.GPU,
 		Namespace: f.Namespace, Pod: f.Pod, At: f.Time}
 }
 
-// sampleMetrics sets the GPUs' memory gauges from a round's device-wide
-// framebuffer and BAR1 readings.
-func sampleMetrics(m *metrics.Metrics, round []store.Sample) {
+// sampleMetricsTo sets the GPUs' memory gauges (metrics.SetMemory) from
+// a round's device-wide framebuffer and BAR1 readings.
+func sampleMetricsTo(set func(gpu int, kind string, used, free uint64), round []store.Sample) {
 	for i := range round {
 		smp := &round[i]
 		if smp.Used == nil || smp.Free == nil {
@@ -80,9 +81,9 @@ func sampleMetrics(m *metrics.Metrics, round []store.Sample) {
 		}
 		switch {
 		case smp.Kind == store.KindFramebuffer && smp.Scope == store.ScopeDevice:
-			m.SetMemory(smp.GPU.Index, metrics.Framebuffer, *smp.Used, *smp.Free)
+			set(smp.GPU.Index, metrics.Framebuffer, *smp.Used, *smp.Free)
 		case smp.Kind == store.KindBAR1:
-			m.SetMemory(smp.GPU.Index, metrics.BAR1, *smp.Used, *smp.Free)
+			set(smp.GPU.Index, metrics.BAR1, *smp.Used, *smp.Free)
 		}
 	}
 }
