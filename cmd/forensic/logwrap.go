@@ -6,6 +6,7 @@ import (
 	"io"
 	"log/slog"
 	"os"
+	"strconv"
 	"strings"
 	"sync"
 
@@ -54,12 +55,30 @@ func (l *logWriter) Write(p []byte) (int, error) {
 	return len(p), nil
 }
 
-// messages is where the record command's own messages and the
-// recorder's go: stderr, wrapped to the terminal's width (COLUMNS, or the
-// terminal's own; at most maxLogWidth columns) when stderr is a terminal.
-// Otherwise (a log file, journald, a pipe) each message stays one line,
-// for grep and log collectors, whatever COLUMNS says.
+// messages is where the notes of the commands people run by hand
+// (analyze saying how it read a flight recording, ...) go: stderr,
+// wrapped to the terminal (at most maxLogWidth columns) when stderr is
+// one or COLUMNS is set, as their output on stdout is. Otherwise each
+// note stays one line.
 func (c *cli) messages() io.Writer {
+	width := 0
+	if n, err := strconv.Atoi(c.getenv("COLUMNS")); err == nil && n > 0 {
+		width = n
+	} else if c.stderrTerminal() {
+		width = textWidth(c.stderr, c.getenv)
+	}
+	if width <= 0 {
+		return c.stderr
+	}
+	return &logWriter{w: c.stderr, width: min(width, maxLogWidth)}
+}
+
+// logOutput is where the recorder's log goes: stderr, wrapped to the
+// terminal's width (COLUMNS, or the terminal's own; at most maxLogWidth
+// columns) only when stderr is a terminal. A recorder's log in a file,
+// journald or a pipe is read by machines: each message stays one line,
+// whatever COLUMNS says.
+func (c *cli) logOutput() io.Writer {
 	if !c.stderrTerminal() {
 		return c.stderr
 	}
@@ -85,7 +104,7 @@ func (c *cli) recordLog(format string) (*slog.Logger, error) {
 	term := c.stderrTerminal()
 	w := c.stderr
 	if f == logging.Text {
-		w = c.messages()
+		w = c.logOutput()
 	}
 	return logging.New(w, logging.Options{Format: f, Terminal: term}), nil
 }

@@ -2,6 +2,8 @@ package main
 
 import (
 	"bytes"
+	"errors"
+	"fmt"
 	"io"
 	"strconv"
 	"strings"
@@ -50,24 +52,20 @@ func TestLogWriter(t *testing.T) {
 	}
 }
 
-// Messages are wrapped for a terminal, at COLUMNS when it is set; in a
-// log file, a pipe or journald each stays one line, whatever COLUMNS says.
+// Messages are wrapped for a terminal, or where COLUMNS asks for it; in a
+// log file or journald each stays one line.
 func TestMessagesWidth(t *testing.T) {
 	for _, tc := range []struct {
-		columns  string
-		terminal bool
-		width    int // 0: not wrapped
-	}{
-		{"", false, 0}, {"60", false, 0}, {"200", false, 0},
-		{"60", true, 60}, {"200", true, 80}, {"x", true, 80}, {"", true, 80},
-	} {
+		columns string
+		width   int // 0: not wrapped
+	}{{"", 0}, {"60", 60}, {"200", 80}, {"x", 0}} {
 		var errb bytes.Buffer
 		c := &cli{stderr: &errb, getenv: func(k string) string {
 			if k == "COLUMNS" {
 				return tc.columns
 			}
 			return ""
-		}, terminal: func(io.Writer) bool { return tc.terminal }}
+		}}
 		w := c.messages()
 		lw, wrapped := w.(*logWriter)
 		switch {
@@ -90,7 +88,7 @@ func TestNoteWraps(t *testing.T) {
 				return columns
 			}
 			return ""
-		}, terminal: func(io.Writer) bool { return columns != "" }}
+		}}
 		c.note("forensic: %s: read %s", "/tmp/r2/fl", "1 segment, the live one from a copy its recorder made now")
 		lines := strings.Split(strings.TrimSuffix(errb.String(), "\n"), "\n")
 		if strings.Join(strings.Fields(errb.String()), " ") != msg {
@@ -103,6 +101,66 @@ func TestNoteWraps(t *testing.T) {
 		}
 		if columns == "" && len(lines) != 1 {
 			t.Errorf("without a terminal the note is %d lines, want 1", len(lines))
+		}
+	}
+}
+
+// The recorder's log is wrapped only on a terminal (at COLUMNS when set,
+// at most 80 columns); in a file, a pipe or journald each message stays
+// one line whatever COLUMNS says, and JSON is never wrapped.
+func TestRecordLogWrapsOnlyATerminal(t *testing.T) {
+	long := strings.Repeat("word ", 30)
+	for _, tc := range []struct {
+		columns, format string
+		terminal        bool
+		width           int // 0: one line
+	}{
+		{"", "text", false, 0},
+		{"40", "text", false, 0},
+		{"40", "json", false, 0},
+		{"40", "text", true, 40},
+		{"200", "text", true, 80},
+		{"40", "json", true, 0},
+	} {
+		var errb bytes.Buffer
+		c := &cli{stderr: &errb, getenv: func(k string) string {
+			if k == "COLUMNS" {
+				return tc.columns
+			}
+			return ""
+		}, terminal: func(io.Writer) bool { return tc.terminal }}
+		log, err := c.recordLog(tc.format)
+		if err != nil {
+			t.Fatal(err)
+		}
+		log.Info(long)
+		lines := strings.Split(strings.TrimSuffix(errb.String(), "\n"), "\n")
+		name := fmt.Sprintf("COLUMNS=%q %s terminal=%v", tc.columns, tc.format, tc.terminal)
+		if tc.width == 0 && len(lines) != 1 {
+			t.Errorf("%s: %d lines, want one", name, len(lines))
+		}
+		for _, l := range lines {
+			if tc.width > 0 && utf8.RuneCountInString(l) > tc.width {
+				t.Errorf("%s: %d columns: %q", name, utf8.RuneCountInString(l), l)
+			}
+		}
+		if tc.width > 0 && len(lines) < 2 {
+			t.Errorf("%s: not wrapped", name)
+		}
+	}
+}
+
+// A --log-format that is neither text nor json is a usage error.
+func TestRecordLogFormat(t *testing.T) {
+	c := &cli{stderr: io.Discard, getenv: func(string) string { return "" }}
+	for _, tc := range []struct {
+		format string
+		ok     bool
+	}{{"text", true}, {"json", true}, {"logfmt", false}, {"", false}} {
+		_, err := c.recordLog(tc.format)
+		var u usageError
+		if (err == nil) != tc.ok || (err != nil && !errors.As(err, &u)) {
+			t.Errorf("--log-format %q: %v", tc.format, err)
 		}
 	}
 }
