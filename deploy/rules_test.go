@@ -121,3 +121,29 @@ func TestRulesUseDocumentedMetrics(t *testing.T) {
 		}
 	}
 }
+
+// Every alert's runbook annotation points at a section of
+// docs/flight.md that says what to do.
+func TestRunbooksExist(t *testing.T) {
+	rules, err := os.ReadFile(rulesFile)
+	if err != nil {
+		t.Fatal(err)
+	}
+	doc, err := os.ReadFile("../docs/flight.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	alerts := regexp.MustCompile(`(?m)^\s+- alert: (\w+)$`).FindAllStringSubmatch(string(rules), -1)
+	books := regexp.MustCompile(`runbook: "docs/flight\.md#(\w+)"`).FindAllStringSubmatch(string(rules), -1)
+	if len(alerts) == 0 || len(books) != len(alerts) {
+		t.Fatalf("%d alerts, %d runbooks: every alert needs one", len(alerts), len(books))
+	}
+	for i, a := range alerts {
+		if anchor := strings.ToLower(a[1]); books[i][1] != anchor {
+			t.Errorf("%s: runbook #%s, want #%s", a[1], books[i][1], anchor)
+		}
+		if !strings.Contains(string(doc), "\n### "+a[1]+"\n") {
+			t.Errorf("%s: no section \"### %s\" in docs/flight.md", a[1], a[1])
+		}
+	}
+}
