@@ -13,7 +13,7 @@ func reading(gpu int, kind, scope string, free uint64) store.Sample {
 }
 
 func TestLeastFreeGaugeKeepsTheLeastReadingPerGPUAndView(t *testing.T) {
-	m := New("test")
+	m := New(Options{Version: "test"})
 	m.SawSamples([]store.Sample{reading(0, store.KindFramebuffer, store.ScopeDevice, 900), reading(0, store.KindBAR1, store.ScopeAperture, 50)})
 	m.SawSamples([]store.Sample{reading(0, store.KindFramebuffer, store.ScopeDevice, 300), reading(0, store.KindBAR1, store.ScopeAperture, 70),
 		reading(1, store.KindFramebuffer, store.ScopeDevice, 700)})

@@ -29,9 +29,9 @@ type sampling struct {
 	round    uint64
 	held     []store.Sample // the latest periodic round not kept
 	epoch    uint64         // the queue's segment of the last round kept
-	// saw, when set, is told of every round read, kept or thinned (the
-	// least free memory gauge).
-	saw func([]store.Sample)
+	// onRound, when set, is told of every round read, kept or not (the
+	// metrics' memory gauges).
+	onRound func([]store.Sample)
 }
 
 // first takes the run's first round, before the workload starts, so every
@@ -51,8 +51,8 @@ func (s *sampling) take(gpu int, trs []store.Trigger, why string) []store.Sample
 	for i := range smp {
 		smp[i].Kept = why
 	}
-	if s.saw != nil {
-		s.saw(smp)
+	if s.onRound != nil {
+		s.onRound(smp)
 	}
 	return smp
 }
