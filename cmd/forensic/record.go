@@ -30,7 +30,8 @@ and the NVRM/Xid lines of the kernel log.
 
 Flags come before COMMAND: everything from COMMAND's name on is COMMAND's,
 with or without --. Recording needs root (CAP_BPF and CAP_PERFMON,
-and CAP_KILL for other users' processes; each one missing is named at start). Under sudo, COMMAND runs as the user who ran sudo (their
+and CAP_KILL for other users' processes; each one missing is named at
+start). Under sudo, COMMAND runs as the user who ran sudo (their
 uid, groups, HOME, USER and LOGNAME) unless --as-root is given, and run.db
 is theirs, mode 0600. sudo resets PATH and the environment: use sudo -E or
 sudo --preserve-env=PATH,... for conda and virtualenv environments, or
