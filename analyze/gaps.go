@@ -144,7 +144,7 @@ func (s *state) unexplainedExits(from, to int64) []report.Missing {
 	var out []report.Missing
 	for _, p := range s.procList {
 		x := p.Exit
-		if x == nil || x.Time <= from || (to != 0 && x.Time > to) || s.explainedBy(p.PID) {
+		if x == nil || x.Time <= from || (to != 0 && x.Time > to) || s.explainedBy(p.PID) || !s.inSubject(p.PID) {
 			continue
 		}
 		why := " with no failed call recorded"
