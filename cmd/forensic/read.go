@@ -32,12 +32,14 @@ const analyzeExit = `  0    done (with --exit-code: no call failed and nothing i
   3    with --exit-code: the attribution is not "none" (a call failed, or
        evidence is missing)
   1    the file is not a readable run (missing, not a run.db, still being
-       recorded, written by a newer forensic)
+       recorded, written by a newer forensic), or --job, --pid or --pod
+       matches no job of it
   2    the command line is wrong
 `
 
 func (c *cli) analyzeCommand() *cobra.Command {
 	var asJSON, noColor, exitCode bool
+	var jf jobFlags
 	cmd := &cobra.Command{
 		Use:   "analyze [flags] RUN.DB... | DIR",
 		Short: "the first failure, its attribution and the memory views",
@@ -55,25 +57,35 @@ are one job when they name the same job id (TORCHELASTIC_RUN_ID,
 SLURM_JOB_ID) or, naming none, were recorded at overlapping times; runs of
 several jobs get one report per job (--json refuses them: give one job).
 
+A recording of a shared node (record --all) may hold several jobs: process
+trees, containers, pods, or processes naming a job id. The report lists
+each job's first failure and says whose failure the verdict is about;
+--job, --pid or --pod gives one job's verdict, the other jobs' processes
+then being neighbours (docs/analyze-json.md, "jobs").
+
 Colour is used on a terminal unless --no-color or NO_COLOR is set; text
 wraps to the terminal (COLUMNS overrides; 100 when not a terminal).`,
 		Annotations: map[string]string{"exit": analyzeExit},
 		Example: `  forensic analyze run.db
   forensic analyze --json run.db | jq .attribution
   forensic analyze --exit-code run.db || echo "something failed"
-  forensic analyze runs/            # every rank's run.db of one job`,
+  forensic analyze runs/            # every rank's run.db of one job
+  forensic analyze --job tree:4242 node.db   # one job of a shared node`,
 		Args: someRuns,
 		RunE: work(func(cmd *cobra.Command, args []string) error {
 			var reps []*report.Report
-			var err error
+			sel, err := jf.selector(args)
+			if err != nil {
+				return err
+			}
 			if asJSON {
 				var rep *report.Report
-				if rep, err = c.analyzeRuns(args, analyze.Options{}); err != nil {
+				if rep, err = c.analyzeRuns(args, analyze.Options{Job: sel}); err != nil {
 					return withHint(err, "; or analyze without --json for each job's report")
 				}
 				reps, err = []*report.Report{rep}, report.WriteJSON(c.stdout, rep)
 			} else {
-				reps, err = c.analyzeText(args, text.Options{
+				reps, err = c.analyzeText(args, sel, text.Options{
 					Color: !noColor && c.getenv("NO_COLOR") == "" && isTerminal(c.stdout),
 					Width: textWidth(c.stdout, c.getenv),
 					Input: inputLabel(args),
@@ -88,6 +100,7 @@ wraps to the terminal (COLUMNS overrides; 100 when not a terminal).`,
 	cmd.Flags().BoolVar(&asJSON, "json", false, "write the JSON report (the documented contract)")
 	cmd.Flags().BoolVar(&noColor, "no-color", false, "never colour the output")
 	cmd.Flags().BoolVar(&exitCode, "exit-code", false, "exit with status 3 when the attribution is not \"none\"")
+	jf.add(cmd)
 	return cmd
 }
 
@@ -301,13 +314,13 @@ func (c *cli) analyzeRuns(args []string, opts analyze.Options) (*report.Report, 
 // analyzeText writes the text report of the runs args name and returns
 // the reports written: one alone; several of one job together; runs of
 // several jobs each job on its own, after the list of jobs.
-func (c *cli) analyzeText(args []string, o text.Options) ([]*report.Report, error) {
+func (c *cli) analyzeText(args []string, sel *analyze.JobSelector, o text.Options) ([]*report.Report, error) {
 	paths, err := store.Expand(args)
 	if err != nil {
 		return nil, err
 	}
 	if len(paths) == 1 {
-		rep, err := c.analyzeRuns(paths, analyze.Options{})
+		rep, err := c.analyzeRuns(paths, analyze.Options{Job: sel})
 		if err != nil {
 			return nil, err
 		}
