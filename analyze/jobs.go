@@ -379,9 +379,8 @@ func (s *state) jobEvidence() []report.Evidence {
 		return nil
 	}
 	j := js.selected
-	others := len(s.procs) - len(j.PIDs)
-	n := uint64(len(j.PIDs))
-	return []report.Evidence{{Field: "job", Text: j.ID, Value: &n, Unit: "processes", Source: "process records (" + j.By + ")",
-		Status: "recorded", Rule: ruleJobScope,
-		Note: fmt.Sprintf("the verdict is this job's; %s of other jobs are neighbours", report.Plural(max(others, 0), "process"))}}
+	others := max(len(s.procs)-len(j.PIDs), 0)
+	return []report.Evidence{{Field: "job", Text: fmt.Sprintf("%s (%s)", j.ID, report.Plural(len(j.PIDs), "process")),
+		Source: "process records (" + j.By + ")", Status: "recorded", Rule: ruleJobScope,
+		Note: fmt.Sprintf("the verdict is this job's; %s of other jobs are neighbours", report.Plural(others, "process"))}}
 }

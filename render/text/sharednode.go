@@ -2,6 +2,8 @@ package text
 
 import (
 	"fmt"
+	"path"
+	"strings"
 
 	"github.com/retrivium/forensic/report"
 )
@@ -30,7 +32,9 @@ func (t *writer) jobs(rep *report.Report) {
 		if j.Headline {
 			mark = "* "
 		}
-		t.wrap("  "+mark, t.jobLine(j))
+		for _, line := range hangLines("  "+mark, "      ", t.jobLine(j), t.o.Width) {
+			t.printf("%s\n", line)
+		}
 	}
 	if rep.JobSelected {
 		t.wrap("  ", "The other jobs' processes are neighbours: their memory is in the views and live bytes, their failures are not judged here.")
@@ -43,7 +47,7 @@ func (t *writer) jobs(rep *report.Report) {
 func (t *writer) jobLine(j report.Job) string {
 	line := j.ID
 	if j.Command != "" {
-		line += " (" + clip(j.Command, jobCommandWidth) + ")"
+		line += " (" + clip(shortCommand(j.Command), jobCommandWidth) + ")"
 	}
 	f := j.FirstFailure
 	if f == nil {
@@ -54,4 +58,11 @@ func (t *writer) jobLine(j report.Job) string {
 		line += " " + report.HumanBytes(*f.Size)
 	}
 	return line + fmt.Sprintf(" %s at %s, pid %d: %s", f.Result, report.Rel(f.AtNS, t.start), f.PID, j.Attribution)
+}
+
+// shortCommand names a command line by its program's base name: the
+// directory it was run from says little of whose job it is.
+func shortCommand(cmd string) string {
+	prog, rest, _ := strings.Cut(cmd, " ")
+	return strings.TrimSpace(path.Base(prog) + " " + rest)
 }

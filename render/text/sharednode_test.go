@@ -15,7 +15,7 @@ import (
 func TestWriteSharedNodeJobs(t *testing.T) {
 	size := uint64(8 << 30)
 	jobs := []report.Job{
-		{ID: "tree:4242", Command: "python serve.py --model " + strings.Repeat("x", 60), Attribution: report.AttrNone},
+		{ID: "tree:4242", Command: "/usr/bin/python serve.py --model " + strings.Repeat("x", 60), Attribution: report.AttrNone},
 		{ID: "pod:ml/train-0", Command: "train", Headline: true, Attribution: report.AttrAllocation,
 			FirstFailure: &report.JobFailure{Symbol: "cuMemAlloc_v2", Size: &size, Result: "CUDA_ERROR_OUT_OF_MEMORY", AtNS: 1_500_000_000, PID: 77}},
 	}
