@@ -324,7 +324,7 @@ func (s *state) jobsReport() {
 		j.Attribution = report.AttrNone
 		if f := s.jobFirst(j.PIDs); f != nil {
 			j.FirstFailure = jobFailure(f)
-			j.Attribution = s.jobAttribution(f)
+			j.Attribution = s.jobAttribution(f, j.PIDs)
 		}
 		if j.ID == subject {
 			j.Headline, j.Attribution = true, s.rep.Attribution
@@ -352,13 +352,32 @@ func (s *state) jobFirst(pids []uint32) *failed {
 }
 
 // jobAttribution is another job's verdict in brief: its result code's
-// attribution, missing evidence when a gap before it could hide an
-// earlier failure.
-func (s *state) jobAttribution(f *failed) report.Attribution {
-	if len(s.hiding(f.e.End)) > 0 {
+// attribution, missing evidence when its process was attached late or a
+// gap before its failure could hide an earlier one, the gaps read as that
+// job's own (the subject is that job's processes for the while).
+func (s *state) jobAttribution(f *failed, pids []uint32) report.Attribution {
+	if p := s.procs[f.e.PID]; p != nil && p.AttachedLate {
+		return report.AttrMissingEvidence
+	}
+	js := s.jobs
+	saved := js.subject
+	js.subject = map[uint32]bool{}
+	for _, pid := range pids {
+		js.subject[pid] = true
+	}
+	hidden := s.hiding(f.e.End)
+	js.subject = saved
+	if len(hidden) > 0 {
 		return report.AttrMissingEvidence
 	}
 	return attributionOf(f.sym, cuda.LookupResult(f.e.Result).Meaning)
+}
+
+// failedOutside reports whether a process of a job other than the
+// subject has a failed call recorded: what may have ended it (its
+// recovery is not followed outside the subject).
+func (s *state) failedOutside(pid uint32) bool {
+	return s.jobs != nil && !s.failedPIDs[pid] && s.jobs.firstAny[pid] != nil
 }
 
 // jobFailure summarizes a job's first failure.

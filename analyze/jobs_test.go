@@ -247,3 +247,49 @@ func TestAnalyzeOneJobListsNone(t *testing.T) {
 		t.Errorf("jobs %+v subject %q, want none for one job", rep.Jobs, rep.SubjectJob)
 	}
 }
+
+// Another job's process crashing before a job's failure hides nothing of
+// that job's: without a selection the recording's first failure is not
+// established (hidden-failure), with the job selected it is; in the list,
+// each job's gaps are its own.
+func TestJobScopedGaps(t *testing.T) {
+	segv := 11
+	sp := twoJobs()
+	sp.events = []store.Event{sp.events[0], sp.events[1], sp.events[3]} // job B never fails...
+	sp.procs[1].Exit = &store.Exit{Time: tClock + 30*ms, Signal: &segv} // ...it crashes before A's failure
+	tests := []struct {
+		name       string
+		sel        *JobSelector
+		want       report.Attribution
+		wantListed report.Attribution // job A's attribution in the list
+	}{
+		{"the recording's verdict", nil, report.AttrMissingEvidence, report.AttrMissingEvidence},
+		{"job A's verdict", &JobSelector{ID: "tree:7"}, report.AttrAllocation, report.AttrAllocation},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			rep, err := analyzeJob(t, sp, tt.sel)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if rep.Attribution != tt.want || len(rep.Jobs) != 2 || rep.Jobs[0].Attribution != tt.wantListed {
+				t.Errorf("attribution %s, jobs %+v; want %s, job A listed %s", rep.Attribution, rep.Jobs, tt.want, tt.wantListed)
+			}
+		})
+	}
+}
+
+// In the list, another job's failure is missing evidence when its
+// process was attached late, and its gaps are read as its own: the
+// selected job's neighbour crash does not spoil it.
+func TestJobListAttribution(t *testing.T) {
+	sp := twoJobs()
+	sp.procs[1].AttachedLate = true
+	rep, err := analyzeJob(t, sp, &JobSelector{ID: "tree:7"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if rep.Jobs[1].Attribution != report.AttrMissingEvidence || rep.Jobs[0].Attribution != report.AttrAllocation {
+		t.Errorf("jobs %+v: want job B missing evidence (attached late), job A allocation", rep.Jobs)
+	}
+}
