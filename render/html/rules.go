@@ -43,6 +43,8 @@ func rules() []rule {
 			"crashed: with no failed call, the attribution is none."},
 		{"unknown-is-not-zero", "A value NVML could not read (a failed or unsupported query) is shown as unavailable " +
 			"with its status, never as 0."},
+		{"job-scope", "On a shared node, a selected job's verdict is its own processes' first failure; other jobs' " +
+			"processes stay in the memory views as neighbours, never the subject, and their exits are not its gaps."},
 	}
 }
 
