@@ -299,12 +299,23 @@ func (s *state) jobsReport() {
 		return
 	}
 	jobs := js.jobs
-	// A failing process with no process record is a tree of its own.
-	for pid := range js.firstAny {
-		if !slices.ContainsFunc(jobs, func(j report.Job) bool { return slices.Contains(j.PIDs, pid) }) {
-			jobs = append(jobs, report.Job{ID: "tree:" + strconv.FormatUint(uint64(pid), 10), By: report.JobByTree,
-				RootPID: pid, PIDs: []uint32{pid}})
+	grouped := map[uint32]bool{}
+	for _, j := range jobs {
+		for _, pid := range j.PIDs {
+			grouped[pid] = true
 		}
+	}
+	// A failing process with no process record is a tree of its own.
+	var unrecorded []uint32
+	for pid := range js.firstAny {
+		if !grouped[pid] {
+			unrecorded = append(unrecorded, pid)
+		}
+	}
+	slices.Sort(unrecorded)
+	for _, pid := range unrecorded {
+		jobs = append(jobs, report.Job{ID: "tree:" + strconv.FormatUint(uint64(pid), 10), By: report.JobByTree,
+			RootPID: pid, PIDs: []uint32{pid}})
 	}
 	subject := ""
 	switch {

@@ -293,3 +293,27 @@ func TestJobListAttribution(t *testing.T) {
 		t.Errorf("jobs %+v: want job B missing evidence (attached late), job A allocation", rep.Jobs)
 	}
 }
+
+// A failing process with no process record (its record was lost) is a
+// job of its own, with no command; a neighbour NVML saw that made no
+// call is in no job.
+func TestJobOfUnrecordedProcess(t *testing.T) {
+	sp := twoJobs()
+	lost := sp.events[2]
+	lost.PID, lost.TID, lost.End = 8, 8, tClock+10*ms
+	sp.events = append([]store.Event{sp.events[0], sp.events[1], lost}, sp.events[2:]...)
+	rep, err := analyzeJob(t, sp, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var ids []string
+	for _, j := range rep.Jobs {
+		ids = append(ids, j.ID)
+	}
+	if want := []string{"tree:7", "tree:9", "tree:8"}; !reflect.DeepEqual(ids, want) {
+		t.Fatalf("jobs %q, want %q (pid 5, only in NVML's samples, in none)", ids, want)
+	}
+	if j := rep.Jobs[2]; !j.Headline || j.Command != "" || j.FirstFailure == nil || j.FirstFailure.PID != 8 || rep.SubjectJob != "tree:8" {
+		t.Errorf("job %+v subject %q: want the unrecorded pid 8's job, the headline", j, rep.SubjectJob)
+	}
+}
