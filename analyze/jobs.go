@@ -202,17 +202,6 @@ func (g *grouper) describe(j *report.Job) {
 	slices.Sort(j.PIDs)
 }
 
-// commandOf is a process's command line, else its executable or name.
-func commandOf(p *store.Process) string {
-	switch {
-	case len(p.Args) > 0:
-		return strings.Join(p.Args, " ")
-	case p.Exe != "":
-		return p.Exe
-	}
-	return p.Comm
-}
-
 // SelectJob returns the job a selector names among jobs, or a
 // *NoJobError.
 func SelectJob(jobs []report.Job, sel JobSelector) (*report.Job, error) {

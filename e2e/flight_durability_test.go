@@ -121,11 +121,11 @@ func TestFlightDiskFullDegrades(t *testing.T) {
 	if code != 0 {
 		t.Fatalf("exit %d, want the workload's 0: the recording degrades, it does not fail:\n%s", code, out)
 	}
-	if !strings.Contains(out, "error: "+dir+": the filesystem filled before --max-size 64MiB") {
+	if !strings.Contains(out, "ERROR forensic: "+dir+": the filesystem filled before --max-size 64MiB") {
 		t.Errorf("no error-level line says the filesystem filled:\n%s", out)
 	}
 	for _, l := range strings.Split(out, "\n") {
-		if strings.Contains(l, "error:") {
+		if strings.Contains(l, "ERROR ") {
 			t.Log(l)
 		}
 	}
