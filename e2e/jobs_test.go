@@ -3,6 +3,7 @@ package e2e
 import (
 	"encoding/json"
 	"fmt"
+	"os"
 	"os/exec"
 	"slices"
 	"strconv"
@@ -151,5 +152,53 @@ func TestSharedNodeJudgesEachJobAlone(t *testing.T) {
 		if r.code == 0 || len(lines(r.stderr)) != 1 || !strings.Contains(r.stderr, "matches no job of this recording (its jobs: tree:") {
 			t.Errorf("analyze %v: exit %d, stderr %q; want one line naming the jobs, non-zero", flags, r.code, r.stderr)
 		}
+	}
+}
+
+// Ranks started apart that name one job id (torchrun's
+// TORCHELASTIC_RUN_ID) are one job, another id another: job r1's rank 1
+// fails, job r2 never does, and each is judged as its own.
+func TestSharedNodeGroupsByJobVariable(t *testing.T) {
+	w := newWorld(t, "SIMGPU_FB_TOTAL=16G")
+	rec, db, stderr := w.startRecorder("--all", "--libcuda", simCUDA)
+	// Ids of this test's own, so that other tests' ranks on the node
+	// never join them.
+	id1, id2 := fmt.Sprintf("r1-%d", os.Getpid()), fmt.Sprintf("r2-%d", os.Getpid())
+	var ps []*exec.Cmd
+	for _, p := range []struct{ id, rank, script string }{
+		{id1, "0", "init; use 0; alloc 1G; sleep 300; free-all"},
+		{id1, "1", "init; use 0; alloc 1G; sleep 100; alloc 30G; sleep 200; free-all"},
+		{id2, "0", "init; use 0; alloc 1G; sleep 300; free-all"},
+	} {
+		// The recorder reads a process's environment at its first call:
+		// each stays a while after it.
+		c := exec.Command(simwork, p.script)
+		c.Env = w.environ("TORCHELASTIC_RUN_ID="+p.id, "RANK="+p.rank, "WORLD_SIZE=2")
+		if err := c.Start(); err != nil {
+			t.Fatal(err)
+		}
+		ps = append(ps, c)
+	}
+	for _, c := range ps {
+		waitExit(t, c, 20*time.Second)
+	}
+	rec.Process.Signal(syscall.SIGINT)
+	waitExit(t, rec, 20*time.Second)
+	if !exists(db) {
+		t.Fatalf("no run.db: %s", stderr)
+	}
+	r1, r2 := uint32(ps[1].Process.Pid), uint32(ps[2].Process.Pid)
+	rep := analyzeSelected(t, db, "--job", "job:"+id1)
+	j := jobByID(rep, "job:"+id1)
+	if j == nil || j.By != report.JobByVariable || !slices.Contains(j.PIDs, uint32(ps[0].Process.Pid)) || !slices.Contains(j.PIDs, r1) {
+		t.Fatalf("job r1 %+v, want both its ranks grouped by job variable", j)
+	}
+	if f := rep.FirstFailure; f == nil || f.PID != r1 || f.Size == nil || *f.Size != 30<<30 || rep.Attribution != report.AttrAllocation {
+		t.Errorf("job r1's verdict: first failure %+v (%s), want rank 1's 30 GiB allocation", f, rep.Attribution)
+	}
+	rep = analyzeSelected(t, db, "--pid", strconv.Itoa(int(r2)))
+	if rep.SubjectJob != "job:"+id2 || rep.FirstFailure != nil || rep.Attribution != report.AttrNone || len(rep.Failures) != 0 {
+		t.Errorf("job r2's verdict: subject %q, first failure %+v (%s), %d failures; want none of job r1's",
+			rep.SubjectJob, rep.FirstFailure, rep.Attribution, len(rep.Failures))
 	}
 }
