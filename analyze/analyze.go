@@ -45,6 +45,9 @@ type Options struct {
 	// Open, when set, opens each recording AnalyzeMany reads (a run.db,
 	// or a flight recording's directory); default store.Open.
 	Open func(path string) (Source, func() error, error)
+	// Job, when set, selects the job whose verdict the report gives (see
+	// GroupJobs); other jobs' processes are its neighbours.
+	Job *JobSelector
 }
 
 // failed is one failed call the analysis keeps, with its own copy of the
@@ -101,12 +104,16 @@ type state struct {
 	// peakWatches follow the samples around each traced peak.
 	peakWatches map[viewKey]*peakWatch
 	caps        *captures // nil: the source has no stack captures
+	jobs        *jobState
 }
 
 // Analyze reads a run and produces its report.
 func Analyze(r Source, opts Options) (*report.Report, error) {
 	s, err := newState(r, opts)
 	if err != nil {
+		return nil, err
+	}
+	if err := s.groupJobs(); err != nil {
 		return nil, err
 	}
 	if err := s.findFailures(); err != nil {
@@ -135,6 +142,8 @@ func Analyze(r Source, opts Options) (*report.Report, error) {
 	s.headroomReport()
 	s.verdict()
 	s.failureList()
+	s.jobsReport()
+	s.rep.Evidence = append(s.rep.Evidence, s.jobEvidence()...)
 	return s.rep, nil
 }
 
@@ -272,6 +281,9 @@ func (s *state) noteFailure(e *store.Event) {
 		return
 	}
 	sym := s.syms.row(e.Symbol)
+	if !s.noteJobFailure(e, sym) {
+		return // another job's: a neighbour, never the subject
+	}
 	s.failedPIDs[e.PID] = true
 	f := &failed{sym: sym, name: s.syms.name(e.Symbol), e: *e}
 	f.e.Key = append([]byte(nil), e.Key...)

@@ -169,6 +169,8 @@ func (j *Jobs) one() (*report.Report, error) {
 func oneJob(reps []*report.Report, runs []fleet.Run, g fleet.Group) *report.Report {
 	order := fleet.Order(runs)
 	out := pick(reps, order)
+	// The chosen run's own list of jobs would describe that run alone.
+	out.Jobs, out.SubjectJob, out.JobSelected = nil, "", false
 	out.MultiRun = multiRun(reps, order)
 	out.MultiRun.GroupedBy, out.MultiRun.JobID = g.By, g.JobID
 	own := out.Verdict

@@ -97,6 +97,13 @@ type Report struct {
 	// Budget is where the framebuffer went at the first failure, as parts
 	// that add up to its total (empty when no usable sample shows it).
 	Budget []Budget `json:"budget"`
+	// Jobs are the recording's jobs, each with its first failure, when
+	// it holds more than one or one was selected; SubjectJob is the job
+	// the verdict is about (the selected one, else the headline failure's)
+	// and JobSelected says it was selected (analyze --job, --pid, --pod).
+	Jobs        []Job  `json:"jobs,omitempty"`
+	SubjectJob  string `json:"subject_job,omitempty"`
+	JobSelected bool   `json:"job_selected,omitempty"`
 	// Timeline is what the HTML report draws; it is not part of --json.
 	Timeline *Timeline `json:"-"`
 	// MultiRun is set when several runs of one job were analyzed together;

@@ -32,12 +32,14 @@ const analyzeExit = `  0    done (with --exit-code: no call failed and nothing i
   3    with --exit-code: the attribution is not "none" (a call failed, or
        evidence is missing)
   1    the file is not a readable run (missing, not a run.db, still being
-       recorded, written by a newer forensic)
+       recorded, written by a newer forensic), or --job, --pid or --pod
+       matches no job of it
   2    the command line is wrong
 `
 
 func (c *cli) analyzeCommand() *cobra.Command {
 	var asJSON, noColor, exitCode bool
+	var jf jobFlags
 	var nearMiss float64
 	cmd := &cobra.Command{
 		Use:   "analyze [flags] RUN.DB... | DIR",
@@ -61,13 +63,20 @@ framebuffer and BAR1 at any moment, from the samples corrected by the
 traced calls between them. A run with no failure whose least free
 framebuffer was under --near-miss percent of the total is a near miss.
 
+A recording of a shared node (record --all) may hold several jobs: process
+trees, containers, pods, or processes naming a job id. The report lists
+each job's first failure and says whose failure the verdict is about;
+--job, --pid or --pod gives one job's verdict, the other jobs' processes
+then being neighbours (docs/analyze-json.md, "jobs").
+
 Colour is used on a terminal unless --no-color or NO_COLOR is set; text
 wraps to the terminal (COLUMNS overrides; 100 when not a terminal).`,
 		Annotations: map[string]string{"exit": analyzeExit},
 		Example: `  forensic analyze run.db
   forensic analyze --json run.db | jq .attribution
   forensic analyze --exit-code run.db || echo "something failed"
-  forensic analyze runs/            # every rank's run.db of one job`,
+  forensic analyze runs/            # every rank's run.db of one job
+  forensic analyze --job tree:4242 node.db   # one job of a shared node`,
 		Args: someRuns,
 		RunE: work(func(cmd *cobra.Command, args []string) error {
 			if !(nearMiss > 0 && nearMiss < 100) {
@@ -75,7 +84,11 @@ wraps to the terminal (COLUMNS overrides; 100 when not a terminal).`,
 			}
 			opts := analyze.Options{NearMissPercent: nearMiss}
 			var reps []*report.Report
-			var err error
+			sel, err := jf.selector(args)
+			if err != nil {
+				return err
+			}
+			opts.Job = sel
 			if asJSON {
 				var rep *report.Report
 				if rep, err = c.analyzeRuns(args, opts); err != nil {
@@ -98,6 +111,7 @@ wraps to the terminal (COLUMNS overrides; 100 when not a terminal).`,
 	cmd.Flags().BoolVar(&asJSON, "json", false, "write the JSON report (the documented contract)")
 	cmd.Flags().BoolVar(&noColor, "no-color", false, "never colour the output")
 	cmd.Flags().BoolVar(&exitCode, "exit-code", false, "exit with status 3 when the attribution is not \"none\"")
+	jf.add(cmd)
 	cmd.Flags().Float64Var(&nearMiss, "near-miss", analyze.DefaultNearMissPercent,
 		"call a run with no failure a near miss when its least free framebuffer was under `PERCENT` of the total")
 	return cmd

@@ -48,6 +48,8 @@ func rules() []rule {
 		{"least-free-between-samples", "The least free memory of a view is the least of its samples and, between two " +
 			"samples, of each corrected by the traced calls since; exact only when both samples agree with the traced calls " +
 			"and nothing of unknown size came between, else a bound on the side that leaves least free."},
+		{"job-scope", "On a shared node, a selected job's verdict is its own processes' first failure; other jobs' " +
+			"processes stay in the memory views as neighbours, never the subject, and their exits are not its gaps."},
 	}
 }
 

@@ -133,6 +133,7 @@ func Write(w io.Writer, rep *report.Report, o Options) error {
 	t := &writer{w: w, o: o, start: rep.Run.StartNS}
 	t.header(rep)
 	t.verdict(rep)
+	t.jobs(rep)
 	t.nextSteps(rep)
 	if rep.FirstFailure == nil {
 		t.headroom(rep) // how close a run that did not fail came
