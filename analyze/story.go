@@ -49,6 +49,10 @@ func (s *state) story(j *judgement) string {
 	switch j.attribution {
 	case report.AttrMissingEvidence:
 		switch {
+		case len(j.hidden) > 0 && capacityEvidenced(j.cap.capacity):
+			// The numbers are sound; only its place as the first failure is
+			// not: the numbers first, then the one uncertain thing.
+			fmt.Fprintf(&b, "%s This may not be the first failure: %s.", s.capacitySentence(j), whats(j.hidden))
 		case len(j.hidden) > 0:
 			fmt.Fprintf(&b, "The record cannot establish it as the first failure: %s.", whats(j.hidden))
 		case j.res.Meaning == cuda.MeaningSticky:
@@ -74,6 +78,16 @@ func (s *state) story(j *judgement) string {
 	}
 	fmt.Fprintf(&b, "It is %s. %s", kind, s.capacitySentence(j))
 	return b.String()
+}
+
+// capacityEvidenced reports whether a capacity finding rests on a
+// compared value (a view exhausted or with room), not on a gap.
+func capacityEvidenced(c report.Capacity) bool {
+	switch c {
+	case report.CapFBExhausted, report.CapFBHadRoom, report.CapBAR1Exhausted, report.CapBAR1HadRoom:
+		return true
+	}
+	return false
 }
 
 // firstName names what the first failure is: the first failed operation;

@@ -344,6 +344,10 @@ type Evidence struct {
 	GPU    *int    `json:"gpu,omitempty"`
 	Scope  string  `json:"scope,omitempty"`
 	Note   string  `json:"note,omitempty"`
+	// Brief is Note in a few words ("at most: corrected for pid 41's
+	// exit"), for the default text report; Note, the full account, is
+	// shown with --explain. Empty when Note is short already.
+	Brief string `json:"brief,omitempty"`
 	// Rule names the rule of evidence that decided how this value was
 	// used (docs/rules.md), when one did.
 	Rule string `json:"rule,omitempty"`

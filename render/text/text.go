@@ -21,6 +21,10 @@ type Options struct {
 	Color bool
 	// Width is the terminal's width in columns (default 100; at least 60).
 	Width int
+	// Explain adds the full accounts behind the short tags: how a value
+	// was reconciled with the traced calls, the full legends, every run
+	// of a job on its own line.
+	Explain bool
 	// Input names what was analyzed as the user named it (a directory, a
 	// glob, several files), for the header; empty: the run's own path.
 	Input string
@@ -133,6 +137,7 @@ func Write(w io.Writer, rep *report.Report, o Options) error {
 	t := &writer{w: w, o: o, start: rep.Run.StartNS}
 	t.header(rep)
 	t.verdict(rep)
+	t.glance(rep)
 	t.nextSteps(rep)
 	t.runs(rep)
 	if f := rep.FirstFailure; f != nil {
@@ -258,6 +263,28 @@ func verdictColor(a report.Attribution) string {
 		return c
 	}
 	return "1"
+}
+
+// glanceWidth is the width of the summary's labels.
+const glanceWidth = 12
+
+// glance prints the summary under the verdict: what failed, the numbers
+// compared, who held the memory, which process, what to do first. A
+// command line too long for two lines is shortened in its middle.
+func (t *writer) glance(rep *report.Report) {
+	lines := rep.Glance()
+	if len(lines) == 0 {
+		return
+	}
+	t.printf("\n")
+	room := 2 * (t.o.Width - glanceWidth)
+	for _, l := range lines {
+		text := l.Text
+		if l.Label == "process" {
+			text = report.ClipMiddle(text, room)
+		}
+		t.wrap(fmt.Sprintf("  %-*s", glanceWidth-2, l.Label), text)
+	}
 }
 
 func (t *writer) nextSteps(rep *report.Report) {
@@ -439,7 +466,11 @@ func (t *writer) evidence(title string, ev []report.Evidence) {
 		if e.TimeNS != 0 {
 			at = ", at " + t.rel(e.TimeNS) // 0: the value has no time of its own
 		}
-		t.wrap("      ", fmt.Sprintf("from %s, %s%s%s%s", e.Source, e.Status, at, gpu, noteOf(e.Note)))
+		note := e.Tag()
+		if t.o.Explain {
+			note = e.Note
+		}
+		t.wrap("      ", fmt.Sprintf("from %s, %s%s%s%s", e.Source, e.Status, at, gpu, noteOf(note)))
 	}
 	for _, e := range ev {
 		if e.Decisive {

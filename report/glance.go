@@ -1,0 +1,164 @@
+package report
+
+import (
+	"fmt"
+	"strings"
+)
+
+// GlanceLine is one labelled line of a report's summary: what failed, the
+// numbers the verdict compared, who held the memory, which process, and
+// the first thing to do.
+type GlanceLine struct {
+	Label string
+	Text  string
+}
+
+// Glance is the summary the text report and the HTML verdict panel show
+// beside the verdict, so that the first screen answers: each line is
+// built here once, from the report's own fields. Empty when nothing
+// failed.
+func (r *Report) Glance() []GlanceLine {
+	f, ev, missing := r.FirstFailure, r.Evidence, r.Missing
+	if u := r.FirstUnrecovered; u != nil {
+		f, ev, missing = &u.Failure, u.Evidence, u.Missing
+	}
+	if f == nil {
+		return nil
+	}
+	var out []GlanceLine
+	add := func(label, text string) {
+		if text != "" {
+			out = append(out, GlanceLine{label, text})
+		}
+	}
+	add("failed", r.failedText(f))
+	add("compared", comparedText(f, ev, r.NearestSamples))
+	add("held by", r.heldText(f, ev))
+	add("process", r.processText(f))
+	add("uncertain", uncertainText(missing))
+	if len(r.NextSteps) > 0 {
+		add("do", r.NextSteps[0])
+	}
+	return out
+}
+
+// startOf is the run-clock start that f's times count from: its own
+// run's, for a failure from another run of the job.
+func (r *Report) startOf(f *Failure) int64 {
+	if m := r.MultiRun; m != nil && f.RunPath != "" && f.RunPath != r.Run.Path {
+		if rr := m.RunOf(f.RunPath); rr != nil {
+			return rr.StartNS
+		}
+	}
+	return r.Run.StartNS
+}
+
+// failedText is the call, its size, its result and when.
+func (r *Report) failedText(f *Failure) string {
+	s := f.Symbol
+	if f.Size != nil {
+		s += " of " + HumanBytes(*f.Size)
+	}
+	s += " returned " + f.ResultName + " at " + Rel(f.TimeNS, r.startOf(f))
+	if f.GPUIndex != nil {
+		s += fmt.Sprintf(" on GPU %d", *f.GPUIndex)
+	}
+	return s
+}
+
+// comparedText is what the verdict compared: the request, the free value
+// with its short tag, and the view's total when a sample read it.
+func comparedText(f *Failure, ev []Evidence, ns *NearestSamples) string {
+	d := Decisive(ev)
+	if d == nil {
+		return ""
+	}
+	view := strings.SplitN(d.Field, " ", 2)[0]
+	parts := []string{}
+	if f.Size != nil {
+		parts = append(parts, HumanBytes(*f.Size)+" requested")
+	}
+	free := d.Shown() + " " + view + " free"
+	if tag := d.Tag(); tag != "" {
+		free += " (" + tag + ")"
+	}
+	parts = append(parts, free)
+	if total := sampledTotal(ns, view); total != nil {
+		parts = append(parts, HumanBytes(*total)+" total")
+	}
+	return strings.Join(parts, "; ")
+}
+
+// sampledTotal is a view's total from the samples at or before the
+// failure, nil when none read it.
+func sampledTotal(ns *NearestSamples, view string) *uint64 {
+	if ns == nil {
+		return nil
+	}
+	kind := strings.ToLower(view)
+	for _, group := range [][]SampleRef{ns.At, ns.Before, ns.After} {
+		for _, s := range group {
+			if s.Kind == kind && s.Total != nil {
+				return s.Total
+			}
+		}
+	}
+	return nil
+}
+
+// heldText says who held the view's memory at the failure: each traced
+// process (at most three named), and what the driver reserved.
+func (r *Report) heldText(f *Failure, ev []Evidence) string {
+	d := Decisive(ev)
+	if d == nil || f.GPUIndex == nil {
+		return ""
+	}
+	view := strings.ToLower(strings.SplitN(d.Field, " ", 2)[0])
+	var parts []string
+	n := 0
+	for _, l := range r.LiveAtFailure {
+		if l.GPU == nil || *l.GPU != *f.GPUIndex || strings.ToLower(l.View) != view {
+			continue
+		}
+		if n++; n <= 3 {
+			parts = append(parts, fmt.Sprintf("pid %d %s in %s", l.PID, HumanBytes(l.Bytes), l.Describe()))
+		}
+	}
+	if n > 3 {
+		parts = append(parts, fmt.Sprintf("%d more processes", n-3))
+	}
+	for _, e := range ev {
+		if e.Field == "framebuffer reserved" && e.Value != nil && view == "framebuffer" {
+			parts = append(parts, "the driver "+HumanBytes(*e.Value)+" (reserved)")
+		}
+	}
+	return strings.Join(parts, "; ")
+}
+
+// processText names the failing process by its command line, and its
+// thread.
+func (r *Report) processText(f *Failure) string {
+	s := fmt.Sprintf("pid %d", f.PID)
+	if f.Rank != nil {
+		s = fmt.Sprintf("rank %d, %s", *f.Rank, s)
+	}
+	if f.RunPath == "" || f.RunPath == r.Run.Path {
+		if p := r.ProcessOf(f.PID); p != nil && p.CommandLine() != "" {
+			s += ": " + p.CommandLine()
+		}
+	}
+	if f.TID != 0 && f.TID != f.PID {
+		s += fmt.Sprintf(" (thread %d)", f.TID)
+	}
+	return s
+}
+
+// uncertainText is the first gap that changed the verdict, if any.
+func uncertainText(ms []Missing) string {
+	for _, m := range ms {
+		if m.Decisive {
+			return m.What
+		}
+	}
+	return ""
+}
