@@ -7,14 +7,14 @@ import (
 
 // GlanceLine is one labelled line of a report's summary: what failed, the
 // numbers the verdict compared, who held the memory, which process, and
-// the first thing to do.
+// which process. The next steps follow it in every rendering.
 type GlanceLine struct {
 	Label string
 	Text  string
 }
 
 // Glance is the summary the text report and the HTML verdict panel show
-// beside the verdict, so that the first screen answers: each line is
+// under the verdict, so that the first screen answers: each line is
 // built here once, from the report's own fields. Empty when nothing
 // failed.
 func (r *Report) Glance() []GlanceLine {
@@ -36,9 +36,6 @@ func (r *Report) Glance() []GlanceLine {
 	add("held by", r.heldText(f, ev))
 	add("process", r.processText(f))
 	add("uncertain", uncertainText(missing))
-	if len(r.NextSteps) > 0 {
-		add("do", r.NextSteps[0])
-	}
 	return out
 }
 
@@ -128,7 +125,12 @@ func (r *Report) heldText(f *Failure, ev []Evidence) string {
 		parts = append(parts, fmt.Sprintf("%d more processes", n-3))
 	}
 	for _, e := range ev {
-		if e.Field == "framebuffer reserved" && e.Value != nil && view == "framebuffer" {
+		switch {
+		case e.Value == nil || view != "framebuffer":
+		case strings.HasPrefix(e.Field, "NVML usage of process"):
+			// A process the recorder did not trace, as NVML listed it.
+			parts = append(parts, strings.TrimPrefix(e.Field, "NVML usage of ")+" "+HumanBytes(*e.Value))
+		case e.Field == "framebuffer reserved":
 			parts = append(parts, "the driver "+HumanBytes(*e.Value)+" (reserved)")
 		}
 	}

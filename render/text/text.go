@@ -34,6 +34,7 @@ type Options struct {
 type writer struct {
 	w     io.Writer
 	o     Options
+	rep   *report.Report
 	start int64
 	err   error
 }
@@ -134,7 +135,7 @@ func Write(w io.Writer, rep *report.Report, o Options) error {
 		o.Width = 100
 	}
 	o.Width = max(o.Width, 60)
-	t := &writer{w: w, o: o, start: rep.Run.StartNS}
+	t := &writer{w: w, o: o, start: rep.Run.StartNS, rep: rep}
 	t.header(rep)
 	t.verdict(rep)
 	t.glance(rep)
@@ -326,11 +327,12 @@ func (t *writer) failure(title string, f *report.Failure, cause *report.Cause, r
 			gpu += " " + *f.GPU
 		}
 	}
-	proc := fmt.Sprintf("pid %d, thread %d, CUDA device %d is %s (%s)", f.PID, f.TID, f.CUDADevice, gpu, matchMethod(f.GPUMapping))
+	t.wrap("  process   ", t.procName(f, run != ""))
+	where := fmt.Sprintf("CUDA device %d is %s (%s)", f.CUDADevice, gpu, matchMethod(f.GPUMapping))
 	if f.GPUMapping == report.MappingNoContext {
-		proc = fmt.Sprintf("pid %d, thread %d, no GPU: %s", f.PID, f.TID, matchMethod(f.GPUMapping))
+		where = "no GPU: " + matchMethod(f.GPUMapping)
 	}
-	t.wrap("  process   ", proc)
+	t.wrap("  device    ", where)
 	if f.ApertureGPU != nil {
 		t.wrap("  aperture  ", fmt.Sprintf("GPU %d's BAR1 (%s)", *f.ApertureGPU, apertureWhose(f.ApertureOf)))
 	}
@@ -349,6 +351,20 @@ func (t *writer) failure(title string, f *report.Failure, cause *report.Cause, r
 	if cause != nil {
 		t.wrap("  cause     ", cause.Text)
 	}
+}
+
+// procName names a failure's process by its command line (shortened in
+// the middle to two lines when it must be) and its thread; other is set
+// for a failure from another run, whose processes this report lacks.
+func (t *writer) procName(f *report.Failure, other bool) string {
+	s := fmt.Sprintf("pid %d", f.PID)
+	if p := t.rep.ProcessOf(f.PID); p != nil && !other {
+		s = fmt.Sprintf("pid %d: %s", f.PID, report.ClipMiddle(p.CommandLine(), 2*(t.o.Width-14)))
+	}
+	if f.TID != f.PID {
+		s += fmt.Sprintf(" (thread %d)", f.TID)
+	}
+	return s
 }
 
 func grantText(g report.Grant) string {
