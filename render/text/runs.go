@@ -3,9 +3,9 @@ package text
 import (
 	"cmp"
 	"fmt"
+	"io"
 	"math"
 	"slices"
-	"io"
 	"strings"
 
 	"github.com/retrivium/forensic/report"
