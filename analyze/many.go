@@ -388,7 +388,7 @@ func recoveredInJob(f *report.Failure) string {
 	if f.Size != nil {
 		what += " of " + report.HumanBytes(*f.Size)
 	}
-	return fmt.Sprintf("The job's first failed operation, %s by pid %d in %s (%s), was recovered: the same process later succeeded at the same operation for at least the same size, so no failure in another run is its consequence.",
+	return fmt.Sprintf("The job's first failed operation, %s by pid %d in %s (%s), was recovered. The same process later succeeded at the same operation for at least the same size. So no failure in another run is its consequence.",
 		what, f.PID, f.RunPath, f.ResultName)
 }
 

@@ -137,7 +137,7 @@ func (s *state) capacitySentence(j *judgement) string {
 	case report.CapFBExhausted:
 		return fmt.Sprintf("The %s was exhausted: %s free at the failure, %s requested.", fd.fbName(), free, report.HumanBytes(fd.size))
 	case report.CapFBHadRoom:
-		return fmt.Sprintf("The %s had room (%s free at the failure, %s requested), so the limit was elsewhere: %s.",
+		return fmt.Sprintf("The %s had room: %s free at the failure, %s requested. %s",
 			fd.fbName(), free, report.HumanBytes(fd.size), s.elsewhere(j))
 	case report.CapBAR1Exhausted:
 		return s.bar1Sentence(fd, "The mapping did not fit in the aperture. ") + " " + bar1Explained + " Framebuffer free does not help a mapping."
@@ -213,12 +213,12 @@ func (fd *finding) freeText() string {
 // room for. Not the driver's reserved memory nor other processes' usage:
 // NVML's free already leaves both out.
 func (s *state) elsewhere(j *judgement) string {
-	limit := "a per-process limit (a framework's memory pool or fraction, an MPS client's or a container's GPU memory limit)"
+	limit := "A per-process limit may be a framework's memory pool or fraction, or an MPS client's or a container's GPU memory limit."
 	if p := s.procs[j.f.e.PID]; p != nil && p.Env["CUDA_MPS_PIPE_DIRECTORY"] != "" {
-		limit = "a per-process limit (the process is an MPS client, CUDA_MPS_PIPE_DIRECTORY is set, and MPS can cap each client's memory; or a framework's pool or a container's limit)"
+		limit = "The process is an MPS client (CUDA_MPS_PIPE_DIRECTORY is set), and MPS can cap each client's memory; a framework's pool or a container's limit can too."
 	}
-	return "not the driver's reserved memory or other processes' usage, which NVML's free already leaves out, but fragmentation of the free memory, " +
-		limit + ", or an injected fault"
+	return "NVML's free already leaves out the driver's reserved memory and other processes' usage. " +
+		"So the limit was elsewhere: fragmentation of the free memory, a per-process limit, or an injected fault. " + limit
 }
 
 // grantedPeers lists, for an access grant, the granted devices other than

@@ -35,7 +35,9 @@ func (r *Report) Glance() []GlanceLine {
 	add("compared", comparedText(f, ev, r.NearestSamples))
 	add("held by", r.heldText(f, ev))
 	add("process", r.processText(f))
-	add("uncertain", uncertainText(missing))
+	if u := uncertainText(missing); !strings.Contains(squash(r.Verdict), squash(u)) {
+		add("uncertain", u) // unless the verdict says it already
+	}
 	return out
 }
 
@@ -154,6 +156,9 @@ func (r *Report) processText(f *Failure) string {
 	}
 	return s
 }
+
+// squash collapses runs of white space.
+func squash(s string) string { return strings.Join(strings.Fields(s), " ") }
 
 // uncertainText is the first gap that changed the verdict, if any.
 func uncertainText(ms []Missing) string {

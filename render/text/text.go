@@ -163,9 +163,7 @@ func Write(w io.Writer, rep *report.Report, o Options) error {
 func (t *writer) header(rep *report.Report) {
 	r := rep.Run
 	what := r.Mode
-	if len(r.Command) > 0 {
-		what += ": " + strings.Join(r.Command, " ")
-	} else if r.TargetPID != 0 {
+	if r.TargetPID != 0 {
 		what += fmt.Sprintf(" %d", r.TargetPID)
 	}
 	end := r.Ended
@@ -190,6 +188,10 @@ func (t *writer) header(rep *report.Report) {
 	t.printf("forensic analyze %s\n", clipMiddle(in, t.o.Width-len("forensic analyze ")))
 	t.wrap("  ", fmt.Sprintf("run %s (%s), %s, %s, %s, host %s", r.ID, what, report.Duration(r.DurationNS), end,
 		report.Plural(int(r.Events), "event"), r.Host))
+	if len(r.Command) > 0 {
+		// The command on a line of its own: a command is no sentence.
+		t.wrap("  command ", report.ClipMiddle(strings.Join(r.Command, " "), 2*(t.o.Width-10)))
+	}
 	if f := r.Flight; f != nil {
 		t.wrap("  ", flightLine(f))
 	}
