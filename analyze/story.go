@@ -213,12 +213,12 @@ func (fd *finding) freeText() string {
 // room for. Not the driver's reserved memory nor other processes' usage:
 // NVML's free already leaves both out.
 func (s *state) elsewhere(j *judgement) string {
-	limit := "A per-process limit may be a framework's memory pool or fraction, or an MPS client's or a container's GPU memory limit."
+	limit := "" // the next steps name the usual per-process limits
 	if p := s.procs[j.f.e.PID]; p != nil && p.Env["CUDA_MPS_PIPE_DIRECTORY"] != "" {
 		limit = "The process is an MPS client (CUDA_MPS_PIPE_DIRECTORY is set), and MPS can cap each client's memory; a framework's pool or a container's limit can too."
 	}
 	return "NVML's free already leaves out the driver's reserved memory and other processes' usage. " +
-		"So the limit was elsewhere: fragmentation of the free memory, a per-process limit, or an injected fault. " + limit
+		strings.TrimSpace("So the limit was elsewhere: fragmentation of the free memory, a per-process limit, or an injected fault. "+limit)
 }
 
 // grantedPeers lists, for an access grant, the granted devices other than

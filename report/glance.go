@@ -7,7 +7,8 @@ import (
 
 // GlanceLine is one labelled line of a report's summary: what failed, the
 // numbers the verdict compared, who held the memory, which process, and
-// which process. The next steps follow it in every rendering.
+// which process. What is uncertain the verdict says; the next steps
+// follow the summary in every rendering.
 type GlanceLine struct {
 	Label string
 	Text  string
@@ -18,9 +19,9 @@ type GlanceLine struct {
 // built here once, from the report's own fields. Empty when nothing
 // failed.
 func (r *Report) Glance() []GlanceLine {
-	f, ev, missing := r.FirstFailure, r.Evidence, r.Missing
+	f, ev := r.FirstFailure, r.Evidence
 	if u := r.FirstUnrecovered; u != nil {
-		f, ev, missing = &u.Failure, u.Evidence, u.Missing
+		f, ev = &u.Failure, u.Evidence
 	}
 	if f == nil {
 		return nil
@@ -31,13 +32,12 @@ func (r *Report) Glance() []GlanceLine {
 			out = append(out, GlanceLine{label, text})
 		}
 	}
-	add("failed", r.failedText(f))
+	if v := squash(r.Verdict); !strings.Contains(v, f.Symbol) || !strings.Contains(v, f.ResultName) {
+		add("failed", r.failedText(f)) // unless the verdict names the call already
+	}
 	add("compared", comparedText(f, ev, r.NearestSamples))
 	add("held by", r.heldText(f, ev))
 	add("process", r.processText(f))
-	if u := uncertainText(missing); !strings.Contains(squash(r.Verdict), squash(u)) {
-		add("uncertain", u) // unless the verdict says it already
-	}
 	return out
 }
 
@@ -160,12 +160,3 @@ func (r *Report) processText(f *Failure) string {
 // squash collapses runs of white space.
 func squash(s string) string { return strings.Join(strings.Fields(s), " ") }
 
-// uncertainText is the first gap that changed the verdict, if any.
-func uncertainText(ms []Missing) string {
-	for _, m := range ms {
-		if m.Decisive {
-			return m.What
-		}
-	}
-	return ""
-}
