@@ -159,4 +159,3 @@ func (r *Report) processText(f *Failure) string {
 
 // squash collapses runs of white space.
 func squash(s string) string { return strings.Join(strings.Fields(s), " ") }
-
