@@ -14,7 +14,10 @@ import (
 // was recovered, the first unrecovered one comes first, judged on its
 // own, and the recovered first failure after it.
 type verdictView struct {
-	Judgement   judgement
+	Judgement judgement
+	// Glance is the summary under the verdict: the numbers compared, who
+	// held the memory, which process (the text report's, word for word).
+	Glance      []report.GlanceLine
 	NextSteps   []string
 	Unrecovered *unrecoveredView
 	First       *failureView
@@ -81,7 +84,8 @@ func attrSummary(a report.Attribution) string {
 }
 
 func newVerdict(rep *report.Report, c clock) verdictView {
-	v := verdictView{Judgement: newJudgement("Verdict", rep.Attribution, rep.Capacity, rep.Verdict), NextSteps: rep.NextSteps}
+	v := verdictView{Judgement: newJudgement("Verdict", rep.Attribution, rep.Capacity, rep.Verdict), NextSteps: rep.NextSteps,
+		Glance: rep.Glance()}
 	if u := rep.FirstUnrecovered; u != nil {
 		c := c
 		title := "The failed call"
@@ -339,6 +343,9 @@ type evidenceRow struct {
 	Source, Scope         string
 	Status, StatusClass   string
 	Time, GPU, Note, Rule string
+	// Full is the note's full account when Note is its short tag: the
+	// page folds it under the tag.
+	Full string
 	// RuleLine says what the rule says (the name's tooltip).
 	RuleLine string
 	Decisive bool
@@ -350,7 +357,10 @@ func newEvidence(ev []report.Evidence, c clock) evidenceView {
 	sort.SliceStable(rows, func(i, j int) bool { return rows[i].Decisive && !rows[j].Decisive })
 	for _, e := range rows {
 		r := evidenceRow{Field: e.Field, Value: e.Text, Source: e.Source, Scope: e.Scope, Status: e.Status,
-			StatusClass: statusClass(e.Status), Note: e.Note, Rule: e.Rule, RuleLine: ruleLine(e.Rule), Decisive: e.Decisive}
+			StatusClass: statusClass(e.Status), Note: e.Tag(), Rule: e.Rule, RuleLine: ruleLine(e.Rule), Decisive: e.Decisive}
+		if e.Brief != "" {
+			r.Full = e.Note
+		}
 		switch {
 		case e.Value != nil && e.Unit == "bytes":
 			r.Value, r.Detail = report.HumanBytes(*e.Value), fmt.Sprintf("%d bytes", *e.Value)
