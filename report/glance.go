@@ -38,6 +38,7 @@ func (r *Report) Glance() []GlanceLine {
 	add("compared", comparedText(f, ev, r.NearestSamples))
 	add("held by", r.heldText(f, ev))
 	add("process", r.processText(f))
+	add("code", CalledFrom(f.Stack))
 	return out
 }
 
@@ -156,6 +157,33 @@ func (r *Report) processText(f *Failure) string {
 	}
 	return s
 }
+
+// UserFrameOf returns the innermost frame of the user's own code in st,
+// or nil.
+func UserFrameOf(st *Stack) *Frame {
+	if st == nil || st.UserFrame == nil || *st.UserFrame < 0 || *st.UserFrame >= len(st.Frames) {
+		return nil
+	}
+	return &st.Frames[*st.UserFrame]
+}
+
+// CalledFrom names where in the user's code the call was made: "called
+// from grow_kv_cache, kv.py:10"; "" when the stack has no such frame.
+func CalledFrom(st *Stack) string {
+	fr := UserFrameOf(st)
+	switch {
+	case fr == nil || fr.Function == "":
+		return ""
+	case fr.Language == LangPython && fr.Line > 0:
+		return fmt.Sprintf("called from %s, %s:%d", fr.Function, baseOf(fr.File), fr.Line)
+	case fr.Language == LangPython:
+		return fmt.Sprintf("called from %s, %s", fr.Function, baseOf(fr.File))
+	}
+	return fmt.Sprintf("called from %s, in %s", fr.Function, fr.Library)
+}
+
+// baseOf is a path's last element.
+func baseOf(p string) string { return p[strings.LastIndex(p, "/")+1:] }
 
 // squash collapses runs of white space.
 func squash(s string) string { return strings.Join(strings.Fields(s), " ") }

@@ -277,6 +277,11 @@ type Stack struct {
 	// none ("no-thread", "fault", "not-captured", an unsupported
 	// version, ...). Empty for other processes.
 	Python string `json:"python,omitempty"`
+	// UserFrame is the index in Frames of the innermost frame of the
+	// user's own code: not a framework's (Python's site-packages,
+	// dist-packages or standard library; libcuda, the loader or a system
+	// library). Nil when every frame is a framework's.
+	UserFrame *int `json:"user_frame,omitempty"`
 	// SharedFrom is set when this call's site had been captured before:
 	// the stack is that capture's, taken at this time (the run clock).
 	SharedFrom *int64 `json:"shared_from_ns,omitempty"`

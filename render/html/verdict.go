@@ -198,7 +198,12 @@ type stackView struct {
 
 // frameRow is one stack frame: a native function+offset and its library,
 // or a Python function and its file:line.
-type frameRow struct{ Name, Library string }
+// frameRow is one stack frame; User marks the innermost frame of the
+// user's own code.
+type frameRow struct {
+	Name, Library string
+	User          bool
+}
 
 // maxFrames is how many frames of a stack the page lists (of each kind).
 const maxFrames = 32
@@ -215,7 +220,8 @@ func newStack(st *report.Stack) stackView {
 		notes = append(notes, st.Note)
 	}
 	v := stackView{Recorded: true, Note: strings.Join(notes, ": ")}
-	for _, fr := range st.Frames {
+	for i, fr := range st.Frames {
+		user := st.UserFrame != nil && *st.UserFrame == i
 		if fr.Language == report.LangPython {
 			if len(v.Python) == maxFrames {
 				v.MorePy++
@@ -229,7 +235,7 @@ func newStack(st *report.Stack) stackView {
 			if name == "" {
 				name = "?"
 			}
-			v.Python = append(v.Python, frameRow{Name: name, Library: where})
+			v.Python = append(v.Python, frameRow{Name: name, Library: where, User: user})
 			continue
 		}
 		if len(v.Frames) == maxFrames {
@@ -240,7 +246,7 @@ func newStack(st *report.Stack) stackView {
 		if fr.Function != "" {
 			name = fmt.Sprintf("%s+0x%x", fr.Function, fr.Offset)
 		}
-		v.Frames = append(v.Frames, frameRow{Name: name, Library: fr.Library})
+		v.Frames = append(v.Frames, frameRow{Name: name, Library: fr.Library, User: user})
 	}
 	return v
 }

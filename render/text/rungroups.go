@@ -18,6 +18,8 @@ type runGroup struct {
 	unranked int
 	hosts    map[string]bool
 	path     string // the first run's file
+	basis    string // what ties its failure to the first, in words (one run's)
+	runs     int
 	delayMin int64
 	delayMax int64
 	later    bool // the group's failures came after the first
@@ -57,8 +59,11 @@ func (t *writer) runGroups(rep *report.Report) {
 	}
 	for _, g := range order {
 		t.wrap("  ", g.text(anchor))
-		if g.first {
+		switch {
+		case g.first:
 			t.wrap("    ", g.path)
+		case g.runs == 1 && g.basis != "":
+			t.wrap("    ", g.basis) // one run: its own words, as --explain would
 		}
 	}
 	if len(order) < len(m.Runs) {
@@ -95,10 +100,12 @@ func (g *runGroup) add(r report.RunRef, c *report.Consequence) {
 		g.unranked++
 	}
 	g.hosts[r.Host] = true
+	g.runs++
 	if g.path == "" {
 		g.path = r.Path
 	}
 	if c != nil {
+		g.basis = c.Basis
 		if g.delayMax == 0 || c.DelayMinNS < g.delayMin {
 			g.delayMin = c.DelayMinNS
 		}

@@ -409,18 +409,19 @@ func (t *writer) stack(st *report.Stack) {
 			native = append(native, fr)
 		}
 	}
+	user := report.UserFrameOf(st)
 	if len(py) == 0 {
-		t.frames("            ", native)
+		t.frames("            ", native, user)
 		return
 	}
-	t.frames("  python    ", py)
-	t.frames("  native    ", native)
+	t.frames("  python    ", py, user)
+	t.frames("  native    ", native, user)
 }
 
 // frames prints frames under a label, at most maxFrames. A frame too wide
 // for one line wraps, its continuation indented under its text by two
 // more columns: a symbol's offset and a file's name are never cut.
-func (t *writer) frames(label string, frames []report.Frame) {
+func (t *writer) frames(label string, frames []report.Frame, user *report.Frame) {
 	more := strings.Repeat(" ", utf8.RuneCountInString(label)+2)
 	for i, fr := range frames {
 		if i > 0 {
@@ -430,7 +431,11 @@ func (t *writer) frames(label string, frames []report.Frame) {
 			t.printf("%s... %d more frames\n", label, len(frames)-i)
 			break
 		}
-		for _, l := range hangLines(label, more, frameText(fr), t.o.Width) {
+		text := frameText(fr)
+		if user != nil && fr == *user {
+			text += " <- your code"
+		}
+		for _, l := range hangLines(label, more, text, t.o.Width) {
 			t.printf("%s\n", l)
 		}
 	}
