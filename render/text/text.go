@@ -517,6 +517,9 @@ func (t *writer) samples(ns *report.NearestSamples) {
 		s    []report.SampleRef
 	}{{"before", ns.Before}, {"at", ns.At}, {"after", ns.After}} {
 		for _, s := range grp.s {
+			if s.Kind == "processes" && s.Status == "NVML_SUCCESS" && !t.o.Explain {
+				continue // a process list read well says nothing here: its usage is in EVIDENCE
+			}
 			extra := ""
 			if s.DelayNS != nil {
 				extra = fmt.Sprintf(", taken %s after the failure", report.Duration(*s.DelayNS))
