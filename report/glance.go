@@ -115,11 +115,12 @@ func (r *Report) heldText(f *Failure, ev []Evidence) string {
 	}
 	view := strings.ToLower(strings.SplitN(d.Field, " ", 2)[0])
 	var parts []string
-	n := 0
+	n, explained := 0, uint64(0)
 	for _, l := range r.LiveAtFailure {
 		if l.GPU == nil || *l.GPU != *f.GPUIndex || strings.ToLower(l.View) != view {
 			continue
 		}
+		explained += l.Bytes
 		if n++; n <= 3 {
 			parts = append(parts, fmt.Sprintf("pid %d %s in %s", l.PID, HumanBytes(l.Bytes), l.Describe()))
 		}
@@ -133,11 +134,36 @@ func (r *Report) heldText(f *Failure, ev []Evidence) string {
 		case strings.HasPrefix(e.Field, "NVML usage of process"):
 			// A process the recorder did not trace, as NVML listed it.
 			parts = append(parts, strings.TrimPrefix(e.Field, "NVML usage of ")+" "+HumanBytes(*e.Value))
+			explained += *e.Value // NVML names its holder
 		case e.Field == "framebuffer reserved":
 			parts = append(parts, "the driver "+HumanBytes(*e.Value)+" (reserved)")
 		}
 	}
+	if rest := untraced(d, view, explained, ev, r.NearestSamples); rest > 0 {
+		parts = append(parts, HumanBytes(rest)+" no traced call explains")
+	}
 	return strings.Join(parts, "; ")
+}
+
+// untraced is the framebuffer in use at the failure that no traced call
+// explains: total less reserved, free and the traced bytes. 0 unless the
+// free value compared is exact (not a bound) and a sample read the total
+// and the reserved memory.
+func untraced(d *Evidence, view string, traced uint64, ev []Evidence, ns *NearestSamples) uint64 {
+	if view != "framebuffer" || d.Value == nil || d.Text != "" {
+		return 0
+	}
+	total := sampledTotal(ns, view)
+	var reserved *uint64
+	for _, e := range ev {
+		if e.Field == "framebuffer reserved" {
+			reserved = e.Value
+		}
+	}
+	if total == nil || reserved == nil || *total < *reserved+*d.Value+traced {
+		return 0
+	}
+	return *total - *reserved - *d.Value - traced
 }
 
 // processText names the failing process by its command line, and its
