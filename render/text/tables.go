@@ -134,6 +134,8 @@ func (t *writer) memoryViews(rep *report.Report) {
 		t.line("  %-3s %-27s %-11s %8s %8s %8s %8s %8s %9s", "GPU", "field", "scope", "start", "before", "at fail", "end", "peak", "change")
 	}
 	var notes []string
+	steadyRows := map[string][]string{} // "GPU 0 framebuffer" -> "total 16384.0", ...
+	var steadyOrder []string
 	for _, v := range rep.MemoryViews {
 		cell := mib
 		label := v.Field
@@ -146,7 +148,15 @@ func (t *writer) memoryViews(rep *report.Report) {
 			}
 		}
 		if still := steady(&v); still != "" && v.Support == "supported" {
-			t.wrap("  ", fmt.Sprintf("%s: %s throughout", rowName(&v), still))
+			view, field, ok := strings.Cut(v.Field, " ")
+			key := fmt.Sprintf("GPU %d %s", v.GPU, view)
+			if !ok || v.PID != 0 || v.MIGIndex != nil {
+				key, field = rowName(&v), "value"
+			}
+			if steadyRows[key] == nil {
+				steadyOrder = append(steadyOrder, key)
+			}
+			steadyRows[key] = append(steadyRows[key], field+" "+still)
 			continue
 		}
 		if t.wide() {
@@ -157,6 +167,9 @@ func (t *writer) memoryViews(rep *report.Report) {
 		t.wrap("  ", fmt.Sprintf("GPU %d %s (%s)", v.GPU, label, v.Scope))
 		t.wrap("      ", fmt.Sprintf("start %s  before %s  at failure %s  end %s  peak %s%s",
 			cell(v.Start), cell(v.Before), cell(v.At), cell(v.End), cell(v.Peak), changeCell(v.Change)))
+	}
+	for _, k := range steadyOrder {
+		t.wrap("  ", k+", unchanged throughout: "+strings.Join(steadyRows[k], ", "))
 	}
 	for _, n := range notes {
 		t.wrap("  * ", n)

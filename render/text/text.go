@@ -530,8 +530,12 @@ func (t *writer) samples(ns *report.NearestSamples) {
 			prefix := fmt.Sprintf("  %-6s %-11s ", grp.name, kindName(s.Kind))
 			t.wrap(prefix, fmt.Sprintf("%s: %s%s", t.rel(s.StartNS), s.Status, extra))
 			if s.Kind != "processes" {
-				t.wrap(strings.Repeat(" ", len(prefix)), fmt.Sprintf("free %s, used %s, total %s [%s]", bytesOrDash(s.Free),
-					bytesOrDash(s.Used), bytesOrDash(s.Total), s.API))
+				api := "" // the API is in EVIDENCE's sources
+				if t.o.Explain {
+					api = " [" + s.API + "]"
+				}
+				t.wrap(strings.Repeat(" ", len(prefix)), fmt.Sprintf("free %s, used %s, total %s%s", bytesOrDash(s.Free),
+					bytesOrDash(s.Used), bytesOrDash(s.Total), api))
 			}
 		}
 	}
