@@ -160,6 +160,7 @@ func WriteJobs(w io.Writer, jobs []string, reps []*report.Report, o Options) err
 		o.Width = 100
 	}
 	o.Width = max(o.Width, 60)
+	jobs, reps = failingFirst(jobs, reps)
 	t := &writer{w: w, o: o}
 	runs := 0
 	for _, rep := range reps {
@@ -186,6 +187,31 @@ func WriteJobs(w io.Writer, jobs []string, reps []*report.Report, o Options) err
 		t.err = Write(w, rep, o)
 	}
 	return t.err
+}
+
+// failingFirst orders jobs so that those with a failure (an attribution
+// other than none) lead, each group in the order given: the first screen
+// shows the job that failed, not a good one.
+func failingFirst(jobs []string, reps []*report.Report) ([]string, []*report.Report) {
+	idx := make([]int, len(reps))
+	for i := range idx {
+		idx[i] = i
+	}
+	good := func(i int) bool { return reps[i].Attribution == report.AttrNone }
+	slices.SortStableFunc(idx, func(a, b int) int {
+		switch {
+		case good(a) == good(b):
+			return 0
+		case good(b):
+			return -1
+		}
+		return 1
+	})
+	js, rs := make([]string, len(idx)), make([]*report.Report, len(idx))
+	for k, i := range idx {
+		js[k], rs[k] = jobs[i], reps[i]
+	}
+	return js, rs
 }
 
 func hasHave(n int) string {
