@@ -14,8 +14,17 @@ import (
 const bar1Explained = "BAR1 is the PCIe window through which the CPU and other GPUs reach this GPU's memory: a separate, usually much smaller space than the framebuffer, never room for allocations."
 
 // story writes a judgement's verdict in two or three sentences, from the
-// judgement alone.
+// judgement alone, then where in the user's code the call was made.
 func (s *state) story(j *judgement) string {
+	text := s.storyText(j)
+	if where := report.CalledFrom(s.stack(j.f)); where != "" {
+		text += " It was " + where + "."
+	}
+	return text
+}
+
+// storyText is the verdict's account of the failure itself.
+func (s *state) storyText(j *judgement) string {
 	f := j.f
 	var b strings.Builder
 	gpu, mig, method := s.gpuOfCall(&f.e)

@@ -38,7 +38,9 @@ func (r *Report) Glance() []GlanceLine {
 	add("compared", comparedText(f, ev, r.NearestSamples))
 	add("held by", r.heldText(f, ev))
 	add("process", r.processText(f))
-	add("code", CalledFrom(f.Stack))
+	if where := CalledFrom(f.Stack); !strings.Contains(squash(r.Verdict), where) {
+		add("code", where) // unless the verdict names it already
+	}
 	return out
 }
 
