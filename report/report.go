@@ -297,6 +297,11 @@ type Stack struct {
 	// none ("no-thread", "fault", "not-captured", an unsupported
 	// version, ...). Empty for other processes.
 	Python string `json:"python,omitempty"`
+	// UserFrame is the index in Frames of the innermost frame of the
+	// user's own code: not a framework's (Python's site-packages,
+	// dist-packages or standard library; libcuda, the loader or a system
+	// library). Nil when every frame is a framework's.
+	UserFrame *int `json:"user_frame,omitempty"`
 	// SharedFrom is set when this call's site had been captured before:
 	// the stack is that capture's, taken at this time (the run clock).
 	SharedFrom *int64 `json:"shared_from_ns,omitempty"`
@@ -364,6 +369,10 @@ type Evidence struct {
 	GPU    *int    `json:"gpu,omitempty"`
 	Scope  string  `json:"scope,omitempty"`
 	Note   string  `json:"note,omitempty"`
+	// Brief is Note in a few words ("at most: corrected for pid 41's
+	// exit"), for the default text report; Note, the full account, is
+	// shown with --explain. Empty when Note is short already.
+	Brief string `json:"brief,omitempty"`
 	// Rule names the rule of evidence that decided how this value was
 	// used (docs/rules.md), when one did.
 	Rule string `json:"rule,omitempty"`

@@ -38,7 +38,7 @@ const analyzeExit = `  0    done (with --exit-code: no call failed and nothing i
 `
 
 func (c *cli) analyzeCommand() *cobra.Command {
-	var asJSON, noColor, exitCode bool
+	var asJSON, noColor, exitCode, explain bool
 	var jf jobFlags
 	var nearMiss float64
 	cmd := &cobra.Command{
@@ -57,6 +57,10 @@ what ties each to it, and the ranks with no run (docs/multi-run.md). Runs
 are one job when they name the same job id (TORCHELASTIC_RUN_ID,
 SLURM_JOB_ID) or, naming none, were recorded at overlapping times; runs of
 several jobs get one report per job (--json refuses them: give one job).
+
+The text report opens with the verdict and a summary (what failed, the
+numbers compared, who held the memory, which process, the first step);
+--explain adds the full account behind each short tag.
 
 Every run gets its headroom: the least free memory of each GPU's
 framebuffer and BAR1 at any moment, from the samples corrected by the
@@ -97,9 +101,10 @@ wraps to the terminal (COLUMNS overrides; 100 when not a terminal).`,
 				reps, err = []*report.Report{rep}, report.WriteJSON(c.stdout, rep)
 			} else {
 				reps, err = c.analyzeText(args, opts, text.Options{
-					Color: !noColor && c.getenv("NO_COLOR") == "" && isTerminal(c.stdout),
-					Width: textWidth(c.stdout, c.getenv),
-					Input: inputLabel(args),
+					Color:   !noColor && c.getenv("NO_COLOR") == "" && isTerminal(c.stdout),
+					Width:   textWidth(c.stdout, c.getenv),
+					Input:   inputLabel(args),
+					Explain: explain,
 				})
 			}
 			if err == nil && exitCode && slices.ContainsFunc(reps, func(r *report.Report) bool { return r.Attribution != report.AttrNone }) {
@@ -110,6 +115,7 @@ wraps to the terminal (COLUMNS overrides; 100 when not a terminal).`,
 	}
 	cmd.Flags().BoolVar(&asJSON, "json", false, "write the JSON report (the documented contract)")
 	cmd.Flags().BoolVar(&noColor, "no-color", false, "never colour the output")
+	cmd.Flags().BoolVar(&explain, "explain", false, "add the full accounts behind the short tags: how values were reconciled, the legends, every run of a job")
 	cmd.Flags().BoolVar(&exitCode, "exit-code", false, "exit with status 3 when the attribution is not \"none\"")
 	jf.add(cmd)
 	cmd.Flags().Float64Var(&nearMiss, "near-miss", analyze.DefaultNearMissPercent,
