@@ -2,6 +2,7 @@ package e2e
 
 import (
 	"bytes"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"os"
@@ -463,5 +464,212 @@ func TestCLIHelp(t *testing.T) {
 		if r.code != 0 || !strings.Contains(r.stdout, "forensic") || len(r.stdout) < 1000 {
 			t.Errorf("completion %s: exit %d, %d bytes: %s", shell, r.code, len(r.stdout), r.stderr)
 		}
+	}
+}
+
+// make demo's script ends with commands to run on its recording (record
+// suggests one too): the file they name is still there, and analyzes.
+func TestReview2FixcDemoKeepsItsRecording(t *testing.T) {
+	newWorld(t)
+	cmd := exec.Command(filepath.Join(repo, "scripts", "demo.sh"))
+	cmd.Env = append(os.Environ(), "COLUMNS=80")
+	out, err := cmd.CombinedOutput()
+	if err != nil {
+		t.Fatalf("demo: %v\n%s", err, out)
+	}
+	m := regexp.MustCompile(`forensic analyze (\S+)`).FindAllStringSubmatch(string(out), -1)
+	if len(m) == 0 {
+		t.Fatalf("the demo suggests no analyze command:\n%s", out)
+	}
+	for _, s := range m {
+		db := s[1]
+		if !filepath.IsAbs(db) {
+			db = filepath.Join(repo, db)
+		}
+		if b, err := exec.Command(binPath, "analyze", db).CombinedOutput(); err != nil {
+			t.Errorf("the demo suggests forensic analyze %s, which fails: %v\n%s", s[1], err, b)
+		}
+	}
+	for i, l := range strings.Split(string(out), "\n") {
+		if utf8.RuneCountInString(l) > 80 {
+			t.Errorf("demo line %d is %d columns: %q", i+1, utf8.RuneCountInString(l), l)
+		}
+	}
+}
+
+// An output that collides with an existing file, and a shell without
+// completion, are said in words on one line, never as a system call's
+// error.
+func TestReview2FixcOutputIsAFile(t *testing.T) {
+	w := newWorld(t)
+	res := w.record(nil, simwork, "init")
+	if res.code != 0 {
+		t.Fatalf("exit %d: %s", res.code, res.stderr)
+	}
+	for _, tt := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"record", "--flight", "-o", res.db, "--", "true"}, res.db + " is a file: --flight records into a directory"},
+		{[]string{"export", "--format", "parquet", res.db, "-o", res.db}, res.db + " is a file: --format parquet writes a directory"},
+		{[]string{"completion", "tcsh"}, "tcsh is not supported: the shells with completion are bash, zsh and fish"},
+	} {
+		out, err := exec.Command(binPath, tt.args...).CombinedOutput()
+		if err == nil || !strings.Contains(string(out), tt.want) || strings.Contains(string(out), "not a directory") {
+			t.Errorf("forensic %s: %v, said %q; want %q", strings.Join(tt.args, " "), err, out, tt.want)
+		}
+	}
+	r, err := store.Open(res.db)
+	if err != nil {
+		t.Fatalf("the run.db is no longer readable: %v", err)
+	}
+	r.Close()
+}
+
+// The command line's messages as the review met them: a directory given
+// as the run.db, a ring size whose suggestion is refused, a temporary
+// file's name, a misleading export, cobra's and Go's jargon, flags with
+// type names for values.
+func TestReviewFixuCommandLine(t *testing.T) {
+	w := newWorld(t)
+	good := w.record(nil, simwork, "init; use 0; alloc 1M; alloc 100G; exit 1").db
+	dir := filepath.Join(w.dir, "out")
+	runs := filepath.Join(w.dir, "runs")
+	os.MkdirAll(dir, 0o755)
+	os.MkdirAll(runs, 0o755)
+	for _, n := range []string{"a.db", "b.db"} {
+		os.WriteFile(filepath.Join(runs, n), mustRead(t, good), 0o600)
+	}
+	tests := []struct {
+		name    string
+		args    []string
+		code    int
+		want    string
+		notWant string
+	}{
+		{"-o a directory", append(sim(dir), "true"), 1, dir + " is a directory: give the run.db file to create", "file exists"},
+		{"-o a directory, --force", append(sim(dir), "--force", "true"), 1, dir + " is a directory", "not replaced"},
+		{"--ring-size 1000", append(sim(filepath.Join(w.dir, "r.db")), "--ring-size", "1000", "true"), 2, "did you mean 512MiB or 1GiB?", "1000MiB"},
+		{"an output in a missing directory", []string{"report", good, "-o", "/nonexistent/dir/x.html"}, 1,
+			"writing /nonexistent/dir/x.html: its directory /nonexistent/dir does not exist", ".x.html."},
+		{"export a directory of two runs", []string{"export", runs}, 2, "2 runs (", "not a forensic run database"},
+		{"help with two words", []string{"help", "record", "extra"}, 2, "help explains one command at a time (got record extra)", "arg(s)"},
+		{"a pid that is not a number", []string{"record", "--pid", "abc", "-o", "x.db"}, 2, `--pid: "abc" is not a whole number`, "strconv"},
+		{"inventory with an argument", []string{"inventory", "x"}, 2, "inventory takes no arguments", "unknown command"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			r := forensic(t, w, nil, nil, tt.args...)
+			if r.code != tt.code || !strings.Contains(r.stderr, tt.want) || strings.Contains(r.stderr, tt.notWant) {
+				t.Errorf("exit %d (want %d), stderr %q: want %q, not %q", r.code, tt.code, r.stderr, tt.want, tt.notWant)
+			}
+			if n := len(lines(r.stderr)); n > 2 {
+				t.Errorf("%d lines of stderr", n)
+			}
+		})
+	}
+	// What a refused --ring-size suggests is accepted.
+	if r := forensic(t, w, nil, nil, append(sim(filepath.Join(w.dir, "r.db")), "--ring-size", "512MiB", "true")...); r.code != 0 {
+		t.Errorf("the suggested --ring-size 512MiB: exit %d %s", r.code, r.stderr)
+	}
+	// A directory holding one run exports it; analyze names the directory.
+	os.Remove(filepath.Join(runs, "b.db"))
+	trace := filepath.Join(w.dir, "t.pftrace")
+	if r := forensic(t, w, nil, nil, "export", runs, "-o", trace); r.code != 0 || !exists(trace) {
+		t.Errorf("export of a directory with one run: exit %d %s", r.code, r.stderr)
+	}
+	os.WriteFile(filepath.Join(runs, "b.db"), mustRead(t, good), 0o600)
+	if r := forensic(t, w, nil, nil, "analyze", runs); !strings.HasPrefix(r.stdout, "forensic analyze "+runs+" (2 files)\n") {
+		t.Errorf("analyze %s: header %q", runs, lines(r.stdout)[0])
+	}
+	// Every flag value has a placeholder, never a Go type.
+	for _, c := range []string{"record", "analyze", "report", "export", "inventory", "mark", "snapshot"} {
+		r := forensic(t, nil, nil, nil, "help", c)
+		if m := regexp.MustCompile(`(?m)^\s+(-\w, )?--[\w-]+ (string|int|uint|float|duration|strings|stringArray)\b`).FindString(r.stdout); m != "" {
+			t.Errorf("help %s: %q", c, m)
+		}
+	}
+	if r := forensic(t, nil, nil, nil, "help", "export"); !strings.Contains(r.stdout, "--format FORMAT") {
+		t.Errorf("help export lacks --format FORMAT")
+	}
+}
+
+// A locked run is refused with words that fit every command that reads
+// it, not only analyze.
+func TestReviewFixuLockedRun(t *testing.T) {
+	w := newWorld(t)
+	db, gate := filepath.Join(w.dir, "live.db"), filepath.Join(w.dir, "go")
+	live := exec.Command(binPath, append(sim(db), "sh", "-c", "while [ ! -e "+gate+" ]; do sleep 0.05; done")...)
+	live.Env = w.environ()
+	if err := live.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer func() {
+		os.WriteFile(gate, nil, 0o600)
+		live.Wait()
+	}()
+	if !waitFor(20*time.Second, func() bool { _, err := os.Stat(db); return err == nil }) {
+		t.Fatal("the live recording did not start")
+	}
+	time.Sleep(300 * time.Millisecond)
+	for _, args := range [][]string{{"report", db, "-o", filepath.Join(w.dir, "l.html")}, {"export", db, "-o", filepath.Join(w.dir, "l.pftrace")}} {
+		r := forensic(t, nil, nil, nil, args...)
+		if r.code != 1 || !strings.Contains(r.stderr, "it can be read once the recording stops") || strings.Contains(r.stderr, "analyze it") {
+			t.Errorf("%s of a live run: exit %d, %q", args[0], r.code, r.stderr)
+		}
+	}
+}
+
+// record's messages on a terminal (COLUMNS set) fit 80 columns, each
+// continuation indented under the message; the line that says which
+// libcuda was attached at a process's first mapping comes before
+// anything that process prints; inventory fits 80 columns.
+func TestReviewFixuMessages(t *testing.T) {
+	w := newWorld(t)
+	for i := range 5 {
+		db := filepath.Join(w.dir, fmt.Sprintf("m%d.db", i))
+		// No --libcuda: the library is attached when the workload maps it.
+		r := forensic(t, w, []string{"COLUMNS=80"}, nil, "record", "-o", db, "--libnvidia-ml", simNVML, "--",
+			simwork, "init; use 0; alloc 100G; exit 1")
+		if r.code != 1 {
+			t.Fatalf("record: exit %d\n%s", r.code, r.stderr)
+		}
+		said := strings.Join(strings.Fields(r.stderr), " ") // as if unwrapped
+		attached, failed := strings.Index(said, "forensic: attached "+simCUDA), strings.Index(said, "simwork: cuMemAlloc_v2 ->")
+		if attached < 0 || failed < 0 || attached > failed {
+			t.Errorf("run %d: the attach line does not come before the workload's own output:\n%s", i, r.stderr)
+		}
+		for _, l := range lines(r.stderr) {
+			if strings.HasPrefix(l, "simwork:") {
+				continue // the workload's own
+			}
+			if utf8.RuneCountInString(l) > 80 && !strings.Contains(l, "/") {
+				t.Errorf("run %d: %d columns: %q", i, utf8.RuneCountInString(l), l)
+			}
+			if !strings.HasPrefix(l, "forensic: ") && !strings.HasPrefix(l, "          ") {
+				t.Errorf("run %d: %q is neither a message nor its continuation", i, l)
+			}
+		}
+	}
+	// Without a terminal, each message stays on one line.
+	r := forensic(t, w, nil, nil, "record", "-o", filepath.Join(w.dir, "n.db"), "--libnvidia-ml", simNVML, "--", simwork, "print hello")
+	for _, l := range lines(r.stderr) {
+		if strings.HasPrefix(l, " ") {
+			t.Errorf("a message was wrapped for a log: %q", r.stderr)
+			break
+		}
+	}
+	inv := forensic(t, w, []string{"SIMGPU_DEVICES=2", "SIMGPU_MIG=2"}, nil, "inventory", "--libnvidia-ml", simNVML)
+	if inv.code != 0 {
+		t.Fatalf("inventory: %s", inv.stderr)
+	}
+	for _, l := range lines(inv.stdout) {
+		if utf8.RuneCountInString(l) > 80 && !strings.HasPrefix(l, "NVML /") {
+			t.Errorf("inventory: %d columns: %q", utf8.RuneCountInString(l), l)
+		}
+	}
+	var raw map[string]any
+	if out, err := exec.Command(binPath, "inventory", "--json", "--libnvidia-ml", simNVML).Output(); err != nil || json.Unmarshal(out, &raw) != nil {
+		t.Errorf("inventory --json: %v", err)
 	}
 }

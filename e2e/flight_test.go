@@ -586,3 +586,127 @@ func TestFlightRestart(t *testing.T) {
 		}
 	}
 }
+
+// Review findings 14 and 6. A flight recording in small segments whose
+// workload fails twice is copied as an operator would, and a segment is
+// removed from the copy. Without its last segment the recording is not
+// said to have stopped uncleanly: segment N is missing and its records are
+// lost, named once, with advice to restore it, and stderr says so.
+// Without the segment of the first failure, the second cannot be
+// established as the first. Given with a run.db of another job, the
+// flight recording is analyzed apart.
+func TestReviewFixmLostSegment(t *testing.T) {
+	w := newWorld(t)
+	fr := w.startFlight(`"$S" 'init; use 0; alloc 1G; sleep 1500; alloc 100G; sleep 2500; alloc 200G; sleep 2500'`,
+		"--segment-age", "1s", "--libcuda", simCUDA)
+	select {
+	case err := <-fr.done:
+		if err != nil {
+			t.Fatalf("record: %v\n%s", err, fr.log.String())
+		}
+	case <-time.After(60 * time.Second):
+		t.Fatalf("the flight recording did not end:\n%s", fr.log.String())
+	}
+	x, err := flight.ReadIndex(fr.dir)
+	if err != nil || len(x.Segments) < 4 {
+		t.Fatalf("index %+v %v: want several segments", x, err)
+	}
+	var failed []int
+	for i, s := range x.Segments {
+		if s.Failures > 0 {
+			failed = append(failed, i)
+		}
+	}
+	if len(failed) != 2 || failed[1] == len(x.Segments)-1 {
+		t.Fatalf("segments %+v: want the two failures in two segments before the last", x.Segments)
+	}
+	last := x.Segments[len(x.Segments)-1]
+	cp := copyDir(t, fr.dir, filepath.Join(w.dir, "copy-last"), last.File)
+	out, stderr, code := runForensic(t, "analyze", cp)
+	if code != 0 || !strings.Contains(stderr, "segment "+itoa(int(last.Seq))+" is missing") {
+		t.Errorf("analyze without the last segment: exit %d, stderr %q", code, stderr)
+	}
+	for _, bad := range []string{"did not stop cleanly", "ended abruptly", "take a snapshot of the live segment"} {
+		if strings.Contains(out, bad) {
+			t.Errorf("without its last segment the report says %q:\n%s", bad, out)
+		}
+	}
+	if !strings.Contains(out, "segment "+itoa(int(last.Seq))+" is missing: its records are lost") ||
+		strings.Count(out, filepath.Base(last.File)) != 1 {
+		t.Errorf("the missing segment is not named once as lost records:\n%s", out)
+	}
+	js, _, _ := runForensic(t, "analyze", "--json", cp)
+	rep := decodeReport(t, []byte(js))
+	if rep.Run.Ended != "clean" || rep.Run.Flight == nil || !slices.Equal(rep.Run.Flight.SegmentsLost, []uint64{last.Seq}) {
+		t.Errorf("ended %q, flight %+v; want clean with segment %d lost", rep.Run.Ended, rep.Run.Flight, last.Seq)
+	}
+
+	first := x.Segments[failed[0]]
+	cp = copyDir(t, fr.dir, filepath.Join(w.dir, "copy-first"), first.File)
+	js, _, _ = runForensic(t, "analyze", "--json", cp)
+	rep = decodeReport(t, []byte(js))
+	if rep.Attribution != report.AttrMissingEvidence || !hasMissing(rep.Missing, "segment "+itoa(int(first.Seq))+" is missing") {
+		t.Errorf("without the first failure's segment: attribution %s, missing %+v", rep.Attribution, rep.Missing)
+	}
+
+	other := filepath.Join(w.dir, "other.db")
+	w.recordJob(w.dir, map[string][]string{"other.db": {"SLURM_JOB_ID=77"}}, map[string]string{"other.db": "init; use 0; alloc 100G"})
+	if _, stderr, code := runForensic(t, "analyze", "--json", fr.dir, other); code != 1 || !strings.Contains(stderr, "2 runs are 2 separate jobs") {
+		t.Errorf("a flight recording with another job's run.db: exit %d, %q", code, stderr)
+	}
+}
+
+// copyDir copies a flight recording's directory without one file.
+func copyDir(t *testing.T, from, to, without string) string {
+	t.Helper()
+	err := filepath.WalkDir(from, func(p string, d os.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		rel, _ := filepath.Rel(from, p)
+		if d.IsDir() {
+			return os.MkdirAll(filepath.Join(to, rel), 0o700)
+		}
+		if rel == without || !d.Type().IsRegular() {
+			return nil
+		}
+		data, err := os.ReadFile(p)
+		if err != nil {
+			return err
+		}
+		return os.WriteFile(filepath.Join(to, rel), data, 0o600)
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return to
+}
+
+// A flight recording's report says flight mode and how its segments were
+// read, not just the mode its command was recorded in.
+func TestReviewFixuFlightHeader(t *testing.T) {
+	w := newWorld(t)
+	script := `"$S" 'init; use 0; alloc 1G; sleep 1500; alloc 100G; sleep 1500'`
+	fr := w.startFlight(script, "--segment-age", "1s")
+	select {
+	case err := <-fr.done:
+		if err != nil {
+			t.Fatalf("record: %v\n%s", err, fr.log.String())
+		}
+	case <-time.After(60 * time.Second):
+		t.Fatal("the flight recording did not end")
+	}
+	page := filepath.Join(w.dir, "flight.html")
+	if r := forensic(t, nil, nil, nil, "report", fr.dir, "-o", page); r.code != 0 {
+		t.Fatalf("report: %s", r.stderr)
+	}
+	text := strings.Join(strings.Fields(pageText(string(mustRead(t, page)))), " ")
+	for _, want := range []string{"recorded flight mode (spawn)", "segments read", "deleted nothing"} {
+		if !strings.Contains(text, want) {
+			t.Errorf("the header lacks %q", want)
+		}
+	}
+	if strings.Contains(text, "recorded spawn mode on") {
+		t.Error("the header calls a flight recording spawn mode")
+	}
+}

@@ -13,6 +13,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"errors"
+	"io"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -251,4 +252,167 @@ func waitFor(d time.Duration, cond func() bool) bool {
 		time.Sleep(20 * time.Millisecond)
 	}
 	return cond()
+}
+
+// recordPID runs `forensic record` like world.record and also returns the
+// recorder's own pid.
+func (w *world) recordPID(flags []string, command ...string) (result, int) {
+	w.t.Helper()
+	db := filepath.Join(w.dir, "run.db")
+	args := append([]string{"record", "-o", db, "--force", "--libnvidia-ml", simNVML}, flags...)
+	cmd := exec.Command(binPath, append(append(args, "--"), command...)...)
+	cmd.Env = w.environ()
+	var out, errb bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &out, &errb
+	if err := cmd.Start(); err != nil {
+		w.t.Fatal(err)
+	}
+	pid := cmd.Process.Pid
+	cmd.Wait()
+	return result{db: db, code: cmd.ProcessState.ExitCode(), stderr: errb.String(), stdout: out.String()}, pid
+}
+
+// callsByPID reads the workloads' own count of hooked calls, per process.
+func (w *world) callsByPID() map[uint32]int {
+	made := map[uint32]int{}
+	w.callLog(func(pid uint32, _ string, n int) { made[pid] += n })
+	return made
+}
+
+// runForensic runs forensic with args and returns its stdout, stderr and
+// exit status.
+func runForensic(t *testing.T, args ...string) (string, string, int) {
+	t.Helper()
+	return runForensicEnv(t, nil, args...)
+}
+
+// runForensicEnv runs forensic with extra environment and returns its
+// stdout, stderr and exit status.
+func runForensicEnv(t *testing.T, env []string, args ...string) (string, string, int) {
+	t.Helper()
+	cmd := exec.Command(binPath, args...)
+	cmd.Env = append(os.Environ(), env...)
+	var out, errb bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &out, &errb
+	err := cmd.Run()
+	var ee *exec.ExitError
+	switch {
+	case errors.As(err, &ee):
+		return out.String(), errb.String(), ee.ExitCode()
+	case err != nil:
+		t.Fatalf("forensic %v: %v", args, err)
+	}
+	return out.String(), errb.String(), 0
+}
+
+// processesOf reads the process records of a run.db.
+func processesOf(t *testing.T, db string) []store.Process {
+	t.Helper()
+	r, err := store.Open(db)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer r.Close()
+	ps, err := r.Processes()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return ps
+}
+
+// script writes a bash script into the world's directory.
+func (w *world) script(name, body string) string {
+	w.t.Helper()
+	p := filepath.Join(w.dir, name)
+	if err := os.WriteFile(p, []byte("#!/bin/bash\nS="+simwork+"\n"+body), 0o755); err != nil {
+		w.t.Fatal(err)
+	}
+	return p
+}
+
+// textAt80 runs `forensic analyze` at 80 columns without colour.
+func textAt80(t *testing.T, db string) string {
+	t.Helper()
+	cmd := exec.Command(binPath, "analyze", "--no-color", db)
+	cmd.Env = append(os.Environ(), "COLUMNS=80")
+	out, err := cmd.CombinedOutput()
+	var ee *exec.ExitError
+	if err != nil && !errors.As(err, &ee) {
+		t.Fatalf("analyze: %v\n%s", err, out)
+	}
+	return string(out)
+}
+
+// valText shows an optional value in a message.
+func valText(v *uint64) string {
+	if v == nil {
+		return "none"
+	}
+	return strconv.FormatUint(*v, 10)
+}
+
+func firstLines(s string, n int) string {
+	lines := strings.SplitN(s, "\n", n+1)
+	return strings.Join(lines[:min(n, len(lines))], "\n")
+}
+
+// startWorkload runs simwork outside the recorder, as an unrelated process.
+func (w *world) startWorkload(script string) *exec.Cmd {
+	w.t.Helper()
+	cmd := exec.Command(simwork, script)
+	cmd.Env = w.environ()
+	cmd.Stdout, cmd.Stderr = io.Discard, io.Discard
+	if err := cmd.Start(); err != nil {
+		w.t.Fatal(err)
+	}
+	w.t.Cleanup(func() { cmd.Process.Kill(); cmd.Wait() })
+	return cmd
+}
+
+// startRecorder runs `forensic record` in the background and waits until
+// it says it is recording.
+func (w *world) startRecorder(flags ...string) (*exec.Cmd, string, *strings.Builder) {
+	w.t.Helper()
+	db := filepath.Join(w.dir, "run.db")
+	args := append([]string{"record", "-o", db, "--force", "--libnvidia-ml", simNVML}, flags...)
+	cmd := exec.Command(binPath, args...)
+	cmd.Env = w.environ()
+	var stderr strings.Builder
+	pr, pw := io.Pipe()
+	cmd.Stderr = pw
+	if err := cmd.Start(); err != nil {
+		w.t.Fatal(err)
+	}
+	ready := make(chan struct{})
+	go func() {
+		sc := bufio.NewScanner(pr)
+		once := false
+		for sc.Scan() {
+			stderr.WriteString(sc.Text() + "\n")
+			if !once && strings.Contains(sc.Text(), "recording") {
+				once = true
+				close(ready)
+			}
+		}
+	}()
+	select {
+	case <-ready:
+	case <-time.After(20 * time.Second):
+		cmd.Process.Kill()
+		w.t.Fatalf("recorder not ready: %s", stderr.String())
+	}
+	w.t.Cleanup(func() { cmd.Process.Kill(); cmd.Wait(); pw.Close() })
+	return cmd, db, &stderr
+}
+
+func waitExit(t *testing.T, cmd *exec.Cmd, d time.Duration) {
+	t.Helper()
+	done := make(chan error, 1)
+	go func() { done <- cmd.Wait() }()
+	select {
+	case <-done:
+	case <-time.After(d):
+		cmd.Process.Kill()
+		t.Fatalf("%s did not exit within %v", cmd.Path, d)
+	}
 }

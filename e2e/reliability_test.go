@@ -7,6 +7,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"strconv"
 	"strings"
 	"syscall"
@@ -15,10 +16,9 @@ import (
 
 	"github.com/cilium/ebpf"
 	"github.com/cilium/ebpf/link"
-	"golang.org/x/sys/unix"
-
 	"github.com/retrivium/forensic/report"
 	"github.com/retrivium/forensic/store"
+	"golang.org/x/sys/unix"
 )
 
 func monotonic() int64 {
@@ -493,5 +493,41 @@ func TestPrivacy(t *testing.T) {
 	}
 	if !found {
 		t.Error("CUDA_VISIBLE_DEVICES (allowlisted) was not stored")
+	}
+}
+
+// record's stop summary and analyze count the same losses, each kind on
+// its own and named the same: a lost process record is not a lost call.
+func TestReview2FixcLossesAgree(t *testing.T) {
+	w := newWorld(t)
+	res := w.record([]string{"--ring-size", "4096"}, simwork, "init; use 0; stress 100000")
+	if res.code != 0 {
+		t.Fatalf("exit %d: %s", res.code, res.stderr)
+	}
+	_, _, stop := stored(t, res.db)
+	if stop == nil || stop.Stats.LostCalls == 0 {
+		t.Fatalf("no call was lost (stop %+v): the test needs losses", stop)
+	}
+	m := regexp.MustCompile(`(?m)^forensic: recorded (\d+) calls`).FindStringSubmatch(res.stderr)
+	if m == nil || m[1] != strconv.FormatUint(stop.Stats.Events, 10) {
+		t.Errorf("record says %q; the run stored %d call events", m, stop.Stats.Events)
+	}
+	_, said, ok := strings.Cut(res.stderr, "forensic: not in the record: ")
+	if !ok {
+		t.Fatalf("record does not say what was lost:\n%s", res.stderr)
+	}
+	said, _, _ = strings.Cut(said, "\n")
+	out, err := exec.Command(binPath, "analyze", "--no-color", res.db).Output()
+	if err != nil {
+		t.Fatalf("analyze: %v", err)
+	}
+	text := strings.Join(strings.Fields(string(out)), " ")
+	for _, kind := range strings.Split(said, ", ") {
+		if !strings.Contains(text, kind) {
+			t.Errorf("record says %q; analyze does not:\n%s", kind, out)
+		}
+	}
+	if want := fmt.Sprintf("%d calls lost (ring buffer full)", stop.Stats.LostCalls); !strings.Contains(said, want) {
+		t.Errorf("record says %q, want %q", said, want)
 	}
 }

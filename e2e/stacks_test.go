@@ -5,8 +5,10 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"testing"
+	"unicode/utf8"
 
 	"github.com/retrivium/forensic/internal/e2eenv"
 	"github.com/retrivium/forensic/report"
@@ -349,5 +351,40 @@ func TestStackInFlightRecording(t *testing.T) {
 	}
 	if names := functions(ff.Stack); ff.Stack.Method != "unwound" || !inOrder(names, []string{"alloc_weights", "load_model", "run_job", "main"}) {
 		t.Errorf("stack %s %q; want unwound through alloc_weights, load_model, run_job, main", ff.Stack.Method, names)
+	}
+}
+
+// A stack frame wider than an 80-column terminal wraps in the text
+// report: the program's whole file name and the frame's offset are there.
+func TestReview2FixcStackFramesWrap(t *testing.T) {
+	w := newWorld(t, "SIMGPU_FB_TOTAL=1G")
+	name := "simwork-" + strings.Repeat("with-a-long-name-", 4)
+	prog := filepath.Join(w.dir, name)
+	b, err := os.ReadFile(simwork)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(prog, b, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	res := w.record(nil, prog, "init; use 0; alloc 2G; exit 1")
+	if res.code != 1 {
+		t.Fatalf("exit %d, want the workload's 1: %s", res.code, res.stderr)
+	}
+	cmd := exec.Command(binPath, "analyze", "--no-color", res.db)
+	cmd.Env = append(os.Environ(), "COLUMNS=80")
+	out, _ := cmd.Output()
+	var joined strings.Builder
+	for i, l := range strings.Split(string(out), "\n") {
+		if utf8.RuneCountInString(l) > 80 {
+			t.Errorf("line %d is %d columns: %q", i+1, utf8.RuneCountInString(l), l)
+		}
+		joined.WriteString(strings.ReplaceAll(l, " ", ""))
+	}
+	if !regexp.MustCompile(`\+0x[0-9a-f]+\(` + regexp.QuoteMeta(name) + `\)`).MatchString(joined.String()) {
+		t.Errorf("no frame in %s with its offset and whole file name:\n%s", name, out)
+	}
+	if _, stack, _ := strings.Cut(string(out), "  stack"); strings.Contains(strings.Split(stack, "\n\n")[0], "…") {
+		t.Errorf("a stack frame was cut:\n%s", out)
 	}
 }

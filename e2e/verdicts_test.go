@@ -297,3 +297,106 @@ func copyFile(t *testing.T, src, dst string) {
 		t.Fatal(err)
 	}
 }
+
+// Pinning host memory past the simulated driver's limit, by registering
+// or by allocating it: an allocation problem of page-locked host memory,
+// never judged on the framebuffer or BAR1, with next steps for pinned
+// memory.
+func TestReview3HostPinnedMemoryAdvice(t *testing.T) {
+	for _, step := range []string{"host-register 100M", "host-alloc 100M"} {
+		t.Run(step, func(t *testing.T) {
+			w := newWorld(t, "SIMGPU_PIN_LIMIT=64M", "SIMGPU_FB_TOTAL=1G")
+			res := w.record(nil, simwork, "init; use 0; alloc 500M; "+step+"; sleep 200; exit 1")
+			rep, _ := analyzeJSON(t, res.db)
+			if rep.FirstFailure == nil || rep.Capacity == nil {
+				t.Fatalf("no failure judged: %s", rep.Verdict)
+			}
+			if rep.Attribution != report.AttrAllocation || *rep.Capacity != report.CapNotApplicable {
+				t.Errorf("attribution %s, capacity %s: %s", rep.Attribution, *rep.Capacity, rep.Verdict)
+			}
+			text := textAt80(t, res.db)
+			i, j := strings.Index(text, "\nNEXT STEPS"), strings.Index(text, "\nFIRST FAILURE")
+			if i < 0 || j < i {
+				t.Fatalf("no NEXT STEPS before FIRST FAILURE:\n%s", text)
+			}
+			if steps := text[i:j]; !strings.Contains(steps, "ulimit -l") || !strings.Contains(steps, "pin_memory") {
+				t.Errorf("NEXT STEPS lack pinned-memory advice:\n%s", text)
+			}
+			if strings.Contains(text, "mapping problem") {
+				t.Errorf("called a mapping problem:\n%s", text)
+			}
+		})
+	}
+}
+
+func TestReviewNoNVMLAdvice(t *testing.T) {
+	w := newWorld(t)
+	res := w.record([]string{"--libnvidia-ml", w.dir + "/absent/libnvidia-ml.so.1"}, simwork, "init; use 0; alloc 100G; exit 1")
+	rep, _ := analyzeJSON(t, res.db)
+	if got := deref(rep.Capacity); got != string(report.CapUnknown) {
+		t.Fatalf("capacity %s, want unknown without NVML: %s", got, rep.Verdict)
+	}
+	if !hasMissing(rep.Missing, "GPU of the failing call is unknown") {
+		t.Fatalf("the unknown GPU is not missing evidence: %+v", rep.Missing)
+	}
+	if !anyContains(rep.NextSteps, "--libnvidia-ml") {
+		t.Errorf("next steps %q do not point --libnvidia-ml at the driver's library", rep.NextSteps)
+	}
+	for _, m := range rep.Missing {
+		if strings.Contains(m.Fix, "CUDA_DEVICE_ORDER") {
+			t.Errorf("device-order advice for a missing NVML: %+v", m)
+		}
+	}
+	if anyContains(rep.NextSteps, "CUDA_DEVICE_ORDER") {
+		t.Errorf("next steps repeat the device-order advice: %q", rep.NextSteps)
+	}
+}
+
+// The first allocation starts "up to first failure": "before first
+// allocation" holds no allocation.
+func TestReviewFirstAllocationPhase(t *testing.T) {
+	w := newWorld(t)
+	res := w.record(nil, script("init; use 0; sleep 150; alloc 2G; alloc 1G; alloc 40G; exit 1")...)
+	rep, _ := analyzeJSON(t, res.db)
+	if rep.FirstFailure == nil || rep.FirstFailure.Phase != "up to first failure" {
+		t.Fatalf("first failure %+v, want it in \"up to first failure\"", rep.FirstFailure)
+	}
+	var traced *report.ViewRow
+	for i := range rep.MemoryViews {
+		if rep.MemoryViews[i].Field == "traced device allocations" {
+			traced = &rep.MemoryViews[i]
+		}
+	}
+	if traced == nil || len(traced.Phases) != 3 {
+		t.Fatalf("traced row %+v, want three phases", traced)
+	}
+	for i, want := range []uint64{0, 3 << 30} {
+		p := traced.Phases[i]
+		if p.Peak == nil || *p.Peak != want {
+			t.Errorf("phase %q peaks at %s, want %d", p.Phase, valText(p.Peak), want)
+		}
+	}
+}
+
+// A workload that never loaded libcuda (recorded without --libcuda) gets
+// no framework-pool advice and no "record again without --libcuda": it is
+// told it never loaded libcuda.
+func TestReviewWorkloadWithoutLibcuda(t *testing.T) {
+	w := newWorld(t)
+	db := filepath.Join(w.dir, "run.db")
+	cmd := exec.Command(binPath, "record", "-o", db, "--libnvidia-ml", simNVML, "--", simwork, "print hello; exit 1")
+	cmd.Env = w.environ()
+	if out, err := cmd.CombinedOutput(); err == nil {
+		t.Fatalf("the workload exits 1, forensic record exited 0:\n%s", out)
+	}
+	out := textAt80(t, db)
+	flat := strings.Join(strings.Fields(out), " ")
+	if !strings.Contains(flat, "never loaded libcuda") || !strings.Contains(flat, "exited with status 1") {
+		t.Errorf("not told the workload never loaded libcuda:\n%s", out)
+	}
+	for _, bad := range []string{"memory pool", "preallocation", "--libcuda"} {
+		if strings.Contains(flat, bad) {
+			t.Errorf("says %q:\n%s", bad, out)
+		}
+	}
+}

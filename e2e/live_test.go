@@ -1,67 +1,46 @@
 package e2e
 
 import (
+	"bytes"
+	"encoding/json"
+	"fmt"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
 	"time"
+	"unicode/utf8"
 
+	"github.com/retrivium/forensic/flight"
 	"github.com/retrivium/forensic/report"
 )
 
-// Review2 finding 2. Rank 0 of job j2 runs out of framebuffer, frees its
-// cache and retries: recovered. Rank 1 dies afterwards of a BAR1 mapping
-// larger than its whole aperture. The job's verdict leads with rank 1's
-// unrecovered failure, judged by its run; rank 0's recovered failure stays
-// the subject but is nobody's consequence, and "no later failure went
-// unrecovered" is not said of the job.
-func TestReview2FixjRecoveredAcrossRuns(t *testing.T) {
-	w := newWorld(t, "SIMGPU_FB_TOTAL=8G")
-	dir := filepath.Join(w.dir, "job2")
-	os.MkdirAll(dir, 0o755)
-	job := func(rank string, extra ...string) []string {
-		return append([]string{"TORCHELASTIC_RUN_ID=j2", "RANK=" + rank, "WORLD_SIZE=2"}, extra...)
+// What analyze says on stderr about a live flight recording (how its
+// live segment was read) wraps at an 80-column terminal like record's
+// messages do, here with a long directory name.
+func TestReview2FixcLiveNoteWraps(t *testing.T) {
+	w := newWorld(t)
+	fr := w.startFlight(`$S 'init; use 0; alloc 1M'; touch started; while [ ! -e stop ]; do sleep 0.05; done`)
+	fr.pollUntil(20*time.Second, "the workload ran", func() bool { return exists(filepath.Join(fr.work, "started")) })
+	cmd := exec.Command(binPath, "analyze", "--no-color", fr.dir)
+	cmd.Env = append(os.Environ(), "COLUMNS=80")
+	var errb bytes.Buffer
+	cmd.Stderr = &errb
+	if err := cmd.Run(); err != nil {
+		t.Errorf("analyze: %v: %s", err, errb.String())
 	}
-	w.recordJob(dir, map[string][]string{
-		"rank0.db": job("0"),
-		"rank1.db": job("1", "SIMGPU_STATE="+filepath.Join(w.dir, "rank1.state"), "SIMGPU_DEVICES=2", "SIMGPU_BAR1_TOTAL=64M"),
-	}, map[string]string{
-		"rank0.db": "init; use 0; alloc 3G; alloc 3G; alloc 2G; free; free; alloc 2G; sleep 600; exit 1",
-		"rank1.db": "init; use 0; sleep 300; vmm 128M 0 1; exit 1",
-	})
-	out, _, code := runForensic(t, "analyze", "--json", dir)
-	if code != 0 {
-		t.Fatalf("analyze --json: exit %d", code)
+	os.WriteFile(filepath.Join(fr.work, "stop"), nil, 0o644)
+	if err := <-fr.done; err != nil {
+		t.Errorf("record: %v\n%s", err, fr.log.String())
 	}
-	if err := report.ValidateReportJSON([]byte(out)); err != nil {
-		t.Errorf("the job's report does not match the schema: %v", err)
+	said := errb.String()
+	if !strings.Contains(strings.Join(strings.Fields(said), " "), "the live one from a copy its recorder made now") {
+		t.Errorf("analyze did not say how it read the live segment: %q", said)
 	}
-	rep := decodeReport(t, []byte(out))
-	f, u := rep.FirstFailure, rep.FirstUnrecovered
-	if f == nil || !f.Recovered || !strings.HasSuffix(f.RunPath, "rank0.db") {
-		t.Fatalf("first failure %+v, want rank 0's recovered allocation", f)
-	}
-	if u == nil || !strings.HasSuffix(u.RunPath, "rank1.db") || u.Symbol != "cuMemSetAccess" || u.Attribution != report.AttrMapping {
-		t.Fatalf("first unrecovered %+v, want rank 1's mapping failure judged by its run", u)
-	}
-	if rep.UnrecoveredOrder != "certain" || len(rep.Consequences) != 0 {
-		t.Errorf("unrecovered order %q, consequences %+v: want certain, none of a recovered failure", rep.UnrecoveredOrder, rep.Consequences)
-	}
-	lead, _, _ := strings.Cut(rep.Verdict, "In that run")
-	if !strings.Contains(lead, "the first failure no process recovered from is rank 1") ||
-		strings.Contains(rep.Verdict, "No later failure went unrecovered") || strings.Contains(rep.Verdict, "likely a consequence") {
-		t.Errorf("the verdict does not lead with rank 1's unrecovered failure: %s", rep.Verdict)
-	}
-	text, _, _ := runForensicEnv(t, []string{"COLUMNS=80"}, "analyze", dir)
-	sec := text[strings.Index(text, "FIRST UNRECOVERED FAILURE"):]
-	if !strings.Contains(sec, "run       rank 1, host ") || !strings.Contains(text, "order of the failures no process recovered") ||
-		strings.Contains(text, "after the first failure, in other runs") {
-		t.Errorf("the text does not place rank 1's failure as the one that matters:\n%s", text)
-	}
-	for _, l := range strings.Split(text, "\n") {
-		if len([]rune(l)) > 80 {
-			t.Errorf("wider than 80 columns: %q", l)
+	for _, l := range strings.Split(said, "\n") {
+		if n := utf8.RuneCountInString(l); n > 80 {
+			t.Errorf("a %d-column line on stderr: %q", n, l)
 		}
 	}
 }
@@ -139,5 +118,70 @@ func TestReview2FixjLiveLoss(t *testing.T) {
 		t.Errorf("live: %d calls lost, not in MISSING EVIDENCE:\n%s", rep.Loss.LostCalls, missing)
 	case rep.Loss.LostCalls == 0 && !strings.Contains(missing, "loss counters were"):
 		t.Errorf("live: no loss counted and no counter gap said:\n%s", missing)
+	}
+}
+
+// An IPC mapping live at the first failure is listed as a mapping of
+// imported memory, not as an allocation.
+func TestReview3LiveIPCMappingNamed(t *testing.T) {
+	w := newWorld(t, "SIMGPU_FB_TOTAL=4G")
+	h := filepath.Join(w.dir, "handle")
+	script := fmt.Sprintf(`%[1]s 'init; use 0; alloc 64M; ipc-export %[2]s; sleep 1000' &
+sleep 0.3
+%[1]s 'init; use 0; ipc-open %[2]s; alloc 8G; exit 1'
+wait`, simwork, h)
+	res := w.record(nil, "/bin/bash", "-c", script)
+	rep, _ := analyzeJSON(t, res.db)
+	if rep.FirstFailure == nil {
+		t.Fatalf("no failure: %s", rep.Verdict)
+	}
+	var kinds []report.KindCount
+	for _, l := range rep.LiveAtFailure {
+		if l.PID == rep.FirstFailure.PID && l.View == "bar1" {
+			kinds = l.Kinds
+		}
+	}
+	if len(kinds) != 1 || kinds[0] != (report.KindCount{Kind: "ipc-mapping", Count: 1}) {
+		t.Errorf("live BAR1 kinds of the importer %+v: %+v", kinds, rep.LiveAtFailure)
+	}
+	text := textAt80(t, res.db)
+	if !strings.Contains(text, "bar1: 64.0 MiB in 1 mapping of imported memory (IPC)") {
+		t.Errorf("LIVE AT THE FIRST FAILURE does not name the IPC mapping:\n%s", text)
+	}
+}
+
+// Review finding 11. A flight recording under load is analyzed three times
+// while it records: each time the recorder's count, stored with the data
+// the copy of the live segment holds, equals the events read plus those
+// in deleted stretches, never fewer than were read.
+func TestReviewFixmLiveCounts(t *testing.T) {
+	w := newWorld(t)
+	fr := w.startFlight(`"$S" 'init; use 0; paced 20000 14' > paced.txt`, "--segment-age", "2s", "--libcuda", simCUDA)
+	start := time.Now()
+	fr.pollUntil(20*time.Second, "the first calls", func() bool {
+		x, err := flight.ReadIndex(fr.dir)
+		return err == nil && len(x.Segments) > 0 && x.Segments[0].Calls > 0
+	})
+	for i := 0; i < 3; i++ {
+		at := start.Add(time.Duration(3+3*i) * time.Second)
+		fr.pollUntil(30*time.Second, "the next read", func() bool { return time.Now().After(at) })
+		out, _, code := runForensic(t, "analyze", "--json", fr.dir)
+		if code != 0 {
+			t.Fatalf("live analyze %d: exit %d", i, code)
+		}
+		var rep report.Report
+		if err := json.Unmarshal([]byte(out), &rep); err != nil {
+			t.Fatal(err)
+		}
+		f := rep.Run.Flight
+		if f == nil || f.Live != "copy" || f.EventsRead == 0 || f.EventsRecorded != f.EventsRead+f.DroppedCalls+f.LostCalls {
+			t.Errorf("live read %d: %+v; want the recorder's count equal to the events read (and deleted)", i, f)
+		}
+		if hasMissing(rep.Missing, "are in no file read") {
+			t.Errorf("live read %d: events unaccounted for: %+v", i, rep.Missing)
+		}
+	}
+	if err := <-fr.done; err != nil {
+		t.Fatalf("record: %v\n%s", err, fr.log.String())
 	}
 }

@@ -1,0 +1,110 @@
+package e2e
+
+import (
+	"bytes"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"testing"
+	"unicode/utf8"
+
+	"github.com/retrivium/forensic/internal/e2eenv"
+)
+
+// The demo's output at 80 columns: every line fits; an instant is said
+// once; no nested parentheses, no "NVML NVML_SUCCESS", no zero loss
+// counts; the memory views explain why "framebuffer used" never shows the
+// memory the verdict says ran out. The export gives cuInit no CUDA device
+// and cuDeviceGet no pointer.
+func TestReviewDemoWording(t *testing.T) {
+	w := newWorld(t)
+	res := w.record(nil, filepath.Join(simDir, "scenarios", "weights_oom"))
+	out := textAt80(t, res.db)
+	for i, line := range strings.Split(out, "\n") {
+		if n := utf8.RuneCountInString(line); n > 80 {
+			t.Errorf("line %d has %d columns: %q", i+1, n, line)
+		}
+	}
+	if m := regexp.MustCompile(`(\+\d+\.\d+ s) to (\+\d+\.\d+ s)`).FindAllStringSubmatch(out, -1); m != nil {
+		for _, x := range m {
+			if x[1] == x[2] {
+				t.Errorf("an instant said twice: %q", x[0])
+			}
+		}
+	}
+	flat := strings.Join(strings.Fields(out), " ")
+	for _, bad := range []string{"((", "))", "NVML NVML_SUCCESS", " 0 nested", " 0 lost", " 0 not followed", " 0 thinned"} {
+		if strings.Contains(flat, bad) {
+			t.Errorf("says %q:\n%s", bad, out)
+		}
+	}
+	for _, want := range []string{"framebuffer-exhausted", "no sample was taken while the traced processes' device memory was at its peak"} {
+		if !strings.Contains(flat, want) {
+			t.Errorf("lacks %q:\n%s", want, out)
+		}
+	}
+	seen := map[string]bool{}
+	for _, e := range chromeEvents(t, res.db) {
+		if e.Ph != "X" || seen[e.Name] {
+			continue
+		}
+		seen[e.Name] = true
+		_, dev := e.Args["cuda_device"]
+		_, ptr := e.Args["ptr"]
+		switch e.Name {
+		case "cuInit":
+			if dev {
+				t.Errorf("cuInit, before any context, has a CUDA device: %v", e.Args)
+			}
+		case "cuDeviceGet":
+			if ptr || e.Args["device_handle"] == nil {
+				t.Errorf("cuDeviceGet returns a device handle, not a pointer: %v", e.Args)
+			}
+		case "cuMemAlloc_v2":
+			if !dev || !ptr {
+				t.Errorf("an allocation in a context lacks its device or pointer: %v", e.Args)
+			}
+		}
+	}
+}
+
+// Sizes from 1 TiB are written in TiB.
+func TestReviewTiBSizes(t *testing.T) {
+	w := newWorld(t)
+	res := w.record(nil, script("init; use 0; alloc 100T; exit 1")...)
+	rep, _ := analyzeJSON(t, res.db)
+	if rep.FirstFailure == nil || rep.FirstFailure.Size == nil || *rep.FirstFailure.Size != 100<<40 {
+		t.Fatalf("first failure %+v, want an allocation of 100 TiB", rep.FirstFailure)
+	}
+	out := textAt80(t, res.db)
+	if !strings.Contains(out, "100.00 TiB") || strings.Contains(out, "102400.00 GiB") {
+		t.Errorf("100 TiB not written in TiB:\n%s", out)
+	}
+}
+
+// The VERDICT heading is coloured by its attribution as the HTML report
+// is: red for an allocation problem, green when nothing failed.
+func TestReviewVerdictColour(t *testing.T) {
+	_, err := exec.LookPath("script")
+	e2eenv.Need(t, err == nil, "util-linux script (a terminal for the colour) is not installed")
+	tests := []struct {
+		name, steps, want string
+	}{
+		{"allocation", "init; use 0; alloc 40G; exit 1", "\x1b[1;31mVERDICT"},
+		{"none", "init; use 0; alloc 1G; free-all", "\x1b[1;32mVERDICT"},
+	}
+	for _, tt := range tests {
+		w := newWorld(t)
+		res := w.record(nil, script(tt.steps)...)
+		cmd := exec.Command("script", "-qec", binPath+" analyze "+res.db, "/dev/null")
+		cmd.Env = append(os.Environ(), "COLUMNS=80", "NO_COLOR=")
+		var out bytes.Buffer
+		cmd.Stdout = &out
+		cmd.Run() // a verdict is not an error; the text is what is checked
+		if !strings.Contains(out.String(), tt.want) {
+			t.Errorf("%s: heading %q not found:\n%q", tt.name, tt.want, firstLines(out.String(), 8))
+		}
+	}
+}
