@@ -350,8 +350,8 @@ func TestLongIntervalReconcilesEveryChange(t *testing.T) {
 	}
 }
 
-// fixaSyms: 0 cuMemAlloc_v2, 1 cuMemFree_v2.
-var fixaSyms = []string{"cuMemAlloc_v2", "cuMemFree_v2"}
+// allocFreeSyms are the symbols of tests that allocate and free: 0 cuMemAlloc_v2, 1 cuMemFree_v2.
+var allocFreeSyms = []string{"cuMemAlloc_v2", "cuMemFree_v2"}
 
 // triggered marks a sample as taken because of pid 7's failure at end.
 func triggered(smp store.Sample, end int64) store.Sample {
@@ -395,7 +395,7 @@ func TestUntracedReleaseBetweenSampleAndFailure(t *testing.T) {
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
-			rep := runSpec{symbols: fixaSyms, events: c.events, samples: c.samples, procs: c.procs,
+			rep := runSpec{symbols: allocFreeSyms, events: c.events, samples: c.samples, procs: c.procs,
 				workload: exitAt(fail+ms, 1)}.analyze(t, nil)
 			if rep.Capacity == nil || *rep.Capacity != c.want {
 				t.Fatalf("capacity %v, want %s: %s", rep.Capacity, c.want, rep.Verdict)
@@ -423,7 +423,7 @@ func TestUntracedReleaseBetweenSampleAndFailure(t *testing.T) {
 // against free memory, and the verdict says why.
 func TestStickyCodeGetsNoCapacity(t *testing.T) {
 	fail := tClock + 300*ms
-	rep := runSpec{symbols: fixaSyms, events: []store.Event{
+	rep := runSpec{symbols: allocFreeSyms, events: []store.Event{
 		alloc(0, tClock+100*ms, gib, 0xa000),
 		call(0, fail, 700, cuda.Fields{Has: cuda.FieldSize, Size: gib}),
 	}, samples: []store.Sample{triggered(fbSample(fail+ms, gib), fail)}}.analyze(t, nil)
@@ -441,7 +441,7 @@ func TestNoContextNoGPU(t *testing.T) {
 	for _, ctx := range []uint32{0, 1} {
 		e := call(0, tClock+100*ms, 201, cuda.Fields{Has: cuda.FieldSize, Size: gib})
 		e.Ctx = ctx
-		rep := runSpec{symbols: fixaSyms, events: []store.Event{e}}.analyze(t, nil)
+		rep := runSpec{symbols: allocFreeSyms, events: []store.Event{e}}.analyze(t, nil)
 		ff := rep.FirstFailure
 		onGPU := ff.GPUIndex != nil || strings.Contains(rep.Verdict, "GPU 0")
 		if onGPU != (ctx != 0) {

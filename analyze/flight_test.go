@@ -209,7 +209,7 @@ func TestLiveKindsAndRecoveredWording(t *testing.T) {
 	x := exitAt(fail+100*ms, 1)
 	procs := []store.Process{{PID: 7, Start: tClock, Exe: "/bin/app", Root: true, Exit: x,
 		Devices: []store.DeviceMap{{Ordinal: 0, GPU: 0, Method: "uuid"}}}}
-	rep := runSpec{symbols: fixaSyms, events: evs, procs: procs, workload: x}.analyze(t, nil)
+	rep := runSpec{symbols: allocFreeSyms, events: evs, procs: procs, workload: x}.analyze(t, nil)
 	if len(rep.LiveAtFailure) != 1 {
 		t.Fatalf("live %+v", rep.LiveAtFailure)
 	}

@@ -9,6 +9,9 @@ import (
 	"github.com/retrivium/forensic/store"
 )
 
+// Recovered failures: what counts as recovering one, and what a run whose
+// failures were all recovered says.
+
 // A failed release is recovered only when the same process later released
 // the same handle: freeing another pointer does not undo it.
 func TestRecoveredReleaseNeedsTheSameHandle(t *testing.T) {
@@ -27,7 +30,7 @@ func TestRecoveredReleaseNeedsTheSameHandle(t *testing.T) {
 		t.Run(c.name, func(t *testing.T) {
 			evs := []store.Event{alloc(0, tClock+10*ms, gib, 0xa000), alloc(0, tClock+20*ms, gib, 0xb000),
 				badFree(tClock+30*ms, 0xa000), free(1, tClock+40*ms, c.later)}
-			rep := runSpec{symbols: fixaSyms, events: evs}.analyze(t, nil)
+			rep := runSpec{symbols: allocFreeSyms, events: evs}.analyze(t, nil)
 			if len(rep.Failures) != 1 {
 				t.Fatalf("failures %+v", rep.Failures)
 			}
@@ -54,7 +57,7 @@ func TestRecoveredFailureThenExit(t *testing.T) {
 		x := exitAt(fail+100*ms, code)
 		procs := []store.Process{{PID: 7, Start: tClock, Exe: "/bin/app", Root: true, Exit: x,
 			Devices: []store.DeviceMap{{Ordinal: 0, GPU: 0, Method: "uuid"}}}}
-		rep := runSpec{symbols: fixaSyms, events: evs, samples: smp, procs: procs, workload: x}.analyze(t, nil)
+		rep := runSpec{symbols: allocFreeSyms, events: evs, samples: smp, procs: procs, workload: x}.analyze(t, nil)
 		if n := strings.Count(rep.Verdict, "The first failed operation"); n != 1 {
 			t.Errorf("exit %d: the verdict names the first failed operation %d times: %s", code, n, rep.Verdict)
 		}
@@ -94,7 +97,7 @@ func TestRecoveredNeedsTheSameDevice(t *testing.T) {
 			procs := []store.Process{{PID: 7, Start: tClock, Exe: "/bin/app", Root: true, Exit: x,
 				Devices: []store.DeviceMap{{Ordinal: 0, GPU: 0, Method: "uuid"}, {Ordinal: 1, GPU: 1, Method: "uuid"}}}}
 			smp := []store.Sample{triggered(fbSample(fail+ms, 15*gib+gib/2), fail)}
-			rep := runSpec{symbols: fixaSyms, events: evs, samples: smp, procs: procs, workload: x}.analyze(t, nil)
+			rep := runSpec{symbols: allocFreeSyms, events: evs, samples: smp, procs: procs, workload: x}.analyze(t, nil)
 			if len(rep.Failures) != 1 || rep.Failures[0].Recovered != c.want {
 				t.Fatalf("failures %+v, want recovered %v", rep.Failures, c.want)
 			}

@@ -13,6 +13,10 @@ import (
 	"github.com/retrivium/forensic/report"
 )
 
+// Recording every process that loads libcuda (record --all and workers
+// started at once without --libcuda): each is attached and held while
+// the probes go in, and none is lost.
+
 // --all records unrelated processes: one running before the recorder, one
 // started after it through a libcuda file the recorder had not seen (held
 // at its mapping until attached), the way a container brings its own
@@ -74,7 +78,7 @@ func TestRecordAll(t *testing.T) {
 // worker that maps it meanwhile. Every call of every worker is in the
 // record, nothing is counted lost, and no worker is said to have started
 // before the recording. Ten times, since the window is a race.
-func TestReview3WorkersStartedAtOnce(t *testing.T) {
+func TestWorkersStartedAtOnceAllHeld(t *testing.T) {
 	w := newWorld(t)
 	const workers = 8
 	loop := fmt.Sprintf(`for i in $(seq %d); do "$0" "$1" & done; wait`, workers)
@@ -126,7 +130,7 @@ func TestReview3WorkersStartedAtOnce(t *testing.T) {
 // no call while recording): it has a process record, marked as running
 // before the recording, its end is followed, and the failure of another
 // process that ran out of room names it.
-func TestReview3AllRecordsIdleHolder(t *testing.T) {
+func TestAllRecordsIdleHolder(t *testing.T) {
 	w := newWorld(t, "SIMGPU_FB_TOTAL=4G")
 	idle := w.startWorkload(`init; use 0; alloc 3G; wait-signal; sleep 100000`)
 	if !waitFor(5*time.Second, func() bool { return mapsFile(idle.Process.Pid, simCUDA) }) {

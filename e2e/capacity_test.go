@@ -17,11 +17,16 @@ import (
 	"github.com/retrivium/forensic/store"
 )
 
+// Capacity verdicts on real recordings of the simulated GPU: which view
+// and which GPU's sample a failed request is judged on (framebuffer,
+// BAR1 of the GPU whose memory is mapped, a MIG instance), releases the
+// record cannot size, and requests that had room.
+
 // --pid on a process that holds 2 GiB from before recording, asks for 2
 // GiB more of a 4 GiB GPU and exits at once: the sample the failure
 // triggered comes after its exit freed the untraced 2 GiB, and must not
 // make the exhausted framebuffer look as if it had room.
-func TestReview2PIDExitAfterFailure(t *testing.T) {
+func TestReleaseAfterFailureLeavesFramebufferFull(t *testing.T) {
 	w := newWorld(t, "SIMGPU_FB_TOTAL=4G")
 	target := w.startWorkload("init; use 0; alloc 2G; wait-signal; alloc 2G; exit 1")
 	if !waitFor(5*time.Second, func() bool { return mapsFile(target.Process.Pid, simCUDA) }) {
@@ -47,7 +52,7 @@ func TestReview2PIDExitAfterFailure(t *testing.T) {
 
 // A sticky code (CUDA_ERROR_ILLEGAL_ADDRESS) on an allocation gets no
 // capacity verdict; a call with no current context is on no GPU.
-func TestReview2StickyAndNoContext(t *testing.T) {
+func TestStickyErrorAndNoContextGetNoCapacity(t *testing.T) {
 	w := newWorld(t, "SIMGPU_FAIL=cuMemAlloc_v2:2:700")
 	res := w.record(nil, simwork, "init; use 0; alloc 1G; alloc 1G; alloc 1G; exit 1")
 	rep, _ := analyzeJSON(t, res.db)
@@ -71,7 +76,7 @@ func TestReview2StickyAndNoContext(t *testing.T) {
 // nearly filled (52 MiB free, 64 MiB needed; GPU 0 had 252 MiB), and peer
 // access from GPU 0 to a context on GPU 1, whose BAR1 had 24 MiB left
 // (GPU 0 had 124 MiB).
-func TestReview3ApertureOfAnotherGPU(t *testing.T) {
+func TestApertureJudgedOnItsOwnGPU(t *testing.T) {
 	t.Run("IPC open of another GPU's memory", func(t *testing.T) {
 		w := newWorld(t, "SIMGPU_DEVICES=2", "SIMGPU_BAR1_TOTAL=256M")
 		h := filepath.Join(w.dir, "handle")
@@ -181,7 +186,7 @@ func migUUID(t *testing.T, w *world, index int) string {
 	return *inv.GPUs[0].MIG[index].UUID.Value
 }
 
-func TestReviewMIGInstance(t *testing.T) {
+func TestMIGInstanceJudgedOnItsOwnMemory(t *testing.T) {
 	tests := []struct {
 		name     string
 		script   string
@@ -238,7 +243,7 @@ func TestReviewMIGInstance(t *testing.T) {
 	}
 }
 
-func TestReviewPeerGrants(t *testing.T) {
+func TestPeerGrantsJudgedApart(t *testing.T) {
 	// When the failure's sample is taken before the process exits it reads
 	// the 24 MiB free exactly; after the exit, which also frees the
 	// context's own memory (some of it mapped through BAR1), free at the
@@ -295,7 +300,7 @@ func TestReviewPeerGrants(t *testing.T) {
 	}
 }
 
-func TestReviewRoomNotReserved(t *testing.T) {
+func TestAllocationWithRoomNotBlamedOnReserved(t *testing.T) {
 	w := newWorld(t, "SIMGPU_FAIL=cuMemAlloc_v2:3:2")
 	// Held stopped until its sample is read: a sample read after the exit
 	// cannot say "had room", since the exit also freed the context's own
@@ -318,7 +323,7 @@ func TestReviewRoomNotReserved(t *testing.T) {
 // An IPC open names no size: the mapped size comes from the exporter's
 // allocation, and its evidence carries that allocation's time, never a
 // time before the run ("at -8627.330 s").
-func TestReviewExporterSizedEvidenceTime(t *testing.T) {
+func TestIPCOpenSizedByExporterAllocation(t *testing.T) {
 	w := newWorld(t)
 	res := w.record(nil, filepath.Join(simDir, "scenarios", "ipc_map"))
 	rep, _ := analyzeJSON(t, res.db)

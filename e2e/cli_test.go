@@ -469,7 +469,7 @@ func TestCLIHelp(t *testing.T) {
 
 // make demo's script ends with commands to run on its recording (record
 // suggests one too): the file they name is still there, and analyzes.
-func TestReview2FixcDemoKeepsItsRecording(t *testing.T) {
+func TestDemoKeepsItsRecording(t *testing.T) {
 	newWorld(t)
 	cmd := exec.Command(filepath.Join(repo, "scripts", "demo.sh"))
 	cmd.Env = append(os.Environ(), "COLUMNS=80")
@@ -500,7 +500,7 @@ func TestReview2FixcDemoKeepsItsRecording(t *testing.T) {
 // An output that collides with an existing file, and a shell without
 // completion, are said in words on one line, never as a system call's
 // error.
-func TestReview2FixcOutputIsAFile(t *testing.T) {
+func TestOutputErrorsInWords(t *testing.T) {
 	w := newWorld(t)
 	res := w.record(nil, simwork, "init")
 	if res.code != 0 {
@@ -526,11 +526,11 @@ func TestReview2FixcOutputIsAFile(t *testing.T) {
 	r.Close()
 }
 
-// The command line's messages as the review met them: a directory given
+// The command line's messages on mistakes a user makes: a directory given
 // as the run.db, a ring size whose suggestion is refused, a temporary
 // file's name, a misleading export, cobra's and Go's jargon, flags with
 // type names for values.
-func TestReviewFixuCommandLine(t *testing.T) {
+func TestCommandLineMessages(t *testing.T) {
 	w := newWorld(t)
 	good := w.record(nil, simwork, "init; use 0; alloc 1M; alloc 100G; exit 1").db
 	dir := filepath.Join(w.dir, "out")
@@ -596,7 +596,7 @@ func TestReviewFixuCommandLine(t *testing.T) {
 
 // A locked run is refused with words that fit every command that reads
 // it, not only analyze.
-func TestReviewFixuLockedRun(t *testing.T) {
+func TestLockedRunNamedByEveryCommand(t *testing.T) {
 	w := newWorld(t)
 	db, gate := filepath.Join(w.dir, "live.db"), filepath.Join(w.dir, "go")
 	live := exec.Command(binPath, append(sim(db), "sh", "-c", "while [ ! -e "+gate+" ]; do sleep 0.05; done")...)
@@ -624,7 +624,7 @@ func TestReviewFixuLockedRun(t *testing.T) {
 // continuation indented under the message; the line that says which
 // libcuda was attached at a process's first mapping comes before
 // anything that process prints; inventory fits 80 columns.
-func TestReviewFixuMessages(t *testing.T) {
+func TestRecordMessagesFit80Columns(t *testing.T) {
 	w := newWorld(t)
 	for i := range 5 {
 		db := filepath.Join(w.dir, fmt.Sprintf("m%d.db", i))

@@ -103,7 +103,7 @@ type chromeEvent struct {
 // A process that exited holds nothing: its "process used" row ends at 0,
 // and its exported counter drops to 0, while the process still running
 // keeps its value.
-func TestReviewProcessUsedAfterExit(t *testing.T) {
+func TestExitedProcessHoldsNothing(t *testing.T) {
 	w := newWorld(t)
 	res := w.record(nil, script("init; fork { init; use 0; alloc 1G; sleep 400 }; use 0; alloc 2G; sleep 900; wait")...)
 	if res.code != 0 {

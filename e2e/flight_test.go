@@ -587,7 +587,7 @@ func TestFlightRestart(t *testing.T) {
 	}
 }
 
-// Review findings 14 and 6. A flight recording in small segments whose
+// A flight recording in small segments whose
 // workload fails twice is copied as an operator would, and a segment is
 // removed from the copy. Without its last segment the recording is not
 // said to have stopped uncleanly: segment N is missing and its records are
@@ -595,7 +595,7 @@ func TestFlightRestart(t *testing.T) {
 // Without the segment of the first failure, the second cannot be
 // established as the first. Given with a run.db of another job, the
 // flight recording is analyzed apart.
-func TestReviewFixmLostSegment(t *testing.T) {
+func TestFlightLostSegmentNamed(t *testing.T) {
 	w := newWorld(t)
 	fr := w.startFlight(`"$S" 'init; use 0; alloc 1G; sleep 1500; alloc 100G; sleep 2500; alloc 200G; sleep 2500'`,
 		"--segment-age", "1s", "--libcuda", simCUDA)
@@ -684,7 +684,7 @@ func copyDir(t *testing.T, from, to, without string) string {
 
 // A flight recording's report says flight mode and how its segments were
 // read, not just the mode its command was recorded in.
-func TestReviewFixuFlightHeader(t *testing.T) {
+func TestFlightHeaderSaysHowItWasRead(t *testing.T) {
 	w := newWorld(t)
 	script := `"$S" 'init; use 0; alloc 1G; sleep 1500; alloc 100G; sleep 1500'`
 	fr := w.startFlight(script, "--segment-age", "1s")

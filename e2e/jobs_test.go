@@ -12,13 +12,17 @@ import (
 	"github.com/retrivium/forensic/report"
 )
 
-// Review2 finding 2. Rank 0 of job j2 runs out of framebuffer, frees its
+// Jobs of several runs (ranks) analyzed together: which failure is first
+// across the runs, what ties a later failure to it, and runs of other
+// jobs kept apart.
+
+// Rank 0 of job j2 runs out of framebuffer, frees its
 // cache and retries: recovered. Rank 1 dies afterwards of a BAR1 mapping
 // larger than its whole aperture. The job's verdict leads with rank 1's
 // unrecovered failure, judged by its run; rank 0's recovered failure stays
 // the subject but is nobody's consequence, and "no later failure went
 // unrecovered" is not said of the job.
-func TestReview2FixjRecoveredAcrossRuns(t *testing.T) {
+func TestJobRecoveredRankIsNoConsequence(t *testing.T) {
 	w := newWorld(t, "SIMGPU_FB_TOTAL=8G")
 	dir := filepath.Join(w.dir, "job2")
 	os.MkdirAll(dir, 0o755)
@@ -88,7 +92,7 @@ func (w *world) recordJob(dir string, runs map[string][]string, scripts map[stri
 	wg.Wait()
 }
 
-// Review findings 6 and 12. A directory holds four ranks of one job (job
+// A directory holds four ranks of one job (job
 // id jobR, world size 5: rank 4 was not gathered), recorded at once on one
 // host, a run of another job recorded at the same time, and a run with no
 // job id recorded later. Each job is analyzed on its own: the other job's
@@ -99,7 +103,7 @@ func (w *world) recordJob(dir string, runs map[string][]string, scripts map[stri
 // job alone, or nothing: its own GPU ran out), and the next steps first
 // ask for rank 4's file. --json refuses runs of several jobs in one line
 // that lists them.
-func TestReviewFixmJobs(t *testing.T) {
+func TestJobsAnalyzedApart(t *testing.T) {
 	w := newWorld(t, "SIMGPU_DEVICES=4", "SIMGPU_FB_TOTAL=16G")
 	dir := filepath.Join(w.dir, "runs")
 	os.MkdirAll(dir, 0o755)

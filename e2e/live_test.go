@@ -16,10 +16,14 @@ import (
 	"github.com/retrivium/forensic/report"
 )
 
+// Analysis of a flight recording while it is still being written: what
+// the live segment holds, counters that are a reading rather than a
+// total, and losses named as missing evidence.
+
 // What analyze says on stderr about a live flight recording (how its
 // live segment was read) wraps at an 80-column terminal like record's
 // messages do, here with a long directory name.
-func TestReview2FixcLiveNoteWraps(t *testing.T) {
+func TestLiveNoteWraps(t *testing.T) {
 	w := newWorld(t)
 	fr := w.startFlight(`$S 'init; use 0; alloc 1M'; touch started; while [ ! -e stop ]; do sleep 0.05; done`)
 	fr.pollUntil(20*time.Second, "the workload ran", func() bool { return exists(filepath.Join(fr.work, "started")) })
@@ -45,13 +49,13 @@ func TestReview2FixcLiveNoteWraps(t *testing.T) {
 	}
 }
 
-// Review2 finding 4. A live flight recording analyzed just after the
+// A live flight recording analyzed just after the
 // workload's out-of-memory failure: the loss counters come from the
 // recorder's last periodic reading and say so; the text never says "none
 // lost" of calls after that reading, and a failure after it cannot be
 // established as the first (a lost call may hide an earlier one). Once the
 // recorder stops, its stop record counts every call.
-func TestReview2FixjLiveCounters(t *testing.T) {
+func TestLiveCountersAreAReading(t *testing.T) {
 	w := newWorld(t, "SIMGPU_FB_TOTAL=4G")
 	fr := w.startFlight(`"$S" 'init; use 0; alloc 2G; alloc 2G; exit 1'; touch failed; sleep 8`)
 	fr.pollUntil(30*time.Second, "the workload's failure", func() bool { return exists(filepath.Join(fr.work, "failed")) })
@@ -95,11 +99,11 @@ func checkLiveCounters(t *testing.T, rep *report.Report, text string) {
 	}
 }
 
-// Review2 finding 11's tail. A call storm through a small ring buffer
+// A call storm through a small ring buffer
 // loses calls while a flight recording is live: the live analysis names
 // the loss as decisive missing evidence (or, before a reading counted it,
 // the counters that do not reach the end), never a confident verdict.
-func TestReview2FixjLiveLoss(t *testing.T) {
+func TestLiveLossIsMissingEvidence(t *testing.T) {
 	w := newWorld(t, "SIMGPU_FB_TOTAL=4G")
 	fr := w.startFlight(`"$S" 'init; use 0; stress 200000; alloc 2G; alloc 2G; exit 1'; touch failed; sleep 8`, "--ring-size", "4096")
 	fr.pollUntil(60*time.Second, "the end of the storm", func() bool { return exists(filepath.Join(fr.work, "failed")) })
@@ -123,7 +127,7 @@ func TestReview2FixjLiveLoss(t *testing.T) {
 
 // An IPC mapping live at the first failure is listed as a mapping of
 // imported memory, not as an allocation.
-func TestReview3LiveIPCMappingNamed(t *testing.T) {
+func TestLiveIPCMappingNamed(t *testing.T) {
 	w := newWorld(t, "SIMGPU_FB_TOTAL=4G")
 	h := filepath.Join(w.dir, "handle")
 	script := fmt.Sprintf(`%[1]s 'init; use 0; alloc 64M; ipc-export %[2]s; sleep 1000' &
@@ -150,11 +154,11 @@ wait`, simwork, h)
 	}
 }
 
-// Review finding 11. A flight recording under load is analyzed three times
+// A flight recording under load is analyzed three times
 // while it records: each time the recorder's count, stored with the data
 // the copy of the live segment holds, equals the events read plus those
 // in deleted stretches, never fewer than were read.
-func TestReviewFixmLiveCounts(t *testing.T) {
+func TestLiveCountsNeverFewerThanRead(t *testing.T) {
 	w := newWorld(t)
 	fr := w.startFlight(`"$S" 'init; use 0; paced 20000 14' > paced.txt`, "--segment-age", "2s", "--libcuda", simCUDA)
 	start := time.Now()

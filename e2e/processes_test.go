@@ -125,7 +125,7 @@ func TestThreadsOnTwoGPUs(t *testing.T) {
 // The spawned workload's parent is the recorder, whether its libcuda was
 // given up front (nothing holds the workload when it maps it, so it may
 // be gone before its exec record is read) or found at mapping.
-func TestReview2FixcSpawnedParent(t *testing.T) {
+func TestSpawnedWorkloadParentIsRecorder(t *testing.T) {
 	w := newWorld(t)
 	for i, flags := range [][]string{
 		{"--libcuda", simCUDA}, {"--libcuda", simCUDA}, {"--libcuda", simCUDA}, {"--libcuda", simCUDA}, nil,
@@ -156,7 +156,7 @@ func TestReview2FixcSpawnedParent(t *testing.T) {
 // process's arguments are still exactly its argv (nothing of the calls
 // before them), empty arguments stay, and a list longer than the probe
 // copies is either read whole from /proc or kept cut and marked so.
-func TestReviewFixpArgsAfterDirtyRing(t *testing.T) {
+func TestArgsExactAfterBusyRing(t *testing.T) {
 	w := newWorld(t)
 	long := "# " + strings.Repeat("x", 1500)
 	sh := w.script("dirty.sh", `$S 'init; use 0; paced 20000 1 65536' >/dev/null
@@ -203,7 +203,7 @@ $S 'init' "`+long+`"
 // is named after the program it ran, not the shell, even when it is gone
 // before the recorder reads its exec; the shells keep their own name, and
 // the analysis names the program that failed.
-func TestReviewFixpShortLivedExecNamed(t *testing.T) {
+func TestShortLivedExecNamedAfterProgram(t *testing.T) {
 	w := newWorld(t, "SIMGPU_FB_TOTAL=16G")
 	shell, err := filepath.EvalSymlinks("/bin/sh")
 	if err != nil {
@@ -250,7 +250,7 @@ true
 // A program deeper than the probe's path walk reaches is named by the last
 // components of its path (or, while /proc still shows it, the whole path),
 // never by the shell that ran it.
-func TestReviewFixpDeepExecutablePath(t *testing.T) {
+func TestDeepExecutablePathNamed(t *testing.T) {
 	w := newWorld(t)
 	dir := filepath.Join(w.dir, strings.Repeat("deep/", 60))
 	if err := os.MkdirAll(dir, 0o755); err != nil {
@@ -290,7 +290,7 @@ func TestReviewFixpDeepExecutablePath(t *testing.T) {
 // (JSON, the FAILURES table's FIRST, the verdict), the verdict does not call
 // it the first failed operation, and the earlier query it names as the
 // cause is marked so in the table.
-func TestReview3ForkAfterInitOneFirstFailure(t *testing.T) {
+func TestForkAfterInitHasOneFirstFailure(t *testing.T) {
 	w := newWorld(t, "SIMGPU_FB_TOTAL=8G")
 	res := w.record(nil, simwork, "init; use 0; alloc 1G; fork { use 0; alloc 1G; exit 0 }; "+
 		"fork { init; use 0; alloc 3G; sleep 100 }; fork { init; use 0; alloc 3G; sleep 100 }; wait; exit 1")

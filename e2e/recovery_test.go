@@ -7,10 +7,14 @@ import (
 	"github.com/retrivium/forensic/report"
 )
 
+// Recovered failures on real recordings of the simulated GPU: a failure
+// is recovered only by the same process, on the same GPU, for the same
+// handle, and a recovered failure is nobody's cause.
+
 // A run whose only failure was recovered: exiting 1, what ended it is not
 // in the record (missing evidence); exiting 0, the advice is not to make
 // the request fit. The verdict names the first failed operation once.
-func TestReview2RecoveredFailureThenExit(t *testing.T) {
+func TestRecoveredFailureThenExitIsMissingEvidence(t *testing.T) {
 	for _, code := range []string{"1", "0"} {
 		t.Run("exit "+code, func(t *testing.T) {
 			w := newWorld(t, "SIMGPU_FB_TOTAL=8G")
@@ -36,7 +40,7 @@ func TestReview2RecoveredFailureThenExit(t *testing.T) {
 
 // A failed cuMemFree_v2 of one pointer is not recovered by freeing
 // another.
-func TestReview2FailedFreeNotRecoveredByAnother(t *testing.T) {
+func TestFailedFreeNotRecoveredByFreeingAnother(t *testing.T) {
 	w := newWorld(t, "SIMGPU_FAIL=cuMemFree_v2:1:1")
 	res := w.record(nil, simwork, "init; use 0; alloc 1M; alloc 1M; free; free")
 	_, evs, _ := stored(t, res.db)
@@ -59,7 +63,7 @@ func TestReview2FailedFreeNotRecoveredByAnother(t *testing.T) {
 // recovered: memory found on another GPU does not satisfy the request. The
 // verdict is the exhausted framebuffer and the advice is to make it fit,
 // for one thread and for threads on two GPUs.
-func TestReview3RecoveryNeedsTheSameGPU(t *testing.T) {
+func TestRecoveryNeedsTheSameGPU(t *testing.T) {
 	scripts := map[string]string{
 		"one thread": "init; use 1; alloc 3G; alloc 1G; use 0; alloc 1G; sleep 100; exit 1",
 		"threads":    "init; use 1; alloc 3G; threads 4 { use %d; alloc 200M; sleep 20; alloc 200M; sleep 100 }; exit 1",

@@ -498,7 +498,7 @@ func TestPrivacy(t *testing.T) {
 
 // record's stop summary and analyze count the same losses, each kind on
 // its own and named the same: a lost process record is not a lost call.
-func TestReview2FixcLossesAgree(t *testing.T) {
+func TestRecordAndAnalyzeCountLossesAlike(t *testing.T) {
 	w := newWorld(t)
 	res := w.record([]string{"--ring-size", "4096"}, simwork, "init; use 0; stress 100000")
 	if res.code != 0 {

@@ -367,7 +367,7 @@ func pageText(page string) string {
 // near the end of the run: every table and the timeline fit windows of
 // 800 and 1280 px, their labels inside; the page names a process's
 // scope once and says how devices were matched in words.
-func TestReviewFixuHTMLFits(t *testing.T) {
+func TestHTMLFitsWindows(t *testing.T) {
 	chrome := chromiumPath()
 	e2eenv.Need(t, chrome != "", "headless Chromium is not installed (apt-get install chromium)")
 	w := newWorld(t)

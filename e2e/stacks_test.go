@@ -356,7 +356,7 @@ func TestStackInFlightRecording(t *testing.T) {
 
 // A stack frame wider than an 80-column terminal wraps in the text
 // report: the program's whole file name and the frame's offset are there.
-func TestReview2FixcStackFramesWrap(t *testing.T) {
+func TestStackFramesWrapAt80Columns(t *testing.T) {
 	w := newWorld(t, "SIMGPU_FB_TOTAL=1G")
 	name := "simwork-" + strings.Repeat("with-a-long-name-", 4)
 	prog := filepath.Join(w.dir, name)

@@ -13,12 +13,14 @@ import (
 	"github.com/retrivium/forensic/internal/e2eenv"
 )
 
+// The text report as a terminal shows it: wording, 80 columns, colour.
+
 // The demo's output at 80 columns: every line fits; an instant is said
 // once; no nested parentheses, no "NVML NVML_SUCCESS", no zero loss
 // counts; the memory views explain why "framebuffer used" never shows the
 // memory the verdict says ran out. The export gives cuInit no CUDA device
 // and cuDeviceGet no pointer.
-func TestReviewDemoWording(t *testing.T) {
+func TestDemoTextWording(t *testing.T) {
 	w := newWorld(t)
 	res := w.record(nil, filepath.Join(simDir, "scenarios", "weights_oom"))
 	out := textAt80(t, res.db)
@@ -71,7 +73,7 @@ func TestReviewDemoWording(t *testing.T) {
 }
 
 // Sizes from 1 TiB are written in TiB.
-func TestReviewTiBSizes(t *testing.T) {
+func TestTiBSizes(t *testing.T) {
 	w := newWorld(t)
 	res := w.record(nil, script("init; use 0; alloc 100T; exit 1")...)
 	rep, _ := analyzeJSON(t, res.db)
@@ -86,7 +88,7 @@ func TestReviewTiBSizes(t *testing.T) {
 
 // The VERDICT heading is coloured by its attribution as the HTML report
 // is: red for an allocation problem, green when nothing failed.
-func TestReviewVerdictColour(t *testing.T) {
+func TestVerdictHeadingColour(t *testing.T) {
 	_, err := exec.LookPath("script")
 	e2eenv.Need(t, err == nil, "util-linux script (a terminal for the colour) is not installed")
 	tests := []struct {

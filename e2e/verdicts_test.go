@@ -302,7 +302,7 @@ func copyFile(t *testing.T, src, dst string) {
 // or by allocating it: an allocation problem of page-locked host memory,
 // never judged on the framebuffer or BAR1, with next steps for pinned
 // memory.
-func TestReview3HostPinnedMemoryAdvice(t *testing.T) {
+func TestHostPinnedMemoryAdvice(t *testing.T) {
 	for _, step := range []string{"host-register 100M", "host-alloc 100M"} {
 		t.Run(step, func(t *testing.T) {
 			w := newWorld(t, "SIMGPU_PIN_LIMIT=64M", "SIMGPU_FB_TOTAL=1G")
@@ -329,7 +329,7 @@ func TestReview3HostPinnedMemoryAdvice(t *testing.T) {
 	}
 }
 
-func TestReviewNoNVMLAdvice(t *testing.T) {
+func TestAdviceWithoutNVML(t *testing.T) {
 	w := newWorld(t)
 	res := w.record([]string{"--libnvidia-ml", w.dir + "/absent/libnvidia-ml.so.1"}, simwork, "init; use 0; alloc 100G; exit 1")
 	rep, _ := analyzeJSON(t, res.db)
@@ -354,7 +354,7 @@ func TestReviewNoNVMLAdvice(t *testing.T) {
 
 // The first allocation starts "up to first failure": "before first
 // allocation" holds no allocation.
-func TestReviewFirstAllocationPhase(t *testing.T) {
+func TestFirstAllocationStartsUpToFirstFailure(t *testing.T) {
 	w := newWorld(t)
 	res := w.record(nil, script("init; use 0; sleep 150; alloc 2G; alloc 1G; alloc 40G; exit 1")...)
 	rep, _ := analyzeJSON(t, res.db)
@@ -381,7 +381,7 @@ func TestReviewFirstAllocationPhase(t *testing.T) {
 // A workload that never loaded libcuda (recorded without --libcuda) gets
 // no framework-pool advice and no "record again without --libcuda": it is
 // told it never loaded libcuda.
-func TestReviewWorkloadWithoutLibcuda(t *testing.T) {
+func TestWorkloadWithoutLibcuda(t *testing.T) {
 	w := newWorld(t)
 	db := filepath.Join(w.dir, "run.db")
 	cmd := exec.Command(binPath, "record", "-o", db, "--libnvidia-ml", simNVML, "--", simwork, "print hello; exit 1")
