@@ -125,8 +125,9 @@ func exitOf(e *store.Exit) *report.Exit {
 	return x
 }
 
-// context fills processes, coverage, kernel log, markers and loss.
-func (s *state) context() error {
+// runRecords fills what the run.db says of the recording besides its
+// calls and samples: processes, coverage, kernel log, markers and loss.
+func (s *state) runRecords() error {
 	s.processes()
 	var err error
 	if s.libs, err = s.r.Libraries(); err != nil {
