@@ -134,6 +134,14 @@ func (w *world) record(flags []string, command ...string) result {
 // as the typed report and as a generic map (for key-level checks).
 func analyzeJSON(t *testing.T, db string) (*report.Report, map[string]any) {
 	t.Helper()
+	rep, raw, _ := analyzeJSONBytes(t, db)
+	return rep, raw
+}
+
+// analyzeJSONBytes is analyzeJSON that also returns the report as analyze
+// wrote it (for golden comparisons).
+func analyzeJSONBytes(t *testing.T, db string) (*report.Report, map[string]any, []byte) {
+	t.Helper()
 	out, err := exec.Command(binPath, "analyze", "--json", db).Output()
 	if err != nil {
 		var ee *exec.ExitError
@@ -148,7 +156,7 @@ func analyzeJSON(t *testing.T, db string) (*report.Report, map[string]any) {
 	}
 	var raw map[string]any
 	json.Unmarshal(out, &raw)
-	return &rep, raw
+	return &rep, raw, out
 }
 
 // callsMade reads the workloads' own count of hooked calls, per symbol.

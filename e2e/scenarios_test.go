@@ -226,7 +226,8 @@ func (sc scenario) run(t *testing.T) {
 		go sc.during(t, w)
 	}
 	res := w.recordWith(flags, sc.real, cmd...)
-	rep, raw := analyzeJSON(t, res.db)
+	rep, raw, out := analyzeJSONBytes(t, res.db)
+	checkGolden(t, w, out)
 	if sc.symbol == "" {
 		if rep.FirstFailure != nil || raw["first_failure"] != nil {
 			t.Errorf("first failure %+v, want null", rep.FirstFailure)
