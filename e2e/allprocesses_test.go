@@ -86,7 +86,7 @@ func TestWorkersStartedAtOnceAllHeld(t *testing.T) {
 	for run := 0; run < 10; run++ {
 		os.Remove(w.calls)
 		os.Remove(w.state)
-		res := w.recordFound(nil, "sh", "-c", loop, simwork, script)
+		res := w.recordAs(foundAtMapping, nil, "sh", "-c", loop, simwork, script)
 		if res.code != 0 {
 			t.Fatalf("run %d: exit %d: %s", run, res.code, res.stderr)
 		}

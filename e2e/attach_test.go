@@ -2,9 +2,7 @@ package e2e
 
 import (
 	"bytes"
-	"errors"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"sort"
 	"strconv"
@@ -18,28 +16,6 @@ import (
 	"github.com/retrivium/forensic/report"
 	"github.com/retrivium/forensic/store"
 )
-
-// recordFound runs `forensic record` WITHOUT --libcuda: the recorder must
-// find the libcuda files the workload maps by itself.
-func (w *world) recordFound(flags []string, command ...string) result {
-	w.t.Helper()
-	db := filepath.Join(w.dir, "run.db")
-	args := append([]string{"record", "-o", db, "--force", "--libnvidia-ml", simNVML}, flags...)
-	args = append(append(args, "--"), command...)
-	cmd := exec.Command(binPath, args...)
-	cmd.Env = w.environ()
-	var out, errb bytes.Buffer
-	cmd.Stdout, cmd.Stderr = &out, &errb
-	err := cmd.Run()
-	code := 0
-	var ee *exec.ExitError
-	if errors.As(err, &ee) {
-		code = ee.ExitCode()
-	} else if err != nil {
-		w.t.Fatalf("forensic record: %v", err)
-	}
-	return result{db: db, code: code, stderr: errb.String(), stdout: out.String()}
-}
 
 // copyLib puts a private copy of the simulated libcuda in a new directory.
 func (w *world) copyLib(name string) string {
@@ -138,7 +114,7 @@ func TestAttachWhatTheWorkloadMaps(t *testing.T) {
 				script += `; fork { load ` + third + `; init; use 0; alloc 2M; free }; wait`
 				want = append(want, third)
 			}
-			res := w.recordFound(nil, simwork, script)
+			res := w.recordAs(foundAtMapping, nil, simwork, script)
 			if res.code != 0 {
 				t.Fatalf("exit %d: %s", res.code, res.stderr)
 			}
@@ -167,7 +143,7 @@ func mapsFile(pid int, path string) bool {
 // without --libcuda: every call, the verdict, and the file it loaded.
 func TestAttachThroughRpath(t *testing.T) {
 	w := newWorld(t)
-	res := w.recordFound(nil, filepath.Join(simDir, "scenarios", "weights_oom"))
+	res := w.recordAs(foundAtMapping, nil, filepath.Join(simDir, "scenarios", "weights_oom"))
 	if res.code != 1 {
 		t.Fatalf("exit %d, want the workload's 1: %s", res.code, res.stderr)
 	}
@@ -183,7 +159,7 @@ func TestAttachThroughRpath(t *testing.T) {
 // hooked call was seen and what it can mean.
 func TestNoCallSeenWarns(t *testing.T) {
 	w := newWorld(t)
-	res := w.recordFound(nil, "/bin/true")
+	res := w.recordAs(foundAtMapping, nil, "/bin/true")
 	if res.code != 0 {
 		t.Fatalf("exit %d: %s", res.code, res.stderr)
 	}
@@ -192,7 +168,7 @@ func TestNoCallSeenWarns(t *testing.T) {
 		t.Errorf("want one warning line about no call seen, got:\n%s", res.stderr)
 	}
 	w2 := newWorld(t)
-	res = w2.recordFound(nil, simwork, "init; use 0; alloc 1M; free")
+	res = w2.recordAs(foundAtMapping, nil, simwork, "init; use 0; alloc 1M; free")
 	if strings.Contains(res.stderr, "no libcuda call was seen") {
 		t.Errorf("warned although calls were recorded:\n%s", res.stderr)
 	}
@@ -211,8 +187,7 @@ func TestAllAttachedLateEveryTime(t *testing.T) {
 	var verdicts []string
 	for i := 0; i < 10; i++ {
 		db := filepath.Join(w.dir, "all.db")
-		cmd := exec.Command(binPath, "record", "-o", db, "--force", "--all", "--duration", "400ms", "--libnvidia-ml", simNVML)
-		cmd.Env = w.environ()
+		cmd := binCommand(bin{w: w}, "record", "-o", db, "--force", "--all", "--duration", "400ms", "--libnvidia-ml", simNVML)
 		if out, err := cmd.CombinedOutput(); err != nil {
 			t.Fatalf("run %d: %v\n%s", i, err, out)
 		}
@@ -435,7 +410,7 @@ func TestRealNVIDIALibraries(t *testing.T) {
 	e2eenv.Need(t, exists(realCUDA) && exists(realNVML), "NVIDIA's libraries are not in build/nvidia (run make nvidia-libs)")
 	w := newWorld(t)
 	db := filepath.Join(w.dir, "run.db")
-	cmd := exec.Command(binPath, "record", "-o", db, "--libcuda", realCUDA, "--libnvidia-ml", realNVML, "--",
+	cmd := binCommand(bin{}, "record", "-o", db, "--libcuda", realCUDA, "--libnvidia-ml", realNVML, "--",
 		simwork, `init; use 0; alloc 1M; alloc-host 1M; host-register 1M; vmm 2M; free-all`)
 	cmd.Env = w.environ("SIMWORK_LIBCUDA=" + realCUDA)
 	out, err := cmd.CombinedOutput()

@@ -4,7 +4,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"regexp"
 	"strconv"
@@ -136,7 +135,7 @@ func TestApertureJudgedOnItsOwnGPU(t *testing.T) {
 		// The HTML's lead table: the process mapped on GPU 1 and failed on
 		// GPU 0, so its live column cannot be headed "GPU 0".
 		html := filepath.Join(w.dir, "r.html")
-		if out, err := exec.Command(binPath, "report", res.db, "-o", html).CombinedOutput(); err != nil {
+		if out, err := binCommand(bin{}, "report", res.db, "-o", html).CombinedOutput(); err != nil {
 			t.Fatalf("forensic report: %v: %s", err, out)
 		}
 		b, err := os.ReadFile(html)
@@ -170,8 +169,7 @@ func checkFreeRow(t *testing.T, rep *report.Report, gpu int, mib uint64, decisiv
 // migUUID asks `forensic inventory` for a MIG instance's UUID in w.
 func migUUID(t *testing.T, w *world, index int) string {
 	t.Helper()
-	cmd := exec.Command(binPath, "inventory", "--json", "--libnvidia-ml", simNVML)
-	cmd.Env = w.environ()
+	cmd := binCommand(bin{w: w}, "inventory", "--json", "--libnvidia-ml", simNVML)
 	out, err := cmd.Output()
 	if err != nil {
 		t.Fatalf("inventory: %v", err)

@@ -3,7 +3,6 @@ package e2e
 import (
 	"encoding/json"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -23,7 +22,7 @@ func TestExportPerfettoProtobuf(t *testing.T) {
 	w := newWorld(t)
 	res := w.record(nil, filepath.Join(simDir, "scenarios", "weights_oom"))
 	trace := filepath.Join(w.dir, "trace.pftrace")
-	if out, err := exec.Command(binPath, "export", res.db, "-o", trace).CombinedOutput(); err != nil {
+	if out, err := binCommand(bin{}, "export", res.db, "-o", trace).CombinedOutput(); err != nil {
 		t.Fatalf("export: %v\n%s", err, out)
 	}
 	data, err := os.ReadFile(trace)
@@ -77,7 +76,7 @@ func TestExportPerfettoProtobuf(t *testing.T) {
 func chromeEvents(t *testing.T, db string) []chromeEvent {
 	t.Helper()
 	out := filepath.Join(t.TempDir(), "trace.json")
-	if b, err := exec.Command(binPath, "export", "--format", "chrome-json", "-o", out, db).CombinedOutput(); err != nil {
+	if b, err := binCommand(bin{}, "export", "--format", "chrome-json", "-o", out, db).CombinedOutput(); err != nil {
 		t.Fatalf("export: %v\n%s", err, b)
 	}
 	data, err := os.ReadFile(out)

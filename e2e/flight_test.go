@@ -67,9 +67,8 @@ func (w *world) startFlight(script string, flags ...string) *flightRun {
 	args := append([]string{"record", "--flight", "-o", fr.dir, "--libnvidia-ml", simNVML,
 		"--metrics-addr", fr.metrics}, flags...)
 	args = append(args, "--", "/bin/sh", "-c", script)
-	fr.cmd = exec.Command(binPath, args...)
+	fr.cmd = binCommand(bin{w: w, env: []string{"S=" + simwork}}, args...)
 	fr.cmd.Dir = fr.work
-	fr.cmd.Env = w.environ("S=" + simwork)
 	fr.cmd.Stdout, fr.cmd.Stderr = &fr.log, &fr.log
 	if err := fr.cmd.Start(); err != nil {
 		w.t.Fatal(err)
@@ -158,7 +157,7 @@ func clockLines(path string) []int64 {
 // returns the report and what it said on stderr.
 func analyzeDir(t *testing.T, dir string) (*report.Report, string) {
 	t.Helper()
-	cmd := exec.Command(binPath, "analyze", "--json", dir)
+	cmd := binCommand(bin{}, "analyze", "--json", dir)
 	var out, errb bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &out, &errb
 	if err := cmd.Run(); err != nil {
@@ -402,7 +401,7 @@ func (fr *flightRun) checkSnapshotCopy(f1 []int64) {
 		snaps, _ := flight.Snapshots(fr.dir)
 		return len(snaps) == 1 && strings.Contains(fr.log.String(), "snapshot of the live segment: "+snaps[0].Path)
 	})
-	out, err := exec.Command(binPath, "snapshot", fr.dir).CombinedOutput()
+	out, err := binCommand(bin{}, "snapshot", fr.dir).CombinedOutput()
 	path, ok := strings.CutPrefix(strings.TrimSpace(string(out)), "wrote ")
 	if err != nil || !ok || !exists(path) {
 		t.Fatalf("forensic snapshot: %v: %s", err, out)
@@ -475,7 +474,7 @@ func (fr *flightRun) checkEnd(f1, f2 []int64, keep time.Duration) {
 		len(x.Segments), len(x.Dropped), fl.EventsRead, fl.EventsRecorded, len(rep.Processes))
 	// The other readers take the directory as one recording too.
 	for _, args := range [][]string{{"report", fr.dir, "-o", "flight.html"}, {"export", fr.dir, "-o", "flight.pftrace"}} {
-		cmd := exec.Command(binPath, args...)
+		cmd := binCommand(bin{}, args...)
 		cmd.Dir = fr.work
 		out, err := cmd.CombinedOutput()
 		st, serr := os.Stat(filepath.Join(fr.work, args[len(args)-1]))
@@ -549,8 +548,7 @@ func TestFlightRestart(t *testing.T) {
 	dir := filepath.Join(w.dir, "flight")
 	record := func(flags ...string) (int, string) {
 		args := append([]string{"record", "--flight", "-o", dir, "--libcuda", simCUDA, "--libnvidia-ml", simNVML}, flags...)
-		cmd := exec.Command(binPath, append(args, "--", simwork, "init; use 0; alloc 1M; free")...)
-		cmd.Env = w.environ()
+		cmd := binCommand(bin{w: w}, append(args, "--", simwork, "init; use 0; alloc 1M; free")...)
 		out, err := cmd.CombinedOutput()
 		var ee *exec.ExitError
 		if errors.As(err, &ee) {
@@ -622,7 +620,7 @@ func TestFlightLostSegmentNamed(t *testing.T) {
 	}
 	last := x.Segments[len(x.Segments)-1]
 	cp := copyDir(t, fr.dir, filepath.Join(w.dir, "copy-last"), last.File)
-	out, stderr, code := runForensic(t, "analyze", cp)
+	out, stderr, code := runBin(t, bin{}, "analyze", cp).outputs()
 	if code != 0 || !strings.Contains(stderr, "segment "+itoa(int(last.Seq))+" is missing") {
 		t.Errorf("analyze without the last segment: exit %d, stderr %q", code, stderr)
 	}
@@ -635,7 +633,7 @@ func TestFlightLostSegmentNamed(t *testing.T) {
 		strings.Count(out, filepath.Base(last.File)) != 1 {
 		t.Errorf("the missing segment is not named once as lost records:\n%s", out)
 	}
-	js, _, _ := runForensic(t, "analyze", "--json", cp)
+	js, _, _ := runBin(t, bin{}, "analyze", "--json", cp).outputs()
 	rep := decodeReport(t, []byte(js))
 	if rep.Run.Ended != "clean" || rep.Run.Flight == nil || !slices.Equal(rep.Run.Flight.SegmentsLost, []uint64{last.Seq}) {
 		t.Errorf("ended %q, flight %+v; want clean with segment %d lost", rep.Run.Ended, rep.Run.Flight, last.Seq)
@@ -643,7 +641,7 @@ func TestFlightLostSegmentNamed(t *testing.T) {
 
 	first := x.Segments[failed[0]]
 	cp = copyDir(t, fr.dir, filepath.Join(w.dir, "copy-first"), first.File)
-	js, _, _ = runForensic(t, "analyze", "--json", cp)
+	js, _, _ = runBin(t, bin{}, "analyze", "--json", cp).outputs()
 	rep = decodeReport(t, []byte(js))
 	if rep.Attribution != report.AttrMissingEvidence || !hasMissing(rep.Missing, "segment "+itoa(int(first.Seq))+" is missing") {
 		t.Errorf("without the first failure's segment: attribution %s, missing %+v", rep.Attribution, rep.Missing)
@@ -651,7 +649,7 @@ func TestFlightLostSegmentNamed(t *testing.T) {
 
 	other := filepath.Join(w.dir, "other.db")
 	w.recordJob(w.dir, map[string][]string{"other.db": {"SLURM_JOB_ID=77"}}, map[string]string{"other.db": "init; use 0; alloc 100G"})
-	if _, stderr, code := runForensic(t, "analyze", "--json", fr.dir, other); code != 1 || !strings.Contains(stderr, "2 runs are 2 separate jobs") {
+	if _, stderr, code := runBin(t, bin{}, "analyze", "--json", fr.dir, other).outputs(); code != 1 || !strings.Contains(stderr, "2 runs are 2 separate jobs") {
 		t.Errorf("a flight recording with another job's run.db: exit %d, %q", code, stderr)
 	}
 }
@@ -697,7 +695,7 @@ func TestFlightHeaderSaysHowItWasRead(t *testing.T) {
 		t.Fatal("the flight recording did not end")
 	}
 	page := filepath.Join(w.dir, "flight.html")
-	if r := forensic(t, nil, nil, nil, "report", fr.dir, "-o", page); r.code != 0 {
+	if r := runBin(t, bin{}, "report", fr.dir, "-o", page); r.code != 0 {
 		t.Fatalf("report: %s", r.stderr)
 	}
 	text := strings.Join(strings.Fields(pageText(string(mustRead(t, page)))), " ")

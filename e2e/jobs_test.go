@@ -2,7 +2,6 @@ package e2e
 
 import (
 	"os"
-	"os/exec"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -36,7 +35,7 @@ func TestJobRecoveredRankIsNoConsequence(t *testing.T) {
 		"rank0.db": "init; use 0; alloc 3G; alloc 3G; alloc 2G; free; free; alloc 2G; sleep 600; exit 1",
 		"rank1.db": "init; use 0; sleep 300; vmm 128M 0 1; exit 1",
 	})
-	out, _, code := runForensic(t, "analyze", "--json", dir)
+	out, _, code := runBin(t, bin{}, "analyze", "--json", dir).outputs()
 	if code != 0 {
 		t.Fatalf("analyze --json: exit %d", code)
 	}
@@ -59,7 +58,7 @@ func TestJobRecoveredRankIsNoConsequence(t *testing.T) {
 		strings.Contains(rep.Verdict, "No later failure went unrecovered") || strings.Contains(rep.Verdict, "likely a consequence") {
 		t.Errorf("the verdict does not lead with rank 1's unrecovered failure: %s", rep.Verdict)
 	}
-	text, _, _ := runForensicEnv(t, []string{"COLUMNS=80"}, "analyze", dir)
+	text, _, _ := runBin(t, bin{env: []string{"COLUMNS=80"}}, "analyze", dir).outputs()
 	sec := text[strings.Index(text, "FIRST UNRECOVERED FAILURE"):]
 	if !strings.Contains(sec, "run       rank 1, host ") || !strings.Contains(text, "order of the failures no process recovered") ||
 		strings.Contains(text, "after the first failure, in other runs") {
@@ -81,7 +80,7 @@ func (w *world) recordJob(dir string, runs map[string][]string, scripts map[stri
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			cmd := exec.Command(binPath, "record", "-o", filepath.Join(dir, name), "--libcuda", simCUDA,
+			cmd := binCommand(bin{}, "record", "-o", filepath.Join(dir, name), "--libcuda", simCUDA,
 				"--libnvidia-ml", simNVML, "--", simwork, script)
 			cmd.Env = w.environ(runs[name]...)
 			if out, err := cmd.CombinedOutput(); err != nil && cmd.ProcessState == nil {
@@ -131,18 +130,18 @@ func TestJobsAnalyzedApart(t *testing.T) {
 	w.recordJob(dir, map[string][]string{}, map[string]string{"later.db": "init; use 1; alloc 20G; exit 1"})
 
 	// Several jobs: --json refuses them in one line that lists them.
-	_, stderr, code := runForensic(t, "analyze", "--json", dir)
+	_, stderr, code := runBin(t, bin{}, "analyze", "--json", dir).outputs()
 	line := strings.TrimSpace(stderr)
 	if code != 1 || strings.Contains(line, "\n") || !strings.Contains(line, "6 runs are 3 separate jobs") ||
 		!strings.Contains(line, "job jobR: ") || !strings.Contains(line, "job jobO: ") ||
 		!strings.Contains(line, "later.db (no job id; no other run recorded at the same time)") {
 		t.Errorf("analyze --json of three jobs: exit %d, %q; want one line listing them", code, stderr)
 	}
-	if _, stderr, code := runForensic(t, "report", dir, "-o", filepath.Join(w.dir, "r.html")); code != 1 || !strings.Contains(stderr, "separate jobs") || !strings.Contains(stderr, "forensic analyze (text)") {
+	if _, stderr, code := runBin(t, bin{}, "report", dir, "-o", filepath.Join(w.dir, "r.html")).outputs(); code != 1 || !strings.Contains(stderr, "separate jobs") || !strings.Contains(stderr, "forensic analyze (text)") {
 		t.Errorf("report of three jobs: exit %d, %q", code, stderr)
 	}
 	// The text analyzes each job on its own.
-	text, _, _ := runForensic(t, "analyze", dir)
+	text, _, _ := runBin(t, bin{}, "analyze", dir).outputs()
 	jobs := strings.Split(text, "JOB ")
 	if !strings.Contains(jobs[0], "6 runs of 3 separate jobs") || len(jobs) != 4 {
 		t.Fatalf("text of three jobs:\n%s", text)
@@ -153,7 +152,7 @@ func TestJobsAnalyzedApart(t *testing.T) {
 	for _, r := range []string{"rank0.db", "rank1.db", "rank2.db", "rank3.db"} {
 		paths = append(paths, filepath.Join(dir, r))
 	}
-	out, _, code := runForensic(t, append([]string{"analyze", "--json"}, paths...)...)
+	out, _, code := runBin(t, bin{}, append([]string{"analyze", "--json"}, paths...)...).outputs()
 	if code != 0 {
 		t.Fatalf("analyze --json of jobR: exit %d", code)
 	}

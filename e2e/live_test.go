@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -27,7 +26,7 @@ func TestLiveNoteWraps(t *testing.T) {
 	w := newWorld(t)
 	fr := w.startFlight(`$S 'init; use 0; alloc 1M'; touch started; while [ ! -e stop ]; do sleep 0.05; done`)
 	fr.pollUntil(20*time.Second, "the workload ran", func() bool { return exists(filepath.Join(fr.work, "started")) })
-	cmd := exec.Command(binPath, "analyze", "--no-color", fr.dir)
+	cmd := binCommand(bin{}, "analyze", "--no-color", fr.dir)
 	cmd.Env = append(os.Environ(), "COLUMNS=80")
 	var errb bytes.Buffer
 	cmd.Stderr = &errb
@@ -64,7 +63,7 @@ func TestLiveCountersAreAReading(t *testing.T) {
 		return rep.FirstFailure != nil
 	})
 	rep, _ := analyzeDir(t, fr.dir)
-	text, _, _ := runForensicEnv(t, []string{"COLUMNS=80"}, "analyze", fr.dir)
+	text, _, _ := runBin(t, bin{env: []string{"COLUMNS=80"}}, "analyze", fr.dir).outputs()
 	checkLiveCounters(t, rep, text)
 	fr.cmd.Process.Signal(os.Interrupt)
 	<-fr.done
@@ -110,7 +109,7 @@ func TestLiveLossIsMissingEvidence(t *testing.T) {
 	end := time.Now().Add(1500 * time.Millisecond) // a counter reading after it
 	fr.pollUntil(10*time.Second, "a reading after the storm", func() bool { return time.Now().After(end) })
 	rep, _ := analyzeDir(t, fr.dir)
-	text, _, _ := runForensicEnv(t, []string{"COLUMNS=80"}, "analyze", fr.dir)
+	text, _, _ := runBin(t, bin{env: []string{"COLUMNS=80"}}, "analyze", fr.dir).outputs()
 	fr.cmd.Process.Signal(os.Interrupt)
 	<-fr.done
 	missing := text[strings.Index(text, "MISSING EVIDENCE"):]
@@ -169,7 +168,7 @@ func TestLiveCountsNeverFewerThanRead(t *testing.T) {
 	for i := 0; i < 3; i++ {
 		at := start.Add(time.Duration(3+3*i) * time.Second)
 		fr.pollUntil(30*time.Second, "the next read", func() bool { return time.Now().After(at) })
-		out, _, code := runForensic(t, "analyze", "--json", fr.dir)
+		out, _, code := runBin(t, bin{}, "analyze", "--json", fr.dir).outputs()
 		if code != 0 {
 			t.Fatalf("live analyze %d: exit %d", i, code)
 		}

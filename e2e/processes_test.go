@@ -3,7 +3,6 @@ package e2e
 import (
 	"bufio"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"reflect"
 	"strconv"
@@ -130,7 +129,8 @@ func TestSpawnedWorkloadParentIsRecorder(t *testing.T) {
 	for i, flags := range [][]string{
 		{"--libcuda", simCUDA}, {"--libcuda", simCUDA}, {"--libcuda", simCUDA}, {"--libcuda", simCUDA}, nil,
 	} {
-		res, recorder := w.recordPID(flags, simwork, "init; use 0; alloc 1M")
+		res := w.recordAs(foundAtMapping, flags, simwork, "init; use 0; alloc 1M")
+		recorder := res.pid
 		if res.code != 0 {
 			t.Fatalf("run %d: exit %d: %s", i, res.code, res.stderr)
 		}
@@ -238,7 +238,7 @@ true
 	if programs != 31 || shells != 15 {
 		t.Errorf("%d simwork and %d sh processes recorded, want 31 and 15", programs, shells)
 	}
-	out, err := exec.Command(binPath, "analyze", "--no-color", res.db).Output()
+	out, err := binCommand(bin{}, "analyze", "--no-color", res.db).Output()
 	if err != nil {
 		t.Fatalf("analyze: %v", err)
 	}

@@ -95,7 +95,7 @@ func TestRenderReportAndPerfetto(t *testing.T) {
 	if rep.FirstFailure == nil || rep.Capacity == nil || *rep.Capacity != report.CapFBExhausted {
 		t.Fatalf("unexpected verdict %s / %v", rep.Attribution, rep.Capacity)
 	}
-	raw, err := exec.Command(binPath, "analyze", "--json", res.db).Output()
+	raw, err := binCommand(bin{}, "analyze", "--json", res.db).Output()
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -110,7 +110,7 @@ func TestRenderReportAndPerfetto(t *testing.T) {
 		{"report", res.db, "-o", page},
 		{"export", "--format", "chrome-json", res.db, "-o", trace},
 	} {
-		out, err := exec.Command(binPath, args...).CombinedOutput()
+		out, err := binCommand(bin{}, args...).CombinedOutput()
 		if err != nil {
 			t.Fatalf("forensic %s: %v\n%s", strings.Join(args, " "), err, out)
 		}
@@ -119,12 +119,12 @@ func TestRenderReportAndPerfetto(t *testing.T) {
 		}
 	}
 	// Writing over the run.db is refused, and leaves it intact.
-	if out, err := exec.Command(binPath, "report", res.db, "-o", res.db).CombinedOutput(); err == nil {
+	if out, err := binCommand(bin{}, "report", res.db, "-o", res.db).CombinedOutput(); err == nil {
 		t.Errorf("report -o run.db was accepted: %s", out)
 	} else if lines := strings.Count(strings.TrimSpace(string(out)), "\n"); lines != 0 {
 		t.Errorf("the refusal is not one line: %q", out)
 	}
-	if _, err := exec.Command(binPath, "analyze", "--json", res.db).Output(); err != nil {
+	if _, err := binCommand(bin{}, "analyze", "--json", res.db).Output(); err != nil {
 		t.Errorf("run.db unreadable after a refused report: %v", err)
 	}
 
@@ -377,7 +377,7 @@ func TestHTMLFitsWindows(t *testing.T) {
 		t.Fatalf("record: exit %d\n%s", res.code, res.stderr)
 	}
 	page := filepath.Join(w.dir, "report.html")
-	if r := forensic(t, nil, nil, nil, "report", res.db, "-o", page); r.code != 0 {
+	if r := runBin(t, bin{}, "report", res.db, "-o", page); r.code != 0 {
 		t.Fatalf("report: %s", r.stderr)
 	}
 	for _, width := range []int{800, 1280} {
@@ -402,7 +402,7 @@ func TestHTMLFitsWindows(t *testing.T) {
 
 	// A run without a failure: its capacity in words.
 	ok := w.record(nil, simwork, "init; use 0; alloc 1M; free-all")
-	if r := forensic(t, nil, nil, nil, "report", ok.db, "-o", page); r.code != 0 {
+	if r := runBin(t, bin{}, "report", ok.db, "-o", page); r.code != 0 {
 		t.Fatalf("report: %s", r.stderr)
 	}
 	if text := pageText(string(mustRead(t, page))); !strings.Contains(text, "capacity: none (no failure)") || strings.Contains(text, "null") {

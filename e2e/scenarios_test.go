@@ -3,7 +3,6 @@ package e2e
 import (
 	"fmt"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"regexp"
 	"strconv"
@@ -225,7 +224,11 @@ func (sc scenario) run(t *testing.T) {
 	if sc.during != nil {
 		go sc.during(t, w)
 	}
-	res := w.recordWith(flags, sc.real, cmd...)
+	how := onSim
+	if sc.real {
+		how = onReal
+	}
+	res := w.recordAs(how, flags, cmd...)
 	rep, raw, out := analyzeJSONBytes(t, res.db)
 	checkGolden(t, w, out)
 	if sc.symbol == "" {
@@ -250,24 +253,6 @@ func (sc scenario) run(t *testing.T) {
 	checkOutputs(t, w, res.db)
 }
 
-// recordWith records with extra flags; real swaps in NVIDIA's libraries
-// (the flags name them).
-func (w *world) recordWith(flags []string, real bool, command ...string) result {
-	w.t.Helper()
-	if !real {
-		return w.record(flags, command...)
-	}
-	db := filepath.Join(w.dir, "run.db")
-	args := append(append([]string{"record", "-o", db, "--force"}, flags...), "--")
-	cmd := exec.Command(binPath, append(args, command...)...)
-	cmd.Env = w.environ()
-	out, err := cmd.CombinedOutput()
-	if err != nil && cmd.ProcessState == nil {
-		w.t.Fatalf("record: %v %s", err, out)
-	}
-	return result{db: db, code: cmd.ProcessState.ExitCode(), stderr: string(out)}
-}
-
 // checkOutputs renders every output format of a run and checks that none
 // shows a framebuffer value added to a BAR1 value (rule 1): for every pair
 // of a framebuffer and a BAR1 reading of the same GPU, the sum must not
@@ -281,7 +266,7 @@ func checkOutputs(t *testing.T, w *world, db string) {
 		"text": {"analyze", "--no-color", db}, "json": {"analyze", "--json", db},
 		"report": {"report", db, "-o", html}, "export": {"export", "--format", "chrome-json", db, "-o", trace},
 	} {
-		out, err := exec.Command(binPath, args...).CombinedOutput()
+		out, err := binCommand(bin{}, args...).CombinedOutput()
 		if err != nil {
 			t.Fatalf("%s: %v\n%s", name, err, out)
 		}

@@ -3,7 +3,6 @@ package e2e
 import (
 	"bufio"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"regexp"
 	"strings"
@@ -152,7 +151,7 @@ func TestStackPythonCtypes(t *testing.T) {
 	if l := frames[0].(map[string]any)["language"]; l != "native" {
 		t.Errorf("--json language of a native frame = %v", l)
 	}
-	out, err := exec.Command(binPath, "analyze", "--no-color", res.db).Output()
+	out, err := binCommand(bin{}, "analyze", "--no-color", res.db).Output()
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -203,8 +202,7 @@ func TestStackNVIDIALibcuda(t *testing.T) {
 	e2eenv.Need(t, exists(realCUDA), "NVIDIA's libraries are not in build/nvidia (run make nvidia-libs)")
 	e2eenv.Need(t, exists(callchainO1), "callchain_o1 is not built (run make)")
 	db := filepath.Join(w.dir, "run.db")
-	cmd := exec.Command(binPath, "record", "-o", db, "--libcuda", realCUDA, "--libnvidia-ml", simNVML, "--", callchainO1, realCUDA)
-	cmd.Env = w.environ()
+	cmd := binCommand(bin{w: w}, "record", "-o", db, "--libcuda", realCUDA, "--libnvidia-ml", simNVML, "--", callchainO1, realCUDA)
 	if out, err := cmd.CombinedOutput(); err == nil {
 		t.Fatalf("callchain succeeded against NVIDIA's libcuda without a GPU:\n%s", out)
 	}
@@ -338,9 +336,8 @@ func TestStackInFlightRecording(t *testing.T) {
 	w := newWorld(t)
 	e2eenv.Need(t, exists(callchainO2), "callchain_o2 is not built (run make)")
 	dir := filepath.Join(w.dir, "flight")
-	cmd := exec.Command(binPath, "record", "--flight", "-o", dir, "--libcuda", simCUDA, "--libnvidia-ml", simNVML,
+	cmd := binCommand(bin{w: w}, "record", "--flight", "-o", dir, "--libcuda", simCUDA, "--libnvidia-ml", simNVML,
 		"--", callchainO2, simCUDA)
-	cmd.Env = w.environ()
 	if out, err := cmd.CombinedOutput(); err == nil || cmd.ProcessState.ExitCode() != 1 {
 		t.Fatalf("record --flight: %v, want exit 1:\n%s", err, out)
 	}
@@ -371,7 +368,7 @@ func TestStackFramesWrapAt80Columns(t *testing.T) {
 	if res.code != 1 {
 		t.Fatalf("exit %d, want the workload's 1: %s", res.code, res.stderr)
 	}
-	cmd := exec.Command(binPath, "analyze", "--no-color", res.db)
+	cmd := binCommand(bin{}, "analyze", "--no-color", res.db)
 	cmd.Env = append(os.Environ(), "COLUMNS=80")
 	out, _ := cmd.Output()
 	var joined strings.Builder

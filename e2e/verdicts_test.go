@@ -2,7 +2,6 @@ package e2e
 
 import (
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strings"
 	"syscall"
@@ -208,9 +207,8 @@ func TestInterruptedIsNotCrashed(t *testing.T) {
 			w := newWorld(t)
 			ready := filepath.Join(w.dir, "ready")
 			db := filepath.Join(w.dir, "run.db")
-			cmd := exec.Command(binPath, "record", "-o", db, "--libcuda", simCUDA, "--libnvidia-ml", simNVML,
+			cmd := binCommand(bin{w: w}, "record", "-o", db, "--libcuda", simCUDA, "--libnvidia-ml", simNVML,
 				"--", simwork, "init; use 0; alloc 1G; touch "+ready+"; wait-signal")
-			cmd.Env = w.environ()
 			cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
 			if err := cmd.Start(); err != nil {
 				t.Fatal(err)
@@ -384,8 +382,7 @@ func TestFirstAllocationStartsUpToFirstFailure(t *testing.T) {
 func TestWorkloadWithoutLibcuda(t *testing.T) {
 	w := newWorld(t)
 	db := filepath.Join(w.dir, "run.db")
-	cmd := exec.Command(binPath, "record", "-o", db, "--libnvidia-ml", simNVML, "--", simwork, "print hello; exit 1")
-	cmd.Env = w.environ()
+	cmd := binCommand(bin{w: w}, "record", "-o", db, "--libnvidia-ml", simNVML, "--", simwork, "print hello; exit 1")
 	if out, err := cmd.CombinedOutput(); err == nil {
 		t.Fatalf("the workload exits 1, forensic record exited 0:\n%s", out)
 	}
