@@ -82,20 +82,6 @@ func TestDemoTextWording(t *testing.T) {
 	}
 }
 
-// Sizes from 1 TiB are written in TiB.
-func TestTiBSizes(t *testing.T) {
-	w := newWorld(t)
-	res := w.record(nil, script("init; use 0; alloc 100T; exit 1")...)
-	rep, _ := analyzeJSON(t, res.db)
-	if rep.FirstFailure == nil || rep.FirstFailure.Size == nil || *rep.FirstFailure.Size != 100<<40 {
-		t.Fatalf("first failure %+v, want an allocation of 100 TiB", rep.FirstFailure)
-	}
-	out := textAt80(t, res.db)
-	if !strings.Contains(out, "100.00 TiB") || strings.Contains(out, "102400.00 GiB") {
-		t.Errorf("100 TiB not written in TiB:\n%s", out)
-	}
-}
-
 // The VERDICT heading is coloured by its attribution as the HTML report
 // is: red for an allocation problem, green when nothing failed.
 func TestVerdictHeadingColour(t *testing.T) {
