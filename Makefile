@@ -12,10 +12,11 @@
 # demo, test and bench first install the Debian packages they need and the
 # machine lacks (scripts/deps.sh holds the list).
 
-GO      ?= go
-BUILD   := build
-SIM     := $(BUILD)/simgpu
-NVIDIA  := $(BUILD)/nvidia
+GO        ?= go
+BUILD     := build
+SIM       := $(BUILD)/simgpu
+NVIDIA    := $(BUILD)/nvidia
+NVIDIA550 := $(BUILD)/nvidia550
 # go-nvml's cgo prints a deprecation warning per NVML function without this.
 export CGO_CFLAGS ?= -Wno-deprecated-declarations
 
@@ -35,13 +36,17 @@ bin/forensic-race: $(GO_SRC)
 simgpu:
 	$(MAKE) --no-print-directory -C testdata/simgpu OUT=$(CURDIR)/$(SIM)
 
-# NVIDIA's real driver-535 libraries, unpacked (never installed) from
-# Debian's non-free component: the reference export list and a real binary
-# to trace.
-nvidia-libs: $(NVIDIA)/libcuda.so.1
+# NVIDIA's real driver libraries of two versions, unpacked (never
+# installed) from Debian's non-free component: 535 (bookworm) and 550
+# (trixie). Their export lists are the reference for the symbol table, and
+# each libcuda is a real binary to trace.
+nvidia-libs: $(NVIDIA)/libcuda.so.1 $(NVIDIA550)/libcuda.so.1
 
 $(NVIDIA)/libcuda.so.1:
-	scripts/fetch-nvidia-libs.sh $(NVIDIA)
+	scripts/fetch-nvidia-libs.sh $(NVIDIA) bookworm
+
+$(NVIDIA550)/libcuda.so.1:
+	scripts/fetch-nvidia-libs.sh $(NVIDIA550) trixie
 
 # Every test, with the end-to-end tests required: a missing prerequisite
 # (root, the simulator, the NVIDIA libraries) fails instead of skipping.

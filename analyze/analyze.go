@@ -75,9 +75,11 @@ type state struct {
 	failures    []*failed
 	failedPIDs  map[uint32]bool
 	firstAlloc  int64
-	// lastTime is where the record ends (the latest return in the last
-	// event chunk): Run.EndNS of an abrupt run.
-	lastTime int64
+	// lastTime is the last call recorded (the latest return in the last
+	// event chunk); lastRecord the latest time of anything recorded
+	// (samples, counter readings, process exits too): Run.EndNS of an
+	// abrupt run.
+	lastTime, lastRecord int64
 	// window: a sample older than this before a failure no longer
 	// reflects the state at it.
 	window   int64
@@ -247,7 +249,10 @@ func (s *state) findFailures() error {
 	if err != nil && !errors.Is(err, errStop) {
 		return err
 	}
-	s.lastTime, err = s.r.LastEventEnd()
+	if s.lastTime, err = s.r.LastEventEnd(); err != nil {
+		return err
+	}
+	s.lastRecord, err = s.r.LastRecordEnd()
 	return err
 }
 

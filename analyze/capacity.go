@@ -3,6 +3,7 @@ package analyze
 import (
 	"fmt"
 	"math"
+	"slices"
 	"strings"
 
 	"github.com/retrivium/forensic/cuda"
@@ -366,13 +367,14 @@ func (s *state) candidates(f *failed, fd *finding, t *target) []candidate {
 		if smp == nil || !smp.Usable() || smp.Free == nil {
 			return
 		}
-		changes := s.replay.changes[vk]
+		listed := s.exitsSeen(t.roundProcs(smp))
+		changes := settleChanges(s.replay.changes[vk], smp, listed)
 		xlo, xhi := between(changes, f.e.End, smp.Start, smp.End)
 		// free at the failure = free seen - (traced at failure - traced seen)
 		clamp := func(v int64) uint64 { return uint64(max(v, 0)) }
 		c := candidate{smp: smp, lo: clamp(int64(*smp.Free) - xhi), hi: clamp(int64(*smp.Free) - xlo),
 			xlo: xlo, xhi: xhi, relation: relation, ranged: rangedBetween(changes, f.e.End, smp.Start, smp.End)}
-		c.up, c.down, c.opaque = opaqueBetween(s.replay.opaque, fd.gpu, vk.view, f.e.End, smp.Start, smp.End)
+		c.up, c.down, c.opaque = opaqueBetween(settleOpaque(s.replay.opaque, smp, listed), fd.gpu, vk.view, f.e.End, smp.Start, smp.End)
 		if c.down {
 			c.lo = 0
 		}
@@ -392,6 +394,96 @@ func (s *state) candidates(f *failed, fd *finding, t *target) []candidate {
 	return out
 }
 
+// roundProcs is the usable per-process query of smp's GPU taken in the
+// same sampling round as smp, or nil.
+func (t *target) roundProcs(smp *store.Sample) *store.Sample {
+	for _, p := range []*store.Sample{t.ref[store.KindProcesses], t.lastBefore[store.KindProcesses]} {
+		if p != nil && p.Usable() && p.Round == smp.Round && p.GPU.Index == smp.GPU.Index {
+			return p
+		}
+	}
+	return nil
+}
+
+// exitState says, for a process that exited, whether a sample saw its
+// memory released: listed (NVML still showed it), gone (NVML had shown it
+// holding memory before, and no longer did), or neither known.
+type exitState func(pid uint32) (listed, gone bool)
+
+// exitsSeen reads a round's process list (nil: nothing is known).
+func (s *state) exitsSeen(procs *store.Sample) exitState {
+	return func(pid uint32) (bool, bool) {
+		if procs == nil {
+			return false, false
+		}
+		for _, u := range procs.Processes {
+			if u.PID == pid { // NVML lists a process while it has a context
+				return true, false
+			}
+		}
+		return false, s.nvmlUseBefore(pid)
+	}
+}
+
+// settleChanges narrows when an exit's release took effect, where the
+// sample's own process list tells: still listed, the sample did not see
+// the release; gone, it did. Other changes are returned as they are.
+func settleChanges(changes []change, smp *store.Sample, st exitState) []change {
+	var out []change
+	for i, c := range changes {
+		from, to, ok := settle(c.pid, c.start, c.end, smp, st)
+		if !ok {
+			continue
+		}
+		if out == nil {
+			out = slices.Clone(changes)
+		}
+		out[i].start, out[i].end = from, to
+	}
+	if out == nil {
+		return changes
+	}
+	return out
+}
+
+// settleOpaque is settleChanges for releases of unknown size.
+func settleOpaque(rels []opaqueRel, smp *store.Sample, st exitState) []opaqueRel {
+	var out []opaqueRel
+	for i, r := range rels {
+		if r.from == r.at {
+			continue
+		}
+		from, to, ok := settle(r.pid, r.from, r.at, smp, st)
+		if !ok {
+			continue
+		}
+		if out == nil {
+			out = slices.Clone(rels)
+		}
+		out[i].from, out[i].at = from, to
+	}
+	if out == nil {
+		return rels
+	}
+	return out
+}
+
+// settle narrows [from, to], when pid's exit freed memory, by whether the
+// sample saw pid's memory gone; ok is false when nothing narrows it.
+func settle(pid uint32, from, to int64, smp *store.Sample, st exitState) (int64, int64, bool) {
+	if pid == 0 || from > smp.End || to < smp.Start {
+		return from, to, false
+	}
+	switch listed, gone := st(pid); {
+	case listed: // not yet freed when the sample was taken
+		from = max(from, smp.End+1)
+		return from, max(to, from), true
+	case gone: // freed before it
+		return from, min(to, smp.Start-1), from < smp.Start
+	}
+	return from, to, false
+}
+
 // opaqueBetween reports how releases of unknown size on a GPU and view
 // bear on a sample whose query ran from s to e, for the value at the
 // failure: up, free at the failure may be higher than the sample implies
@@ -405,18 +497,8 @@ func opaqueBetween(rels []opaqueRel, gpu int, view cuda.View, failure, s, e int6
 		if (r.gpu >= 0 && r.gpu != gpu) || (r.view != viewMixed && r.view != view) {
 			continue
 		}
-		inF := int64(0)
-		if r.at <= failure {
-			inF = 1
-		}
 		// free at the failure = the sample's + k × (the unknown size).
-		k0, k1 := inF, inF
-		switch {
-		case r.at < s:
-			k0, k1 = inF-1, inF-1
-		case r.at <= e:
-			k0 = inF - 1
-		}
+		k0, k1 := coefficient(r.from, r.at, failure, s, e)
 		if r.acquire { // it took memory: free at the failure = the sample's - k × size
 			k0, k1 = -k1, -k0
 		}

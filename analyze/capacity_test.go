@@ -390,7 +390,7 @@ func TestUntracedReleaseBetweenSampleAndFailure(t *testing.T) {
 			late(exitAt(fail+ms/2, 1)), report.CapUnknown, "pid 7 exited"},
 		{"free of memory from before the record", []store.Event{oom, free(1, fail+ms/2, 0xdead0000)}, []store.Sample{after},
 			late(exitAt(fail+50*ms, 1)), report.CapUnknown, "allocated before the record"},
-		{"the process exits after the sample", []store.Event{oom}, []store.Sample{before, triggered(fbSample(fail+ms, 15*gib), fail)},
+		{"the process exits after the sample", []store.Event{oom}, []store.Sample{before, triggered(fbSample(fail+ms, 15*gib), fail), listing7(fail+ms, 15*gib)},
 			late(exitAt(fail+2*ms, 1)), report.CapFBExhausted, "taken because of this failure"},
 	}
 	for _, c := range cases {

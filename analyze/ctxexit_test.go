@@ -28,6 +28,17 @@ func retainPrimary(end int64) store.Event {
 	return ctxCall(2, end, 0, cuda.Fields{Has: cuda.FieldPtr | cuda.FieldDevice, Ptr: 0xc0, Device: 0})
 }
 
+// listing is a per-process query of GPU 0 triggered by the failure at
+// t-1ms, in the same round as the framebuffer sample taken then.
+func listing(t int64, uses map[uint32]uint64) store.Sample {
+	return triggered(procSample(t, "NVML_SUCCESS", uses), t-ms)
+}
+
+// listing7 is listing with pid 7 using used bytes.
+func listing7(t int64, used uint64) store.Sample {
+	return listing(t, map[uint32]uint64{7: used})
+}
+
 // A process followed from its start frees, when it exits (or destroys or
 // releases a context), not only its traced allocations but its contexts'
 // own memory, which no traced call sized: a sample on the far side of it
@@ -68,12 +79,26 @@ func TestContextMemoryReleaseBetweenSampleAndFailure(t *testing.T) {
 			proc(fail + ms/2), report.CapUnknown, "pid 7 exited, freeing its CUDA context on GPU 0"},
 		{"exhausted on the closed side", []store.Event{oom(4 * gib)}, []store.Sample{afterExit},
 			proc(fail + ms/2), report.CapFBExhausted, "at most 2.00 GiB"},
+		// The process list of the sample's round still shows the process:
+		// its exit freed nothing before the sample.
 		{"the process exits after the sample", []store.Event{oom(2 * gib)},
-			[]store.Sample{triggered(fbSample(fail+ms, 13*gib), fail)},
+			[]store.Sample{triggered(fbSample(fail+ms, 13*gib), fail), listing7(fail+ms, 15*gib)},
 			proc(fail + 2*ms), report.CapFBHadRoom, "taken because of this failure"},
+		// Without a process list, the driver may have freed what the
+		// process held at any moment after its last call (a library's
+		// teardown runs before the kernel sees the exit).
+		{"the process exits after a sample with no process list", []store.Event{oom(2 * gib)},
+			[]store.Sample{triggered(fbSample(fail+ms, 0), fail)},
+			proc(fail + 2*ms), report.CapUnknown, "pid 7 exited"},
+		// NVML showed the process before, and the sample's round no longer
+		// does: the sample saw its memory freed, though the exit came later.
+		{"the process is gone from the sample's process list before its exit", []store.Event{oom(4 * gib)},
+			[]store.Sample{procSample(tClock+100*ms, "NVML_SUCCESS", map[uint32]uint64{7: 15 * gib}),
+				triggered(fbSample(fail+ms, 0), fail), listing(fail+ms, nil)},
+			proc(fail + 2*ms), report.CapFBExhausted, "at most 2.00 GiB"},
 		{"a context on another GPU destroyed between", []store.Event{create1, oom(2 * gib),
 			ctxCall(4, fail+ms/2, 0, cuda.Fields{Has: cuda.FieldTarget, Target: 0xc1})},
-			[]store.Sample{triggered(fbSample(fail+ms, 13*gib), fail)},
+			[]store.Sample{triggered(fbSample(fail+ms, 13*gib), fail), listing7(fail+ms, 15*gib)},
 			proc(fail+50*ms, gpu1...), report.CapFBHadRoom, "taken because of this failure"},
 		{"the primary context released between", []store.Event{oom(2 * gib),
 			ctxCall(5, fail+ms/2, 0, cuda.Fields{Has: cuda.FieldDevice, Device: 0})},

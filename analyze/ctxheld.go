@@ -56,7 +56,7 @@ func (p *replayer) held(pid uint32, h uint64) *heldCtx {
 // that memory: a release of unknown size.
 func (p *replayer) contexts(e *store.Event, sym *cuda.Symbol) {
 	switch sym.Ctx {
-	case cuda.CtxCreate, cuda.CtxRetain:
+	case cuda.CtxCreate, cuda.CtxCreateIdle, cuda.CtxRetain:
 		if e.Has&cuda.FieldPtr == 0 || e.Ptr == 0 {
 			return
 		}
@@ -122,7 +122,7 @@ func (p *replayer) exitContexts(pid uint32, t int64) {
 	}
 	sort.Ints(order)
 	for _, g := range order {
-		p.logOpaque(opaqueRel{at: t, gpu: g, view: viewMixed, pid: pid, ctx: true,
+		p.logOpaque(opaqueRel{at: t, from: p.exitFrom(pid, t), gpu: g, view: viewMixed, pid: pid, ctx: true,
 			why: fmt.Sprintf("exited, freeing its CUDA context%s, %s", onGPU(g), ctxMemory)})
 	}
 }

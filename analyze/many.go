@@ -1,6 +1,7 @@
 package analyze
 
 import (
+	"errors"
 	"fmt"
 	"slices"
 	"strings"
@@ -20,6 +21,15 @@ type Jobs struct {
 	// Reports holds each group's report: the run's own for a group of
 	// one, else the group's analysis as one job (AnalyzeMany).
 	Reports []*report.Report
+	// Unread are the files named that could not be analyzed, in the order
+	// given; every report names them under its missing evidence.
+	Unread []Unread
+}
+
+// Unread is a file named among several runs that could not be analyzed.
+type Unread struct {
+	Path string
+	Err  error
 }
 
 // NotOneJobError is AnalyzeMany's refusal of runs that are not one job:
@@ -37,17 +47,76 @@ func (e *NotOneJobError) Error() string { return fleet.GroupsText(e.Runs, e.Grou
 // of different jobs are never ordered against each other nor called each
 // other's consequences, and ranks are missing only within a job. Options
 // apply to every run (an Observer sees none of them).
+//
+// Among several files, one that cannot be analyzed (empty, truncated, of
+// another program, still being recorded) does not stop the others: each
+// report names it (noteUnread). A single file, or files none of which can
+// be analyzed, is an error.
 func AnalyzeJobs(paths []string, opts Options) (*Jobs, error) {
 	opts.Observer = nil
-	reps := make([]*report.Report, len(paths))
-	for i, p := range paths {
+	var reps []*report.Report
+	var unread []Unread
+	for _, p := range paths {
 		rep, err := analyzeFile(p, opts)
 		if err != nil {
-			return nil, err
+			if len(paths) == 1 {
+				return nil, err
+			}
+			unread = append(unread, Unread{Path: p, Err: err})
+			continue
 		}
-		reps[i] = rep
+		reps = append(reps, rep)
 	}
-	return jobsOf(reps), nil
+	if len(reps) == 0 {
+		return nil, fmt.Errorf("none of the %d files is a readable run (the first: %w)", len(paths), unread[0].Err)
+	}
+	j := jobsOf(reps)
+	j.Unread = unread
+	for _, rep := range j.Reports {
+		noteUnread(rep, unread)
+	}
+	return j, nil
+}
+
+// noteUnread names, in a report, the files given with its runs that could
+// not be analyzed. A file that may be a run (empty, truncated, still being
+// recorded, of a newer forensic) could hold the job's first failure, as a
+// rank with no run could: the report cannot establish its first failure
+// (nor that nothing failed), and says so. A file that is certainly no run
+// (a database of another program) is only noted.
+func noteUnread(rep *report.Report, unread []Unread) {
+	var hidden []report.Missing
+	for _, u := range unread {
+		m := report.Missing{What: unreadText(u), Fix: "check the file: a run.db copied while it was written, or from a node that crashed, may be truncated; analyze a complete copy with the others"}
+		if errors.Is(u.Err, store.ErrForeign) {
+			m.Fix = "give only forensic runs (a directory is read for its *.db files)"
+			rep.Missing = append(rep.Missing, m)
+			continue
+		}
+		m.Decisive = true
+		hidden = append(hidden, m)
+	}
+	if len(hidden) == 0 {
+		return
+	}
+	rep.Missing = append(rep.Missing, hidden...)
+	rep.Attribution = report.AttrMissingEvidence
+	rep.NextSteps = append([]string{hidden[0].Fix}, rep.NextSteps...)
+	what := "the first failure of the job"
+	if rep.FirstFailure == nil {
+		what = "that no call of the job failed"
+	}
+	rep.Verdict += fmt.Sprintf(" The record cannot establish %s: %s.", what, whats(hidden))
+}
+
+// unreadText says which file could not be analyzed and why, without
+// naming the file twice (the store's errors name it already).
+func unreadText(u Unread) string {
+	msg := u.Err.Error()
+	if !strings.Contains(msg, u.Path) {
+		msg = u.Path + ": " + msg
+	}
+	return "a file given with these runs could not be analyzed, and its run, if it is one, is not in this report (" + msg + ")"
 }
 
 // jobsOf splits analyzed runs into jobs and makes each job's report.

@@ -48,10 +48,14 @@ type viewKey struct {
 
 // change is one traced change of a total: between lo and hi bytes (equal
 // unless it is a grant to several peers), taking effect at some moment
-// between start and end (the call's entry and return).
+// between start and end (the call's entry and return). For what a process
+// still held when it exited, pid names it and start is its last call: the
+// driver may free it anywhere from there to the exit itself (a library's
+// teardown runs in the process before the kernel sees it end).
 type change struct {
 	start, end int64
 	lo, hi     int64
+	pid        uint32
 }
 
 // reconcileHorizon bounds how far from a failure traced changes are kept
@@ -97,6 +101,7 @@ type replayer struct {
 	pending    map[recovKey][]*failed
 	counts     []report.CallCount // by file symbol id
 	procCalls  map[uint32]*[2]uint64
+	lastEnd    map[uint32]int64 // when each process's last application call returned
 	exportKeys map[string]exportRef
 	exportSize map[string]uint64
 	exportAt   map[string]int64 // when the exported allocation was made
@@ -110,7 +115,7 @@ type replayer struct {
 func newReplayer(s *state) *replayer {
 	p := &replayer{s: s, live: map[resKey]liveRes{}, changes: map[viewKey][]change{},
 		perProc: map[uint32]map[viewKey]*report.LiveBytes{}, pending: map[recovKey][]*failed{},
-		procCalls: map[uint32]*[2]uint64{}, exportKeys: map[string]exportRef{}, exportSize: map[string]uint64{},
+		procCalls: map[uint32]*[2]uint64{}, lastEnd: map[uint32]int64{}, exportKeys: map[string]exportRef{}, exportSize: map[string]uint64{},
 		exportAt: map[string]int64{}, ctxs: map[uint32]map[uint64]*heldCtx{},
 		obs: s.opts.Observer, dev: devCache{s: s, lastDev: -2}, horizon: max(reconcileHorizon, s.window)}
 	for _, f := range s.failures {
@@ -202,6 +207,7 @@ func (p *replayer) replay(e *store.Event) error {
 		p.snapshotAtFailure()
 	}
 	p.releaseUpTo(e.End - 1)
+	p.lastEnd[e.PID] = max(p.lastEnd[e.PID], e.End)
 	if e.Result == 0 {
 		p.recover(e, sym)
 		if sym.Ctx != cuda.CtxNone {
@@ -354,6 +360,7 @@ const viewMixed = cuda.View(255)
 // at a time, on a GPU (-1: any) and view (viewMixed: either).
 type opaqueRel struct {
 	at   int64
+	from int64 // the earliest it may have taken effect (at, unless an exit's)
 	gpu  int
 	view cuda.View
 	pid  uint32
@@ -365,6 +372,9 @@ type opaqueRel struct {
 
 // logOpaque keeps a release of unknown size that lies near a failure.
 func (p *replayer) logOpaque(o opaqueRel) {
+	if o.from == 0 || o.from > o.at {
+		o.from = o.at
+	}
 	i := sort.Search(len(p.failTimes), func(i int) bool { return p.failTimes[i] >= o.at-p.horizon })
 	if i == len(p.failTimes) || p.failTimes[i] > o.at+p.horizon || len(p.opaque) >= maxChanges {
 		return
@@ -417,7 +427,7 @@ func (p *replayer) create(e *store.Event, sym *cuda.Symbol) {
 func (p *replayer) addRange(vk viewKey, start, end, d, most int64) {
 	sl := p.slot(vk)
 	sl.total = uint64(int64(sl.total) + d)
-	p.logChange(vk, start, end, min(d, most), max(d, most))
+	p.logChange(vk, change{start: start, end: end, lo: min(d, most), hi: max(d, most)})
 	sl.acc.observe(sl.total, end, p.s.landmarks())
 	if p.tl != nil && vk.view == cuda.ViewFramebuffer {
 		p.tl.traced(vk.gpu, end, p.fbTotal(vk.gpu))
@@ -448,26 +458,51 @@ func (p *replayer) liveOn(e *store.Event) *uint64 {
 
 // logChange keeps a change that lies near a failure, for reconciling the
 // samples taken around it.
-func (p *replayer) logChange(vk viewKey, start, end, lo, hi int64) {
-	i := sort.Search(len(p.failTimes), func(i int) bool { return p.failTimes[i] >= start-p.horizon })
-	if i == len(p.failTimes) || p.failTimes[i] > end+p.horizon {
+func (p *replayer) logChange(vk viewKey, c change) {
+	i := sort.Search(len(p.failTimes), func(i int) bool { return p.failTimes[i] >= c.start-p.horizon })
+	if i == len(p.failTimes) || p.failTimes[i] > c.end+p.horizon {
 		return
 	}
 	if len(p.changes[vk]) < maxChanges {
-		p.changes[vk] = append(p.changes[vk], change{start, end, lo, hi})
+		p.changes[vk] = append(p.changes[vk], c)
 	}
 }
 
 // releaseUpTo releases what the processes that exited by t still held
 // (the driver frees it at exit).
 func (p *replayer) releaseUpTo(t int64) {
-	p.exits.releaseUpTo(t, p.live, func(vk viewKey, at int64, n, most uint64) {
-		p.addRange(vk, at, at, -int64(n), -int64(most))
-	}, p.logOpaque, func(x procExit) {
+	p.exits.releaseUpTo(t, p.live, func(vk viewKey, x procExit, n, most uint64) {
+		p.exitRelease(vk, x, -int64(n), -int64(most))
+	}, func(o opaqueRel) {
+		o.from = p.exitFrom(o.pid, o.at)
+		p.logOpaque(o)
+	}, func(x procExit) {
 		if !x.late { // a late process's exit is already of unknown size, on any GPU
 			p.exitContexts(x.pid, x.t)
 		}
 	})
+}
+
+// exitRelease takes from a total what an exiting process still held: like
+// addRange, but the change may have taken effect at any moment from the
+// process's last call to its exit.
+func (p *replayer) exitRelease(vk viewKey, x procExit, d, most int64) {
+	sl := p.slot(vk)
+	sl.total = uint64(int64(sl.total) + d)
+	p.logChange(vk, change{start: p.exitFrom(x.pid, x.t), end: x.t, lo: min(d, most), hi: max(d, most), pid: x.pid})
+	sl.acc.observe(sl.total, x.t, p.s.landmarks())
+	if p.tl != nil && vk.view == cuda.ViewFramebuffer {
+		p.tl.traced(vk.gpu, x.t, p.fbTotal(vk.gpu))
+	}
+}
+
+// exitFrom is the earliest moment the driver may have freed what pid held
+// when it exited at t: its last call's return (t when it made none).
+func (p *replayer) exitFrom(pid uint32, t int64) int64 {
+	if l, ok := p.lastEnd[pid]; ok && l < t {
+		return l
+	}
+	return t
 }
 
 // snapshotAtFailure records what each process held at the first failure,
@@ -585,25 +620,31 @@ func (d *devCache) gpu(pid uint32, dev int32) (int, *int) {
 // several peers) widens it too.
 func between(changes []change, failure, s, e int64) (lo, hi int64) {
 	for _, c := range changes {
-		inF := int64(0)
-		if c.end <= failure {
-			inF = 1
-		}
-		var k0, k1 int64 // the coefficient's bounds
-		switch {
-		case c.end < s: // the sample saw it
-			k0, k1 = inF-1, inF-1
-		case c.start > e: // the sample did not
-			k0, k1 = inF, inF
-		default: // it overlaps the query: either
-			k0, k1 = inF-1, inF
-		}
+		k0, k1 := coefficient(c.start, c.end, failure, s, e)
 		// k*d over k in [k0, k1] and d in [c.lo, c.hi]: at a corner.
 		a, b, x, y := k0*c.lo, k0*c.hi, k1*c.lo, k1*c.hi
 		lo += min(a, b, x, y)
 		hi += max(a, b, x, y)
 	}
 	return lo, hi
+}
+
+// coefficient bounds k in "free at the failure = the sample's free - k ×
+// a change", for a change that took effect at some moment in [from, to]:
+// k = (it took effect by the failure) - (the sample, queried over [s, e],
+// saw it), each 0 or 1, or either when the moment is not known to fall on
+// one side.
+func coefficient(from, to, failure, s, e int64) (k0, k1 int64) {
+	b2i := func(b bool) int64 {
+		if b {
+			return 1
+		}
+		return 0
+	}
+	inLo := b2i(to <= failure)
+	inHi := max(inLo, b2i(from < failure))
+	seenLo, seenHi := b2i(to < s), b2i(from <= e)
+	return inLo - seenHi, inHi - seenLo
 }
 
 // procExit is when a process ended, and whether it was already running
@@ -625,11 +666,11 @@ func newExitQueue(exits []procExit) exitQueue {
 
 // releaseUpTo removes from live everything held by the processes that
 // exited by t, in exit order, and reports each traced total that lost
-// sized bytes: freed(total, exit time, bytes, the most they may have been);
+// sized bytes: freed(total, the exit, bytes, the most they may have been);
 // and each release it cannot size: a process that may have held memory
 // made before the record (on any GPU), an unsized live resource. exited
 // is told of each exit first.
-func (q *exitQueue) releaseUpTo(t int64, live map[resKey]liveRes, freed func(vk viewKey, at int64, n, most uint64), opaque func(opaqueRel), exited func(procExit)) {
+func (q *exitQueue) releaseUpTo(t int64, live map[resKey]liveRes, freed func(vk viewKey, x procExit, n, most uint64), opaque func(opaqueRel), exited func(procExit)) {
 	for len(*q) > 0 && (*q)[0].t <= t {
 		x := (*q)[0]
 		*q = (*q)[1:]
@@ -658,7 +699,7 @@ func (q *exitQueue) releaseUpTo(t int64, live map[resKey]liveRes, freed func(vk 
 		}
 		sort.Slice(keys, func(i, j int) bool { return viewKeyLess(keys[i], keys[j]) })
 		for _, vk := range keys {
-			freed(vk, x.t, lost[vk][0], lost[vk][1])
+			freed(vk, x, lost[vk][0], lost[vk][1])
 		}
 	}
 }

@@ -16,7 +16,7 @@ func (s *state) runInfo() {
 		Host: s.run.Hostname, Kernel: s.run.Kernel, Clock: s.run.Clock, StartNS: s.run.ClockStart,
 		WallStart: s.run.WallStart.UTC().Format(time.RFC3339Nano), Interval: int64(s.run.Interval),
 		Freeze: s.run.FreezeOnFailure, Schema: s.r.Schema(), Version: s.run.Version}
-	ri.EndNS = s.lastTime
+	ri.EndNS = max(s.lastTime, s.lastRecord)
 	if s.stop != nil {
 		ri.EndNS = s.stop.Time
 		ri.Ended = "clean"

@@ -24,6 +24,7 @@ type Source interface {
 	// Files are the files the recorder resolved stack build ids to.
 	Files() ([]store.File, error)
 	LastEventEnd() (int64, error)
+	LastRecordEnd() (int64, error)
 }
 
 var _ Source = (*store.Reader)(nil)

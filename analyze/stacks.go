@@ -8,18 +8,22 @@ import (
 	"strings"
 
 	"github.com/retrivium/forensic/internal/elfnote"
-	"github.com/retrivium/forensic/pystack"
 	"github.com/retrivium/forensic/report"
+	"github.com/retrivium/forensic/stackname"
 	"github.com/retrivium/forensic/store"
 	"github.com/retrivium/forensic/unwind"
 )
 
 // CaptureSource is what a Source offers when its recording has stack
-// captures (*store.Reader and *store.Set do): the registers, stack bytes,
-// mappings and Python frames copied at a call's return, and the
-// references from calls at a call site captured before. A Source without it is analyzed with the
-// frame-pointer stacks only.
+// captures (*store.Reader and *store.Set do): the stacks the recorder
+// unwound and named (schema 3), and, in files that have them (written
+// before stacks were named by the recorder, or with --keep-stack-bytes),
+// the registers, stack bytes, mappings and Python frames copied at a
+// call's return; and the references from calls at a call site captured
+// before. A Source without it is analyzed with the frame-pointer stacks
+// only.
 type CaptureSource interface {
+	NamedStack(pid, tid uint32, t int64) (*store.NamedStack, error)
 	Capture(pid, tid uint32, t int64) (*store.Capture, error)
 	PyStack(pid, tid uint32, t int64) (*store.PyStack, error)
 	PyCodes(pid uint32) ([]store.PyCode, error)
@@ -83,16 +87,16 @@ func (s *state) loadCaptures() error {
 	return nil
 }
 
-// captureOf returns the capture of a failure's stack: its own, else that
-// of its call site (a reference), within the same process's life.
-func (s *state) captureOf(f *failed) (*store.Capture, bool, error) {
+// namedOf returns the named stack of a failure: its own, else that of
+// its call site (a reference), within the same process's life.
+func (s *state) namedOf(f *failed) (*store.NamedStack, bool, error) {
 	if s.caps == nil {
 		return nil, false, nil
 	}
 	k := keyOf(f)
-	c, err := s.caps.src.Capture(k.pid, k.tid, k.t)
-	if c != nil || err != nil {
-		return c, false, err
+	n, err := s.stackAt(k.pid, k.tid, k.t)
+	if n != nil || err != nil {
+		return n, false, err
 	}
 	r, ok := s.caps.refs[k]
 	if !ok {
@@ -101,8 +105,42 @@ func (s *state) captureOf(f *failed) (*store.Capture, bool, error) {
 	if s.processAt(k.pid, r.RefTime) != s.processAt(k.pid, k.t) {
 		return nil, false, nil // the pid was reused: not this process's site
 	}
-	c, err = s.caps.src.Capture(k.pid, r.RefTID, r.RefTime)
-	return c, c != nil, err
+	n, err = s.stackAt(k.pid, r.RefTID, r.RefTime)
+	return n, n != nil, err
+}
+
+// stackAt returns the named stack of a capture: as the recorder named it,
+// else (a file written before stacks were named by the recorder) named
+// now from its raw capture and the files at hand; nil when there is no
+// capture.
+func (s *state) stackAt(pid, tid uint32, t int64) (*store.NamedStack, error) {
+	n, err := s.caps.src.NamedStack(pid, tid, t)
+	if n != nil || err != nil {
+		return n, err
+	}
+	c, err := s.caps.src.Capture(pid, tid, t)
+	if c == nil || err != nil {
+		return nil, err
+	}
+	named := stackname.Name(s.caps.unw, c, s.pythonOf(pid, c))
+	return &named, nil
+}
+
+// pythonOf gathers what naming a raw capture's Python frames takes.
+func (s *state) pythonOf(pid uint32, c *store.Capture) stackname.Python {
+	proc := s.processAt(pid, c.Time)
+	if proc == nil || proc.Python == nil {
+		return stackname.Python{}
+	}
+	py := stackname.Python{Interp: proc.Python}
+	if proc.Python.Error != "" {
+		return py
+	}
+	py.Stack, py.Err = s.caps.src.PyStack(pid, c.TID, c.Time)
+	if py.Err == nil && py.Stack != nil {
+		py.Codes, py.Err = s.pyCodes(pid)
+	}
+	return py
 }
 
 // processAt returns the record of process pid that was running at t
@@ -121,72 +159,44 @@ func (s *state) processAt(pid uint32, t int64) *store.Process {
 	return best
 }
 
-// capturedStack unwinds a failure's captured stack and puts its Python
-// frames in; nil when it has no capture.
+// capturedStack gives a failure the stack of its capture, with its
+// Python frames in; nil when it has no capture.
 func (s *state) capturedStack(f *failed) *report.Stack {
-	c, shared, err := s.captureOf(f)
+	n, shared, err := s.namedOf(f)
 	if err != nil {
 		return &report.Stack{Frames: []report.Frame{}, Partial: true, Method: "unwound", Note: "stack capture unreadable: " + err.Error()}
 	}
-	if c == nil {
+	if n == nil {
 		return nil
 	}
-	res := s.caps.unw.Unwind(unwindCapture(c))
-	st := &report.Stack{Method: "unwound", Stop: res.Stop.String(), Partial: !res.Complete()}
-	native := nativeFrames(res, c.Maps)
+	stop, _ := unwind.ParseStop(n.Stop)
+	st := &report.Stack{Method: "unwound", Stop: n.Stop, Partial: stop != unwind.StopOutermost}
 	var notes []string
-	if !res.Complete() {
-		notes = append(notes, fmt.Sprintf("the walk stopped after %d frames: %s (%s)", len(res.Frames), res.Stop.Text(), res.Detail))
+	if st.Partial {
+		notes = append(notes, fmt.Sprintf("the walk stopped after %d frames: %s (%s)", len(n.Frames), stop.Text(), n.Detail))
 	}
-	py, pyNote := s.pythonFrames(f.e.PID, c)
-	st.Python = pyNote
-	st.Frames = mergePython(native, py)
-	if pyNote != "" && pyNote != "ok" {
-		notes = append(notes, pythonText(pyNote))
+	st.Python = n.Python
+	st.Frames = mergePython(nativeFrames(n.Frames), n.PyFrames)
+	if n.Python != "" && n.Python != "ok" {
+		notes = append(notes, pythonText(n.Python))
 	}
 	if shared {
-		t := c.Time
+		t := n.Time
 		st.SharedFrom = &t
-		notes = append(notes, fmt.Sprintf("captured at an earlier call from the same call site (thread %d, %s)", c.TID, s.rel(c.Time)))
+		notes = append(notes, fmt.Sprintf("captured at an earlier call from the same call site (thread %d, %s)", n.TID, s.rel(n.Time)))
 	}
 	st.Note = strings.Join(notes, "; ")
 	return st
 }
 
-// unwindCapture converts a stored capture into the unwinder's input.
-func unwindCapture(c *store.Capture) unwind.Capture {
-	var regs unwind.Registers
-	r := c.Regs
-	for _, v := range []struct {
-		reg int
-		val uint64
-	}{{unwind.RegRIP, r.IP}, {unwind.RegRSP, r.SP}, {unwind.RegRBP, r.BP}, {unwind.RegRBX, r.BX},
-		{unwind.RegR12, r.R12}, {unwind.RegR13, r.R13}, {unwind.RegR14, r.R14}, {unwind.RegR15, r.R15}} {
-		regs.Set(v.reg, v.val)
-	}
-	maps := make([]unwind.Mapping, 0, len(c.Maps))
-	for _, m := range c.Maps {
-		maps = append(maps, unwind.Mapping{Start: m.Start, End: m.End, Offset: m.Offset, Path: m.Path, Host: m.Host, BuildID: m.BuildID})
-	}
-	return unwind.Capture{Regs: regs, Stack: unwind.Stack{Addr: r.SP, Data: c.Stack}, Mappings: maps}
-}
-
-// nativeFrames converts a walk's frames.
-func nativeFrames(res unwind.Result, maps []store.Mapping) []report.Frame {
-	out := make([]report.Frame, 0, len(res.Frames))
-	for _, fr := range res.Frames {
-		rf := report.Frame{Address: fr.Addr, Language: report.LangNative, Via: fr.Via.String(),
-			Function: fr.Function, Offset: fr.Offset, Library: filepath.Base(fr.Path)}
-		if fr.Path == "" {
-			rf.Library = ""
-			for _, m := range maps {
-				if m.Start <= fr.Addr && fr.Addr < m.End && m.Name != "" {
-					rf.Library = m.Name
-				}
-			}
-		}
-		if rf.Function == "" {
-			rf.Offset = 0
+// nativeFrames converts a named stack's native frames.
+func nativeFrames(frames []store.NamedFrame) []report.Frame {
+	out := make([]report.Frame, 0, len(frames))
+	for _, fr := range frames {
+		rf := report.Frame{Address: fr.Addr, Language: report.LangNative, Via: fr.Via,
+			Function: fr.Function, Offset: fr.Offset, Library: fr.Name}
+		if fr.Path != "" {
+			rf.Library = filepath.Base(fr.Path)
 		}
 		out = append(out, rf)
 	}
@@ -200,7 +210,7 @@ const evalLoop = "_PyEval_EvalFrameDefault"
 // Python frames (innermost first, each ending at an entry frame) replaces
 // the i-th evaluation loop frame. Runs beyond the evaluation loop frames
 // the native walk reached (it stopped early) follow its last frame.
-func mergePython(native []report.Frame, py []pystack.Frame) []report.Frame {
+func mergePython(native []report.Frame, py []store.NamedPyFrame) []report.Frame {
 	var runs [][]report.Frame
 	var cur []report.Frame
 	for _, f := range py {
@@ -228,45 +238,6 @@ func mergePython(native []report.Frame, py []pystack.Frame) []report.Frame {
 	return out
 }
 
-// pythonFrames resolves the Python frames captured with a stack, and says
-// what became of them ("" for a process that is no CPython).
-func (s *state) pythonFrames(pid uint32, c *store.Capture) ([]pystack.Frame, string) {
-	proc := s.processAt(pid, c.Time)
-	if proc == nil || proc.Python == nil {
-		return nil, ""
-	}
-	py := proc.Python
-	if py.Error != "" {
-		return nil, "not read: " + py.Error
-	}
-	ps, err := s.caps.src.PyStack(pid, c.TID, c.Time)
-	if err != nil {
-		return nil, "unreadable: " + err.Error()
-	}
-	if ps == nil {
-		return nil, "not-captured"
-	}
-	t, err := pystack.NewTarget(py.Version, py.Path, py.Runtime, py.CodeType)
-	if err != nil {
-		return nil, "not read: " + err.Error()
-	}
-	codes, err := s.pyCodes(pid)
-	if err != nil {
-		return nil, "unreadable: " + err.Error()
-	}
-	raw := &pystack.Stack{Thread: ps.Thread, Truncated: ps.Status == "truncated"}
-	need := map[uint64]*pystack.RawCode{}
-	for _, f := range ps.Frames {
-		raw.Frames = append(raw.Frames, pystack.RawFrame{Code: f.Code, Instr: f.Instr, Owner: f.Owner, Entry: f.Entry})
-		need[f.Code] = codeAt(codes, f.Code, c.Time, t.CodeType)
-	}
-	frames, err := t.Resolve(raw, need)
-	if err != nil {
-		return frames, "unreadable: " + err.Error()
-	}
-	return frames, ps.Status
-}
-
 // pyCodes returns the code objects copied for a process, read once.
 func (s *state) pyCodes(pid uint32) ([]store.PyCode, error) {
 	if cs, ok := s.caps.codes[pid]; ok {
@@ -277,28 +248,6 @@ func (s *state) pyCodes(pid uint32) ([]store.PyCode, error) {
 		s.caps.codes[pid] = cs
 	}
 	return cs, err
-}
-
-// codeAt returns the copy of a code object that stood at time t: the
-// latest copied at or before it. A code object no capture copied gets an
-// empty one, which names the frame as unknown.
-func codeAt(codes []store.PyCode, addr uint64, t int64, codeType uint64) *pystack.RawCode {
-	var best *store.PyCode
-	for i := range codes {
-		c := &codes[i]
-		if c.Code == addr && c.Time <= t && (best == nil || c.Time > best.Time) {
-			best = c
-		}
-	}
-	if best == nil {
-		return &pystack.RawCode{Addr: addr, Type: codeType}
-	}
-	str := func(p store.PyString) pystack.RawString {
-		return pystack.RawString{State: p.State, Length: p.Length, Data: p.Data}
-	}
-	return &pystack.RawCode{Addr: addr, Type: best.Type, FirstLine: best.FirstLine, FirstTraceable: best.FirstTraceable,
-		Filename: str(best.Filename), Name: str(best.Name), QualName: str(best.QualName),
-		LineTable: best.LineTable, LineTableLen: best.LineTableSize}
 }
 
 // pythonText says in words what became of a process's Python frames.

@@ -5,7 +5,6 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/retrivium/forensic/pystack"
 	"github.com/retrivium/forensic/report"
 	"github.com/retrivium/forensic/store"
 )
@@ -15,7 +14,7 @@ import (
 // it.
 func TestMergePython(t *testing.T) {
 	n := func(fn string) report.Frame { return report.Frame{Function: fn, Language: report.LangNative} }
-	p := func(fn string, entry bool) pystack.Frame { return pystack.Frame{Function: fn, Entry: entry} }
+	p := func(fn string, entry bool) store.NamedPyFrame { return store.NamedPyFrame{Function: fn, Entry: entry} }
 	names := func(fs []report.Frame) string {
 		var out []string
 		for _, f := range fs {
@@ -30,24 +29,24 @@ func TestMergePython(t *testing.T) {
 	tests := []struct {
 		name   string
 		native []report.Frame
-		py     []pystack.Frame
+		py     []store.NamedPyFrame
 		want   string
 	}{
 		{"no Python", []report.Frame{n("a"), n("main")}, nil, "a main"},
 		{"one run", []report.Frame{n("ffi"), n(evalLoop), n("Py_RunMain")},
-			[]pystack.Frame{p("alloc", false), p("main", false), p("<module>", true)},
+			[]store.NamedPyFrame{p("alloc", false), p("main", false), p("<module>", true)},
 			"ffi py:alloc py:main py:<module> Py_RunMain"},
 		{"two runs, two loops", []report.Frame{n("ffi"), n(evalLoop), n("call"), n(evalLoop), n("main")},
-			[]pystack.Frame{p("cb", true), p("run", false), p("<module>", true)},
+			[]store.NamedPyFrame{p("cb", true), p("run", false), p("<module>", true)},
 			"ffi py:cb call py:run py:<module> main"},
 		{"the walk stopped before the second loop", []report.Frame{n("ffi"), n(evalLoop), n("call")},
-			[]pystack.Frame{p("cb", true), p("run", false), p("<module>", true)},
+			[]store.NamedPyFrame{p("cb", true), p("run", false), p("<module>", true)},
 			"ffi py:cb call py:run py:<module>"},
 		{"the outermost run cut short (no entry frame)", []report.Frame{n("ffi"), n(evalLoop), n(evalLoop)},
-			[]pystack.Frame{p("a", true), p("b", false)},
+			[]store.NamedPyFrame{p("a", true), p("b", false)},
 			"ffi py:a py:b"},
 		{"more loops than runs read", []report.Frame{n("ffi"), n(evalLoop), n(evalLoop)},
-			[]pystack.Frame{p("a", true)},
+			[]store.NamedPyFrame{p("a", true)},
 			"ffi py:a " + evalLoop},
 	}
 	for _, tt := range tests {
@@ -57,39 +56,15 @@ func TestMergePython(t *testing.T) {
 	}
 }
 
-// A frame is named by the copy of its code object that stood at the
-// capture: the latest one copied at or before it; one never copied is
-// named as unknown.
-func TestCodeAt(t *testing.T) {
-	codes := []store.PyCode{
-		{Code: 0x10, Time: 5, Name: store.PyString{Data: []byte("old")}},
-		{Code: 0x10, Time: 9, Name: store.PyString{Data: []byte("new")}},
-		{Code: 0x10, Time: 20, Name: store.PyString{Data: []byte("later")}},
-		{Code: 0x20, Time: 1, Name: store.PyString{Data: []byte("other")}},
-	}
-	for _, tt := range []struct {
-		addr uint64
-		t    int64
-		want string
-	}{{0x10, 9, "new"}, {0x10, 19, "new"}, {0x10, 5, "old"}, {0x20, 100, "other"}, {0x10, 4, ""}, {0x30, 100, ""}} {
-		c := codeAt(codes, tt.addr, tt.t, 0xc0de)
-		if string(c.Name.Data) != tt.want || c.Addr != tt.addr {
-			t.Errorf("code %#x at %d: %q, want %q", tt.addr, tt.t, c.Name.Data, tt.want)
-		}
-		if tt.want == "" && c.Type != 0xc0de {
-			t.Errorf("a code object never copied must pass the type check, to be shown as unknown")
-		}
-	}
-}
-
-// fakeCaptures serves captures from memory.
+// fakeCaptures serves named stacks from memory.
 type fakeCaptures struct {
-	caps map[callKey]*store.Capture
+	named map[callKey]*store.NamedStack
 }
 
-func (f fakeCaptures) Capture(pid, tid uint32, t int64) (*store.Capture, error) {
-	return f.caps[callKey{pid, tid, t}], nil
+func (f fakeCaptures) NamedStack(pid, tid uint32, t int64) (*store.NamedStack, error) {
+	return f.named[callKey{pid, tid, t}], nil
 }
+func (f fakeCaptures) Capture(uint32, uint32, int64) (*store.Capture, error) { return nil, nil }
 func (f fakeCaptures) PyStack(uint32, uint32, int64) (*store.PyStack, error) { return nil, nil }
 func (f fakeCaptures) PyCodes(uint32) ([]store.PyCode, error)                { return nil, nil }
 func (f fakeCaptures) StackRefs(func(*store.StackRef) error) error           { return nil }
@@ -97,10 +72,10 @@ func (f fakeCaptures) StackRefs(func(*store.StackRef) error) error           { r
 // A failure without a capture of its own has its call site's, through a
 // reference, unless the pid was reused in between.
 func TestCaptureOfReference(t *testing.T) {
-	cap := &store.Capture{PID: 7, TID: 8, Time: 100}
+	cap := &store.NamedStack{PID: 7, TID: 8, Time: 100}
 	s := &state{procs: map[uint32]*store.Process{},
 		procList: []store.Process{{PID: 7, Start: 10}, {PID: 7, Start: 500}}}
-	s.caps = &captures{src: fakeCaptures{caps: map[callKey]*store.Capture{{7, 8, 100}: cap}},
+	s.caps = &captures{src: fakeCaptures{named: map[callKey]*store.NamedStack{{7, 8, 100}: cap}},
 		refs: map[callKey]store.StackRef{
 			{7, 9, 200}: {PID: 7, TID: 9, Time: 200, RefTID: 8, RefTime: 100},
 			{7, 9, 600}: {PID: 7, TID: 9, Time: 600, RefTID: 8, RefTime: 100},
@@ -108,11 +83,11 @@ func TestCaptureOfReference(t *testing.T) {
 	for _, tt := range []struct {
 		tid    uint32
 		t      int64
-		want   *store.Capture
+		want   *store.NamedStack
 		shared bool
 	}{{8, 100, cap, false}, {9, 200, cap, true}, {9, 600, nil, false}, {9, 300, nil, false}} {
 		f := &failed{e: store.Event{PID: 7, TID: tt.tid, End: tt.t}}
-		got, shared, err := s.captureOf(f)
+		got, shared, err := s.namedOf(f)
 		if err != nil || got != tt.want || shared != tt.shared {
 			t.Errorf("tid %d at %d: capture %v shared %v (%v); want %v %v", tt.tid, tt.t, got, shared, err, tt.want, tt.shared)
 		}

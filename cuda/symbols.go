@@ -123,7 +123,7 @@ const (
 	ResPeer                // cuCtxEnablePeerAccess
 	ResExtMem              // cuImportExternalMemory
 	ResExtBuf              // cuExternalMemoryGetMappedBuffer
-	ResContext             // cuCtxCreate*
+	ResContext             // cuCtxCreate*, cuGreenCtxCreate
 )
 
 var resNames = [...]string{
@@ -187,6 +187,13 @@ const (
 	// CtxRelease: the primary context of Device loses a reference; the
 	// driver frees it with the last.
 	CtxRelease
+	// CtxCreateIdle: Ptr is a new context on Device that is not made
+	// current (a green context: the thread's stack is unchanged; it is made
+	// current only through the CUcontext cuCtxFromGreenCtx gives for it).
+	CtxCreateIdle
+	// CtxAlias: Ptr is the CUcontext of the green context Target, on its
+	// device; it takes no memory of its own.
+	CtxAlias
 )
 
 // Identity is device identity a call reveals about a CUDA device ordinal.
@@ -567,6 +574,15 @@ func (t *table) contexts() {
 		c := Symbol{Name: "cuCtxDestroy", Op: OpContext, Ctx: CtxDestroy, Target: arg(0, 8), Releases: []Resource{ResContext}}
 		t.variants(c, "cuCtxDestroy", "cuCtxDestroy_v2")
 	}
+	// Green contexts (driver 550 on): cuGreenCtxCreate(phCtx, desc, dev,
+	// flags), where desc is a pointer (CUdevResourceDesc) in a register.
+	// A green context has its own state and memory on the device like any
+	// context, and retains the device's primary context while it lives.
+	t.add(Symbol{Name: "cuGreenCtxCreate", Op: OpContext, Creates: ResContext, Ctx: CtxCreateIdle,
+		OutA: ptrTo(0, 8), Ptr: outA(0, 8), Device: arg(2, 4), Flags: arg(3, 4)})
+	t.add(Symbol{Name: "cuCtxFromGreenCtx", Op: OpContext, Ctx: CtxAlias,
+		OutA: ptrTo(0, 8), Ptr: outA(0, 8), Target: arg(1, 8)})
+	t.add(Symbol{Name: "cuGreenCtxDestroy", Op: OpContext, Ctx: CtxDestroy, Target: arg(0, 8), Releases: []Resource{ResContext}})
 	t.add(Symbol{Name: "cuDevicePrimaryCtxRetain", Op: OpContext, Ctx: CtxRetain,
 		OutA: ptrTo(0, 8), Ptr: outA(0, 8), Device: arg(1, 4)})
 	t.variants(Symbol{Name: "cuDevicePrimaryCtxRelease", Op: OpContext, Ctx: CtxRelease, Device: arg(0, 4)},

@@ -15,7 +15,7 @@ import (
 )
 
 // update rewrites the golden reports from this run instead of comparing
-// with them: go test ./e2e -run TestScenarios -update. Review the diff
+// with them: go test ./e2e -run TestScenarios -update. Read the diff
 // before committing it: every line that changed is a change in what
 // analyze --json says of a recorded scenario.
 var update = flag.Bool("update", false, "rewrite e2e/testdata/golden/*.json from this run's reports")

@@ -10,6 +10,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/retrivium/forensic/internal/e2eenv"
+	"github.com/retrivium/forensic/internal/elfnote"
 	"github.com/retrivium/forensic/report"
 	"github.com/retrivium/forensic/store"
 )
@@ -19,7 +20,21 @@ var (
 	callchainO1 = filepath.Join(simDir, "scenarios", "callchain_o1")
 	ctypesOOM   = filepath.Join(repo, "testdata", "stacks", "ctypes_oom.py")
 	debPython   = "/usr/bin/python3"
+	// ctypesModule is Debian's stripped _ctypes; python3.11-dbg carries its
+	// symbols under /usr/lib/debug/.build-id.
+	ctypesModule = "/usr/lib/python3.11/lib-dynload/_ctypes.cpython-311-x86_64-linux-gnu.so"
 )
+
+// hasDetachedDebug reports whether the debug file named by path's build id
+// is installed, so a stack through path can name its static functions.
+func hasDetachedDebug(t *testing.T, path string) bool {
+	t.Helper()
+	id := elfnote.BuildID(path)
+	if len(id) < 3 {
+		return false
+	}
+	return exists(filepath.Join("/usr/lib/debug/.build-id", id[:2], id[2:]+".debug"))
+}
 
 // functions lists a stack's function names, innermost first.
 func functions(st *report.Stack) []string {
@@ -101,6 +116,7 @@ func marks(t *testing.T, path string) map[string]int {
 func TestStackPythonCtypes(t *testing.T) {
 	w := newWorld(t)
 	e2eenv.Need(t, exists(debPython), "Debian's /usr/bin/python3 is not installed (scripts/deps.sh test)")
+	e2eenv.Need(t, hasDetachedDebug(t, ctypesModule), "no detached debug symbols for "+ctypesModule+": python3.11-dbg of the same version is not installed (scripts/deps.sh test)")
 	res := w.record(nil, debPython, ctypesOOM, simCUDA)
 	if res.code != 1 {
 		t.Fatalf("exit %d, want 1; stderr:\n%s", res.code, res.stderr)
@@ -268,8 +284,8 @@ func TestStackCaptureBounded(t *testing.T) {
 	t.Logf("600 new call sites: %d captured, %d skipped by the rate limit", caps, st.StackSkipped)
 }
 
-// captureCounts counts a run's failed calls, those with a capture of
-// their own and the references to a capture.
+// captureCounts counts a run's failed calls, those with a (named)
+// capture of their own and the references to a capture.
 func captureCounts(t *testing.T, db string) (caps, refs, fails int, stop *store.StopInfo) {
 	t.Helper()
 	r, err := store.Open(db)
@@ -279,8 +295,8 @@ func captureCounts(t *testing.T, db string) (caps, refs, fails int, stop *store.
 	defer r.Close()
 	err = r.Failures(func(e *store.Event) error {
 		fails++
-		c, err := r.Capture(e.PID, e.TID, e.End)
-		if c != nil {
+		n, err := r.NamedStack(e.PID, e.TID, e.End)
+		if n != nil {
 			caps++
 		}
 		return err
@@ -311,10 +327,10 @@ func TestStackCapturesOfAllocations(t *testing.T) {
 	err = r.Events(func(e *store.Event) error {
 		if e.Name == "cuMemAlloc_v2" {
 			allocs++
-			if c, _ := r.Capture(e.PID, e.TID, e.End); c != nil {
+			if n, _ := r.NamedStack(e.PID, e.TID, e.End); n != nil {
 				caps++
-				if c.Failed || len(c.Stack) == 0 || len(c.Maps) == 0 {
-					t.Errorf("capture of a successful allocation: failed %v, %d stack bytes, %d mappings", c.Failed, len(c.Stack), len(c.Maps))
+				if len(n.Frames) == 0 || n.Frames[0].Function == "" {
+					t.Errorf("named stack of a successful allocation: %+v", n)
 				}
 			}
 		}

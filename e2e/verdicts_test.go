@@ -66,6 +66,31 @@ var frameworkScenarios = []scenario{
 		},
 	},
 	{
+		// The driver frees an exiting process's memory in the process, before
+		// the kernel sees it end; the sample the failure triggered falls in
+		// between and shows the memory free. The process list of that round
+		// no longer shows the process, so the sample is read as taken after
+		// the release, not as room at the failure.
+		name:   "memory freed by a teardown before the exit is seen",
+		env:    []string{"SIMGPU_EXIT_DELAY_MS=400", "SIMGPU_NVML_DELAY_MS=40"},
+		cmd:    script("init; use 0; alloc 4G; sleep 250; expandable 64G 2G; exit 1"),
+		symbol: "cuMemCreate", result: "CUDA_ERROR_OUT_OF_MEMORY", attribution: "allocation", capacity: "framebuffer-exhausted",
+		check: func(t *testing.T, rep *report.Report, w *world) {
+			// The triggered sample is known to follow the release although
+			// the exit came later.
+			var said []string
+			for _, e := range rep.Evidence {
+				if e.Decisive {
+					said = append(said, e.Note)
+				}
+			}
+			if !strings.Contains(strings.Join(said, " / "), "the sample this failure triggered, ") ||
+				!strings.Contains(strings.Join(said, " / "), "came after pid") {
+				t.Errorf("the triggered sample is not said to follow the release: %q", said)
+			}
+		},
+	},
+	{
 		// A framework's own pool (JAX preallocation, a PyTorch memory
 		// fraction) runs out with no driver call failing; the job exits 1.
 		name:        "framework pool exhausted without a failed driver call",

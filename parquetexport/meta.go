@@ -72,7 +72,7 @@ func (x *runExport) fillRun(row *runRow) error {
 		end := x.clock.unix(s.Time)
 		lost := int64(s.Stats.LostCalls)
 		row.EndNS, row.Ended, row.StopReason, row.LostCalls = &end, "clean", &s.Reason, &lost
-	} else if last, err := x.r.LastEventEnd(); err != nil {
+	} else if last, err := x.r.LastRecordEnd(); err != nil {
 		return err
 	} else if last > 0 {
 		end := x.clock.unix(last)

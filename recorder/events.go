@@ -87,9 +87,15 @@ type handler struct {
 	failedCall func(e *store.Event, sym *cuda.Symbol, gpu int)
 
 	vmas *bpf.VMAs // the mappings record of the capture whose stack comes next
-	raw  cuda.Raw  // scratch: decoding one call
-	call bpf.Call
-	pr   bpf.Proc
+	// pyst is the Python frames record of the capture whose stack comes
+	// next; namer, when set, names each capture (naming.go); keepBytes
+	// stores the raw captures too (--keep-stack-bytes).
+	pyst      *store.PyStack
+	namer     chan<- nameJob
+	keepBytes bool
+	raw       cuda.Raw // scratch: decoding one call
+	call      bpf.Call
+	pr        bpf.Proc
 }
 
 func newHandler(q *queue, stacks stackSource, gpus []gpuID, trigger chan<- triggerReq, fz *freezer, files *fileIndex, ids *buildIDCache) *handler {
@@ -337,6 +343,7 @@ func (h *handler) onProc(e *bpf.Proc) {
 		p := h.process(e.Pid, ts)
 		p.rec.Exit = store.ExitFromWaitStatus(ts, e.ExitCode)
 		p.dirty = true
+		h.name(nameJob{forget: e.Pid})
 		h.freeze.resume(e.Pid)
 		if e.Pid == h.rootPID && !h.rootDone {
 			h.rootDone = true

@@ -83,6 +83,14 @@ func (x *fileIndex) learn(f store.File) {
 	}
 }
 
+// byBuildID returns the file known for a build id.
+func (x *fileIndex) byBuildID(id string) (store.File, bool) {
+	x.mu.Lock()
+	defer x.mu.Unlock()
+	f, ok := x.known[id]
+	return f, ok
+}
+
 // resolve returns the files of the frames' build ids that were not stored
 // yet. maps, when a build id is not known, reads the stack's process's
 // current mappings (nil when it is gone); the loader cache comes last.

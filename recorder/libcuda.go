@@ -215,7 +215,7 @@ func exportedFuncs(path string) (map[string]uint64, error) {
 
 // Coverage compares a library's exports with the symbol table: which rows
 // it exports (with their offsets), which it lacks, and which exported names
-// belong to a family of the table but have no row.
+// of the memory and context families have no row (cuda.Unhooked).
 type Coverage struct {
 	Attach  map[int]uint64 // symbol id -> file offset
 	Absent  []string
@@ -240,7 +240,7 @@ func CoverageOf(path string) (Coverage, error) {
 		if _, _, ok := cuda.Lookup(name); ok {
 			continue
 		}
-		if _, ok := cuda.FamilyOf(name); ok {
+		if cuda.Unhooked(name) {
 			c.Unknown = append(c.Unknown, name)
 		}
 	}

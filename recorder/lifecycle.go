@@ -28,6 +28,11 @@ func (s *Session) Start() error {
 	go func() { defer close(s.smpDone); s.smp.run(s.samplerCh) }()
 	s.holdsDone = make(chan struct{})
 	go func() { defer close(s.holdsDone); s.hl.run(s.holdRing) }()
+	if s.namerCh != nil {
+		s.namerDone = make(chan struct{})
+		nm := newNamer(s.q, s.files)
+		go func() { defer close(s.namerDone); nm.run(s.namerCh) }()
+	}
 	s.startSweeper()
 	if s.kmsg != nil {
 		go readKmsg(s.kmsg, s.kmsgOffset, s.q.addKmsg)
@@ -185,6 +190,12 @@ func (s *Session) shutdown() (store.Stats, store.DelayStats, store.DelayStats) {
 	s.holdRing.Flush()
 	if s.eventsDone != nil {
 		<-s.eventsDone
+	}
+	if s.namerDone != nil {
+		// Every capture the reader handed over is named before the last
+		// commit.
+		close(s.namerCh)
+		<-s.namerDone
 	}
 	if s.holdsDone != nil {
 		<-s.holdsDone

@@ -86,6 +86,13 @@ func (q *queue) addCapture(c store.Capture) {
 	q.mu.Unlock()
 }
 
+// addNamed queues a stack the namer unwound and named.
+func (q *queue) addNamed(n store.NamedStack) {
+	q.mu.Lock()
+	q.pending.Named = append(q.pending.Named, n)
+	q.mu.Unlock()
+}
+
 func (q *queue) addPyStack(p store.PyStack) {
 	q.mu.Lock()
 	q.pending.PyStacks = append(q.pending.PyStacks, p)

@@ -79,6 +79,12 @@ type Config struct {
 	// Stacks captures the user stack of every device allocation, not only
 	// of failures.
 	Stacks bool
+	// KeepStackBytes keeps the raw stack captures (registers, the copy of
+	// the thread's stack, the Python frames and code objects as read) in
+	// run.db beside the stacks the recorder named, for debugging the
+	// unwinder. They hold whatever the program had on its stack: request
+	// text, tokens, keys. Off, no byte of a process's memory is stored.
+	KeepStackBytes bool
 	// Freeze stops a process at a failed call until its GPUs are sampled,
 	// for at most FreezeLimit (default 50 ms).
 	Freeze      bool

@@ -63,6 +63,10 @@ type Session struct {
 	samplerCh  chan struct{} // closed to stop the sampler
 	writerCh   chan struct{} // closed to stop the writer
 	eventsDone chan struct{}
+	// namerCh carries stack captures from the event reader to the
+	// goroutine that names them (naming.go); closed after the reader ends.
+	namerCh    chan nameJob
+	namerDone  chan struct{}
 	holdsDone  chan struct{}
 	smpDone    chan struct{}
 	writerDone chan struct{}
@@ -143,7 +147,7 @@ func (s *Session) createRun() error {
 		Clock: store.ClockName, ClockStart: start, WallStart: time.Now().UTC(),
 		Hostname: host, Kernel: unix.ByteSliceToString(uts.Release[:]),
 		Command: cfg.Command, RecorderPID: os.Getpid(), Interval: cfg.Interval,
-		FlushInterval: cfg.FlushInterval, RingBytes: cfg.RingBytes, Stacks: cfg.Stacks,
+		FlushInterval: cfg.FlushInterval, RingBytes: cfg.RingBytes, Stacks: cfg.Stacks, KeepStackBytes: cfg.KeepStackBytes,
 		FreezeOnFailure: cfg.Freeze, NVMLLibrary: cfg.NVML,
 	}
 	if cfg.Freeze {
@@ -226,6 +230,9 @@ func (s *Session) openNVML() error {
 	s.h = newHandler(s.q, s.objs, gpus, s.triggers, s.fz, s.files, s.ids)
 	s.h.evict = s.cfg.Flight != nil
 	s.h.py = newPythonFinder(s.objs)
+	s.h.keepBytes = s.cfg.KeepStackBytes
+	s.namerCh = make(chan nameJob, namerQueue)
+	s.h.namer = s.namerCh
 	s.hl = &holder{att: s.att, q: s.q, files: s.files, ids: s.ids, proc: "/proc", log: s.cfg.Log, cont: sigcont}
 	return nil
 }

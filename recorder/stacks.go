@@ -28,8 +28,10 @@ var pyStatus = map[uint8]string{
 	bpf.PyNoLayout: "no-layout",
 }
 
-// onStack stores one record of a stack capture. A capture also re-reads
-// its process's mappings (captures are rate-limited in the probes), so a
+// onStack handles one record of a stack capture: the capture goes to the
+// namer, which unwinds and names it off this goroutine; its raw parts are
+// stored only under --keep-stack-bytes. A capture also re-reads its
+// process's mappings (captures are rate-limited in the probes), so a
 // library loaded since the last read is known when the stack is unwound,
 // even if the process exits right after.
 func (h *handler) onStack(raw []byte) {
@@ -43,12 +45,20 @@ func (h *handler) onStack(raw []byte) {
 	case bpf.KindPyStack:
 		var ps bpf.PyStack
 		if err = bpf.DecodePyStack(raw, &ps); err == nil {
-			h.q.addPyStack(pyStackOf(&ps))
+			st := pyStackOf(&ps)
+			h.pyst = &st
+			if h.keepBytes {
+				h.q.addPyStack(st)
+			}
 		}
 	case bpf.KindPyCode:
 		var c bpf.PyCode
 		if err = bpf.DecodePyCode(raw, &c); err == nil {
-			h.q.addPyCode(pyCodeOf(&c))
+			pc := pyCodeOf(&c)
+			h.name(nameJob{code: &pc})
+			if h.keepBytes {
+				h.q.addPyCode(pc)
+			}
 		}
 	case bpf.KindVMAs:
 		var v bpf.VMAs
@@ -82,12 +92,26 @@ func (h *handler) capture(u *bpf.UStack) {
 	if v == nil || v.Pid != u.Pid || v.Tid != u.Tid || v.TsExit != u.TsExit {
 		v = nil
 	}
+	ps := h.pyst
+	h.pyst = nil
+	if ps == nil || ps.PID != u.Pid || ps.TID != u.Tid || ps.Time != t {
+		ps = nil
+	}
 	r := u.Regs
-	h.q.addCapture(store.Capture{PID: u.Pid, TID: u.Tid, Time: t, Symbol: u.Symbol, Maps: h.captureMaps(p, v, cur),
+	c := store.Capture{PID: u.Pid, TID: u.Tid, Time: t, Symbol: u.Symbol, Maps: h.captureMaps(p, v, cur),
 		Failed: u.Flags&bpf.UStackFailed != 0, Fault: u.Flags&bpf.UStackFault != 0,
 		Regs: store.Regs{IP: r.IP, SP: r.SP, BP: r.BP, BX: r.BX, R12: r.R12, R13: r.R13, R14: r.R14, R15: r.R15,
 			FSBase: r.FSBase},
-		Stack: bytes.Clone(u.Stack)})
+		Stack: bytes.Clone(u.Stack)}
+	var interp *store.Python
+	if p.rec.Python != nil {
+		py := *p.rec.Python
+		interp = &py
+	}
+	h.name(nameJob{capture: &c, interp: interp, pyStack: ps})
+	if h.keepBytes {
+		h.q.addCapture(c)
+	}
 }
 
 func pyStackOf(ps *bpf.PyStack) store.PyStack {

@@ -104,13 +104,14 @@ func ustackRecord(pid, tid uint32, at uint64, sp uint64, stack []byte) []byte {
 	return append(recordOf(&h), stack...)
 }
 
-// A capture is stored with its mappings resolved to files: by range in the
-// process's /proc maps, by device and inode among files another process
-// mapped, by name in a directory of a known file; one found nowhere keeps
-// its name. Its Python frames and references are stored too, and a
-// corrupt record is counted.
+// Under --keep-stack-bytes a capture is stored with its mappings resolved
+// to files: by range in the process's /proc maps, by device and inode
+// among files another process mapped, by name in a directory of a known
+// file; one found nowhere keeps its name. Its Python frames and
+// references are stored too, and a corrupt record is counted.
 func TestHandlerStoresCaptures(t *testing.T) {
 	h, q, _, _ := testHandler(t, nil)
+	h.keepBytes = true
 	dir := t.TempDir()
 	seen, near := filepath.Join(dir, "libseen.so"), filepath.Join(dir, "libnear.so")
 	for _, p := range []string{seen, near} {

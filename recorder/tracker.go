@@ -99,9 +99,16 @@ func (p *procState) annotate(e *store.Event, sym *cuda.Symbol, gpus []gpuID) {
 			p.stacks[e.TID] = append(p.stacks[e.TID], e.Ptr)
 			e.Ctx = c.Index
 		}
-	case cuda.CtxRetain:
+	case cuda.CtxRetain, cuda.CtxCreateIdle:
 		if e.Has&cuda.FieldPtr != 0 && e.Has&cuda.FieldDevice != 0 {
 			p.setCtxDevice(p.context(e.Ptr), e.Device)
+		}
+	case cuda.CtxAlias:
+		// The green context's CUcontext runs on the green context's device.
+		if e.Has&cuda.FieldPtr != 0 && e.Ptr != 0 {
+			if g, ok := p.ctxs[e.Target]; ok && g.Device >= 0 {
+				p.setCtxDevice(p.context(e.Ptr), g.Device)
+			}
 		}
 	case cuda.CtxSet:
 		st := p.stacks[e.TID]

@@ -51,17 +51,22 @@
 //	files       build id (hex) -> JSON File: the file a build id of the stored
 //	            stacks belongs to, resolved when the stack was stored (absent in
 //	            files written before it existed)
-//	captures    uint32 BE pid + uint32 BE tid + uint64 BE return time -> a stack
-//	            capture (binary, stacks.go): registers, mappings and user stack
-//	            copied at the call's return
+//	named       uint32 BE pid + uint32 BE tid + uint64 BE return time -> 0x01 and
+//	            the deflated JSON of a NamedStack (named.go): the stack of a
+//	            captured call, unwound and named by the recorder (schema 3)
+//	captures    the same key -> a stack capture (binary, stacks.go): registers,
+//	            mappings and user stack copied at the call's return; only
+//	            under --keep-stack-bytes since schema 3
 //	pystacks    the same key -> JSON PyStack: the Python frames of that call
+//	            as read (only under --keep-stack-bytes since schema 3)
 //	pycode      uint32 BE pid + uint64 BE code address + uint64 BE copy time ->
-//	            JSON PyCode: a code object as a capture copied it
+//	            JSON PyCode: a code object as a capture copied it (likewise)
 //	stackrefs   uint64 BE sequence -> a chunk of StackRefs (binary, stacks.go):
 //	            calls at a call site captured before, each naming the capture
 //
-// The four stack-capture buckets exist only in files written since they
-// were recorded; a reader finds no captures in older files.
+// The stack buckets exist only in files written since they were recorded;
+// a reader finds no stacks in older files. A schema-2 file has raw
+// captures and no named stacks: readers name them (package stackname).
 //
 // # Event chunks
 //

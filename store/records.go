@@ -15,7 +15,12 @@ const Format = "forensic-run"
 //   - 1: the first.
 //   - 2: events may carry array arguments (presence bit 8: the elements
 //     read and the access descriptors); event flags 8, 32 and 64 appear.
-const SchemaVersion = 2
+//   - 3: stacks are unwound and named by the recorder (bucket named); the
+//     registers and stack bytes a probe copied (bucket captures) and the
+//     Python frames and code objects it read (pystacks, pycode) are kept
+//     only when the run asked for them (RunInfo.KeepStackBytes). A file of
+//     schema 2 has raw captures and no named stacks; readers unwind those.
+const SchemaVersion = 3
 
 // ClockName names the run clock.
 const ClockName = "CLOCK_MONOTONIC"
@@ -38,10 +43,15 @@ type RunInfo struct {
 	RecorderPID int      `json:"recorder_pid"`
 	// Interval is the NVML sampling period; FlushInterval the longest an
 	// event waits before it is committed.
-	Interval        time.Duration `json:"interval_ns"`
-	FlushInterval   time.Duration `json:"flush_interval_ns"`
-	RingBytes       int           `json:"ring_bytes"`
-	Stacks          bool          `json:"stacks"`
+	Interval      time.Duration `json:"interval_ns"`
+	FlushInterval time.Duration `json:"flush_interval_ns"`
+	RingBytes     int           `json:"ring_bytes"`
+	Stacks        bool          `json:"stacks"`
+	// KeepStackBytes: the raw stack captures (registers, a copy of the
+	// thread's stack, Python frames and code objects as read) were kept
+	// beside the named stacks, for debugging the unwinder. They hold
+	// whatever the program had on its stack.
+	KeepStackBytes  bool          `json:"keep_stack_bytes,omitempty"`
 	FreezeOnFailure bool          `json:"freeze_on_failure"`
 	FreezeLimit     time.Duration `json:"freeze_limit_ns,omitempty"`
 	NVMLLibrary     string        `json:"nvml_library,omitempty"`

@@ -101,6 +101,20 @@ func (s *Set) LastEventEnd() (int64, error) {
 	return 0, nil
 }
 
+// LastRecordEnd returns the latest time anything of the recording was
+// recorded at (Reader.LastRecordEnd), over every segment.
+func (s *Set) LastRecordEnd() (int64, error) {
+	var end int64
+	for _, seg := range s.segs {
+		t, err := seg.r.LastRecordEnd()
+		if err != nil {
+			return 0, fmt.Errorf("%s: %w", seg.r.path, err)
+		}
+		end = max(end, t)
+	}
+	return end, nil
+}
+
 // Stack returns the frames of a stack id. Stack ids are the recording's
 // (one stack map for all segments), so any segment that stored the stack
 // answers; the latest is asked first.

@@ -186,6 +186,8 @@ type Batch struct {
 	PyStacks  []PyStack
 	PyCodes   []PyCode
 	StackRefs []StackRef
+	// Named stacks (named.go): captures unwound and named by the recorder.
+	Named []NamedStack
 	// Counts, when set, are the recorder's counters as of this batch,
 	// stored with it (meta/committed, flight.go).
 	Counts *Stats
@@ -195,7 +197,7 @@ type Batch struct {
 func (b *Batch) Len() int {
 	n := len(b.Events) + len(b.Samples) + len(b.Processes) + len(b.Stacks) + len(b.Kmsg) +
 		len(b.Markers) + len(b.Drops) + len(b.Libraries) + len(b.Files) +
-		len(b.Captures) + len(b.PyStacks) + len(b.PyCodes) + len(b.StackRefs)
+		len(b.Captures) + len(b.PyStacks) + len(b.PyCodes) + len(b.StackRefs) + len(b.Named)
 	if b.Inventory != nil {
 		n++
 	}
@@ -218,6 +220,7 @@ func (b *Batch) Reset() {
 	b.PyStacks = b.PyStacks[:0]
 	b.PyCodes = b.PyCodes[:0]
 	b.StackRefs = b.StackRefs[:0]
+	b.Named = b.Named[:0]
 	b.Counts = nil
 }
 
@@ -324,6 +327,9 @@ func (w *Writer) Commit(b *Batch) error {
 			}
 		}
 		if err := putCounts(tx, b.Counts); err != nil {
+			return err
+		}
+		if err := putNamed(tx, b.Named); err != nil {
 			return err
 		}
 		return putStacks(tx, b)

@@ -183,6 +183,17 @@ func (s Stop) String() string {
 	return fmt.Sprintf("Stop(%d)", s)
 }
 
+// ParseStop returns the stop a short name names (the inverse of String);
+// false for a name it does not know.
+func ParseStop(name string) (Stop, bool) {
+	for i, n := range stopNames {
+		if n != "" && n == name {
+			return Stop(i), true
+		}
+	}
+	return 0, false
+}
+
 // Text returns the stop as a phrase for people.
 func (s Stop) Text() string {
 	if int(s) < len(stopText) && stopText[s] != "" {
@@ -214,6 +225,19 @@ type Unwinder struct {
 	maxDepth int
 	mu       sync.Mutex
 	modules  map[string]*module
+	retain   int // see Retain
+}
+
+// Retain bounds the files the Unwinder keeps parsed to n (0, the
+// default: every file, for one analysis); past it the cache is emptied.
+// With a bound, a file that could not be opened is not kept either, so
+// the next walk that needs it tries again: a recorder that runs for days
+// names stacks of processes that come and go, and a file another process
+// could not show may be readable through the next one.
+func (u *Unwinder) Retain(n int) {
+	u.mu.Lock()
+	u.retain = n
+	u.mu.Unlock()
 }
 
 // New returns an Unwinder that opens files through files, walking at most
@@ -233,6 +257,12 @@ func (u *Unwinder) module(m Mapping) *module {
 	mod, ok := u.modules[k]
 	if !ok {
 		mod = loadModule(u.files, m)
+		if u.retain > 0 && mod.err != nil {
+			return mod
+		}
+		if u.retain > 0 && len(u.modules) >= u.retain {
+			clear(u.modules)
+		}
 		u.modules[k] = mod
 	}
 	return mod

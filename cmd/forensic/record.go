@@ -92,6 +92,8 @@ func (c *cli) recordCommand() *cobra.Command {
 	fs.Var(durationFlag{v: &cfg.FlushInterval, min: time.Millisecond}, "flush", "longest a record waits before it is committed to run.db")
 	fs.Var(sizeFlag{v: &f.ring, check: ringSize}, "ring-size", "ring buffer size: a power of two of at least a page (4KiB)")
 	fs.BoolVar(&cfg.Stacks, "stacks", false, "capture the user stack of every device allocation (failures always)")
+	fs.BoolVar(&cfg.KeepStackBytes, "keep-stack-bytes", false,
+		"also keep the raw stack copies in run.db, for debugging the unwinder (SENSITIVE: they hold whatever the program had on its stack)")
 	fs.BoolVar(&cfg.Freeze, "freeze-on-failure", false, "stop a process at a failed call until its GPUs are sampled")
 	fs.Var(durationFlag{v: &cfg.FreezeLimit, min: time.Millisecond}, "freeze-limit", "longest a process is held by --freeze-on-failure")
 	fs.VarP(durationFlag{v: &cfg.Duration, zeroOK: true}, "duration", "d", "stop after this long (0: when COMMAND exits or on SIGINT)")

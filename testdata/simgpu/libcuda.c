@@ -22,6 +22,7 @@
 #include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <time.h>
 #include <string.h>
 #include <sys/mman.h>
 #include <unistd.h>
@@ -45,6 +46,7 @@ struct ctx {
     int ord;
     int phys, inst;
     int primary;
+    int green; /* the context of a green context (cuGreenCtxDestroy frees it) */
     int destroyed;
     struct ctx *next; /* all contexts ever created (never freed) */
 };
@@ -655,7 +657,10 @@ __attribute__((constructor)) static void lib_init(void)
     pthread_atfork(atfork_prepare, atfork_parent, atfork_child);
 }
 
-/* Process exit returns what the process held, as the real driver does. */
+/* Process exit returns what the process held, as the real driver does.
+ * This runs in the process, before the kernel sees it exit: a sample taken
+ * in between sees the memory free and the process still alive.
+ * SIMGPU_EXIT_DELAY_MS widens that window (a slow teardown, a loaded host). */
 __attribute__((destructor)) static void lib_fini(void)
 {
     if (!sim_peek())
@@ -664,6 +669,11 @@ __attribute__((destructor)) static void lib_fini(void)
     if (st) {
         sim_release_pid(st, sim_pid());
         sim_unlock();
+    }
+    const char *d = getenv("SIMGPU_EXIT_DELAY_MS");
+    if (d && atoi(d) > 0) {
+        struct timespec ts = {atoi(d) / 1000, (long)(atoi(d) % 1000) * 1000000L};
+        nanosleep(&ts, NULL);
     }
 }
 
@@ -888,6 +898,9 @@ static const struct procent procs[] = {
     PE("cuCtxCreate", 12050, cuCtxCreate_v4),
     PE("cuCtxDestroy", 2000, cuCtxDestroy),
     PE("cuCtxDestroy", 4000, cuCtxDestroy_v2),
+    PE("cuGreenCtxCreate", 12040, cuGreenCtxCreate),
+    PE("cuCtxFromGreenCtx", 12040, cuCtxFromGreenCtx),
+    PE("cuGreenCtxDestroy", 12040, cuGreenCtxDestroy),
     PE("cuDevicePrimaryCtxRetain", 7000, cuDevicePrimaryCtxRetain),
     PE("cuDevicePrimaryCtxRelease", 7000, cuDevicePrimaryCtxRelease),
     PE("cuDevicePrimaryCtxRelease", 11000, cuDevicePrimaryCtxRelease_v2),
@@ -1072,7 +1085,7 @@ static CUresult ctx_destroy(CUcontext ctx)
 {
     struct ctx *c = (struct ctx *)ctx;
     pthread_mutex_lock(&mu);
-    if (!c || !ctx_known(c) || c->destroyed || c->primary) {
+    if (!c || !ctx_known(c) || c->destroyed || c->primary || c->green) {
         pthread_mutex_unlock(&mu);
         return CUDA_ERROR_INVALID_CONTEXT;
     }
@@ -1092,6 +1105,83 @@ API CUresult cuCtxDestroy_v2(CUcontext ctx)
 {
     ENTER(F_INIT);
     return ctx_destroy(ctx);
+}
+
+/*
+ * Green contexts. The simulated GPU has no SM partitions: any resource
+ * descriptor (NULL included) stands for the whole device. A green context
+ * is a context that is not made current; it takes framebuffer like any
+ * context. Its handle is its own (a struct green), distinct from the
+ * CUcontext cuCtxFromGreenCtx gives for it, as on a real driver.
+ */
+#define GREEN_MAGIC 0x67726e63u
+
+struct green {
+    uint32_t magic;
+    struct ctx *c;
+};
+
+static struct green *green_of(CUgreenCtx h)
+{
+    struct green *g = (struct green *)h;
+    return g && g->magic == GREEN_MAGIC && !g->c->destroyed ? g : NULL;
+}
+
+API CUresult cuGreenCtxCreate(CUgreenCtx *phCtx, CUdevResourceDesc desc, CUdevice dev, unsigned int flags)
+{
+    ENTER(F_INIT);
+    (void)desc;
+    if (!phCtx || flags > 1)
+        return CUDA_ERROR_INVALID_VALUE;
+    if (!valid_ord(dev))
+        return CUDA_ERROR_INVALID_DEVICE;
+    struct green *g = calloc(1, sizeof(*g));
+    if (!g)
+        return CUDA_ERROR_OUT_OF_MEMORY;
+    pthread_mutex_lock(&mu);
+    struct ctx *c = ctx_new(dev, 0);
+    if (c)
+        c->green = 1;
+    pthread_mutex_unlock(&mu);
+    if (!c) {
+        free(g);
+        return CUDA_ERROR_OUT_OF_MEMORY;
+    }
+    g->magic = GREEN_MAGIC;
+    g->c = c;
+    *phCtx = (CUgreenCtx)g;
+    return CUDA_SUCCESS;
+}
+
+API CUresult cuCtxFromGreenCtx(CUcontext *pContext, CUgreenCtx hCtx)
+{
+    ENTER(F_INIT);
+    if (!pContext)
+        return CUDA_ERROR_INVALID_VALUE;
+    pthread_mutex_lock(&mu);
+    struct green *g = green_of(hCtx);
+    pthread_mutex_unlock(&mu);
+    if (!g)
+        return CUDA_ERROR_INVALID_CONTEXT;
+    *pContext = (CUcontext)g->c;
+    return CUDA_SUCCESS;
+}
+
+API CUresult cuGreenCtxDestroy(CUgreenCtx hCtx)
+{
+    ENTER(F_INIT);
+    pthread_mutex_lock(&mu);
+    struct green *g = green_of(hCtx);
+    if (!g) {
+        pthread_mutex_unlock(&mu);
+        return CUDA_ERROR_INVALID_CONTEXT;
+    }
+    struct ctx *c = g->c;
+    ctx_teardown(c);
+    g->magic = 0; /* never freed: a stale handle stays invalid */
+    pthread_mutex_unlock(&mu);
+    stack_remove(c);
+    return CUDA_SUCCESS;
 }
 
 API CUresult cuDevicePrimaryCtxRetain(CUcontext *pctx, CUdevice dev)

@@ -11,6 +11,7 @@
 #include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <time.h>
 #include <string.h>
 #include <strings.h>
 
@@ -403,9 +404,22 @@ API nvmlReturn_t nvmlDeviceGetPciInfo_v3(nvmlDevice_t device, nvmlPciInfo_t *pci
     return pci_info(device, pci);
 }
 
+/* SIMGPU_NVML_DELAY_MS: a memory-info query answers this late, with the
+ * state at its end, as a busy driver on a loaded host does. */
+static void query_delay(void)
+{
+    const char *d = getenv("SIMGPU_NVML_DELAY_MS");
+    int ms = d ? atoi(d) : 0;
+    if (ms > 0) {
+        struct timespec ts = {ms / 1000, (long)(ms % 1000) * 1000000L};
+        nanosleep(&ts, NULL);
+    }
+}
+
 API nvmlReturn_t nvmlDeviceGetMemoryInfo(nvmlDevice_t device, nvmlMemory_t *memory)
 {
     ENTER();
+    query_delay();
     DEV(device, phys, inst);
     if (!memory)
         return NVML_ERROR_INVALID_ARGUMENT;
@@ -424,6 +438,7 @@ API nvmlReturn_t nvmlDeviceGetMemoryInfo(nvmlDevice_t device, nvmlMemory_t *memo
 API nvmlReturn_t nvmlDeviceGetMemoryInfo_v2(nvmlDevice_t device, nvmlMemory_v2_t *memory)
 {
     ENTER();
+    query_delay();
     DEV(device, phys, inst);
     if (!memory)
         return NVML_ERROR_INVALID_ARGUMENT;

@@ -22,7 +22,8 @@
     X(cuDevicePrimaryCtxRelease) X(cuDevicePrimaryCtxRelease_v2)              \
     X(cuCtxSetCurrent) X(cuCtxGetCurrent) X(cuCtxPushCurrent)                 \
     X(cuCtxPushCurrent_v2) X(cuCtxPopCurrent) X(cuCtxPopCurrent_v2)           \
-    X(cuCtxGetDevice)                                                          \
+    X(cuCtxGetDevice) X(cuGreenCtxCreate) X(cuCtxFromGreenCtx)                 \
+    X(cuGreenCtxDestroy)                                                       \
     X(cuMemAlloc) X(cuMemAlloc_v2) X(cuMemAllocPitch) X(cuMemAllocPitch_v2)   \
     X(cuMemAllocManaged) X(cuMemAllocAsync) X(cuMemAllocAsync_ptsz)           \
     X(cuMemAllocFromPoolAsync) X(cuMemAllocFromPoolAsync_ptsz) X(cuMemCreate) \

@@ -36,6 +36,10 @@
  *   ctx-pop              cuCtxPopCurrent_v2
  *   ctx-push             cuCtxPushCurrent_v2 of the last popped or created context
  *   ctx-destroy          cuCtxDestroy_v2 of the most recently created context
+ *   green DEV            cuGreenCtxCreate on device DEV (a NULL descriptor: the whole
+ *                        device; the green context is not made current)
+ *   green-push           cuCtxFromGreenCtx + cuCtxPushCurrent_v2 of the last green context
+ *   green-destroy        cuGreenCtxDestroy of the last green context
  *   primary-release DEV  cuDevicePrimaryCtxRelease_v2
  *   uuid DEV | uuid-v1 DEV   cuDeviceGetUuid_v2 | cuDeviceGetUuid; prints "uuid DEV GPU-..."
  *   pci DEV              cuDeviceGetPCIBusId; prints "pci DEV 0000:41:00.0"
@@ -264,6 +268,7 @@ struct exec {
     CUcontext created[64];
     int ncreated;
     CUcontext last_ctx;
+    CUgreenCtx last_green;
     CUmemoryPool last_pool;
     int last_fd;
 };
@@ -631,6 +636,42 @@ NOINLINE int step_ctx_destroy(struct exec *e, int argc, char **argv)
     int rc = CALL(cuCtxDestroy_v2, c);
     if (e->last_ctx == c)
         e->last_ctx = NULL;
+    refresh_dev();
+    return rc != 0;
+}
+
+NOINLINE int step_green(struct exec *e, int argc, char **argv)
+{
+    (void)argc;
+    INT(dev, 1);
+    CUgreenCtx g = NULL;
+    /* The CUdevice of an ordinal is the ordinal. No SM split: NULL stands
+     * for the whole device on the simulated GPU (a real driver wants a
+     * descriptor from cuDevResourceGenerateDesc). */
+    int rc = CALL(cuGreenCtxCreate, &g, NULL, (CUdevice)dev, 0);
+    if (rc == 0)
+        e->last_green = g;
+    return rc != 0;
+}
+
+NOINLINE int step_green_push(struct exec *e, int argc, char **argv)
+{
+    (void)argc;
+    if (need(e->last_green != NULL, argv[0], "no green context created"))
+        return 1;
+    CUcontext c = NULL;
+    int rc = CALL(cuCtxFromGreenCtx, &c, e->last_green) || CALL(cuCtxPushCurrent_v2, c);
+    refresh_dev();
+    return rc != 0;
+}
+
+NOINLINE int step_green_destroy(struct exec *e, int argc, char **argv)
+{
+    (void)argc;
+    if (need(e->last_green != NULL, argv[0], "no green context created"))
+        return 1;
+    int rc = CALL(cuGreenCtxDestroy, e->last_green);
+    e->last_green = NULL;
     refresh_dev();
     return rc != 0;
 }
@@ -1699,6 +1740,9 @@ static const struct stepdef steps[] = {
     {"ctx-pop", 0, 0, 0, 1, step_ctx_pop},
     {"ctx-push", 0, 0, 0, 1, step_ctx_push},
     {"ctx-destroy", 0, 0, 0, 1, step_ctx_destroy},
+    {"green", 1, 1, 0, 1, step_green},
+    {"green-push", 0, 0, 0, 1, step_green_push},
+    {"green-destroy", 0, 0, 0, 1, step_green_destroy},
     {"primary-release", 1, 1, 0, 1, step_primary_release},
     {"uuid", 1, 1, 0, 1, step_uuid},
     {"uuid-v1", 1, 1, 0, 1, step_uuid},

@@ -74,7 +74,7 @@ type inventory struct {
 	// Hooked: table rows the library exports as functions (the recorder
 	// attaches to these).
 	Hooked []string
-	// Unhooked: exported functions of a hooked family that have no row.
+	// Unhooked: exported memory and context calls with no row (cuda.Unhooked).
 	Unhooked []string
 	// Absent: table rows the library does not export as a function.
 	Absent []string
@@ -121,7 +121,7 @@ func readInventory(path string) (*inventory, error) {
 		if _, _, ok := cuda.Lookup(name); ok {
 			continue
 		}
-		if _, ok := cuda.FamilyOf(name); ok {
+		if cuda.Unhooked(name) {
 			inv.Unhooked = append(inv.Unhooked, name)
 		}
 	}
@@ -164,7 +164,7 @@ func cmdExports(path string, w io.Writer) error {
 		}
 	}
 	list("hooked: exported and in the symbol table", inv.Hooked)
-	list("exported but not hooked: a hooked family's variant with no row", inv.Unhooked)
+	list("exported but not hooked: a memory or context call with no row", inv.Unhooked)
 	list("hooked but absent: in the symbol table, not exported", inv.Absent)
 	list("exported but not as a plain function (cannot be attached as is)", inv.NotFunc)
 	return nil

@@ -198,6 +198,35 @@ static void test_contexts(void)
     EQ(cuCtxSetCurrent(NULL), CUDA_SUCCESS);
 }
 
+/* A green context is not made current; its CUcontext is a handle of its
+ * own, and its allocations die with it. */
+static void test_green_contexts(void)
+{
+    CUgreenCtx g = NULL;
+    CUcontext c = NULL, cur = (CUcontext)1;
+    CUdeviceptr p;
+    EQ(cuGreenCtxCreate(&g, NULL, 0, 0), CUDA_SUCCESS);
+    EQ(cuCtxGetCurrent(&cur), CUDA_SUCCESS);
+    CHECK(cur == NULL);
+    EQ(cuCtxFromGreenCtx(&c, g), CUDA_SUCCESS);
+    CHECK(c != NULL && (void *)c != (void *)g);
+    EQ(cuCtxPushCurrent_v2(c), CUDA_SUCCESS);
+    size_t before = free_now();
+    EQ(cuMemAlloc_v2(&p, 100 * MiB), CUDA_SUCCESS);
+    EQ(free_now(), before - 100 * MiB);
+    EQ(cuCtxDestroy_v2(c), CUDA_ERROR_INVALID_CONTEXT); /* only cuGreenCtxDestroy frees it */
+    EQ(cuGreenCtxDestroy(g), CUDA_SUCCESS);
+    EQ(cuCtxGetCurrent(&cur), CUDA_SUCCESS);
+    CHECK(cur == NULL);
+    CUcontext a = NULL;
+    EQ(cuCtxCreate_v2(&a, 0, 0), CUDA_SUCCESS);
+    EQ(free_now(), before); /* the 100 MiB went with the green context */
+    EQ(cuCtxDestroy_v2(a), CUDA_SUCCESS);
+    EQ(cuGreenCtxDestroy(g), CUDA_ERROR_INVALID_CONTEXT);
+    EQ(cuCtxFromGreenCtx(&c, g), CUDA_ERROR_INVALID_CONTEXT);
+    EQ(cuGreenCtxCreate(&g, NULL, 99, 0), CUDA_ERROR_INVALID_DEVICE);
+}
+
 static void use(int dev)
 {
     CUcontext c;
@@ -465,6 +494,7 @@ int main(int argc, char **argv)
     test_proc_address();
     test_devices();
     test_contexts();
+    test_green_contexts();
     test_memory();
     test_host();
     test_vmm();
