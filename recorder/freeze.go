@@ -1,8 +1,9 @@
 package recorder
 
 import (
+	"fmt"
+	"io"
 	"sync"
-	"syscall"
 	"time"
 )
 
@@ -15,7 +16,11 @@ type freezer struct {
 	frozen map[uint32]*frozenProc
 	limit  time.Duration
 	// cont continues a process (syscall.Kill with SIGCONT; a test records).
-	cont func(pid uint32)
+	cont func(pid uint32) error
+	// held is the held-process file (nil: none kept); log says a process
+	// that could not be continued.
+	held *heldFile
+	log  io.Writer
 }
 
 type frozenProc struct {
@@ -26,12 +31,15 @@ type frozenProc struct {
 
 func newFreezer(limit time.Duration) *freezer {
 	return &freezer{frozen: map[uint32]*frozenProc{}, limit: limit,
-		cont: func(pid uint32) { syscall.Kill(int(pid), syscall.SIGCONT) }}
+		cont: sigcont, log: io.Discard}
 }
 
 // froze notes a process stopped at a failed call that returned at
 // callEnd, and continues it at the latest when the limit has passed.
 func (f *freezer) froze(pid uint32, callEnd int64) {
+	if err := f.held.hold(pid); err != nil {
+		fmt.Fprintf(f.log, "forensic: error: the freeze of pid %d is not on record (%v): a recorder killed before it continues the process leaves it stopped\n", pid, err)
+	}
 	f.mu.Lock()
 	f.frozen[pid] = &frozenProc{callEnd: callEnd}
 	f.mu.Unlock()
@@ -49,7 +57,11 @@ func (f *freezer) resume(pid uint32) {
 	p.resumed = true
 	p.resumeAt = now()
 	f.mu.Unlock()
-	f.cont(pid)
+	if err := f.cont(pid); err != nil {
+		fmt.Fprintf(f.log, "forensic: error: pid %d, frozen at a failed call, could not be continued: %v: it stays stopped (kill -CONT %d)\n", pid, err, pid)
+		return
+	}
+	f.held.release(pid)
 }
 
 // span reports when a process's freeze began (its call's return) and

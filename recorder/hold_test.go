@@ -122,7 +122,7 @@ func TestHolderAlwaysContinues(t *testing.T) {
 			}
 			ids := newBuildIDCache()
 			h := &holder{att: att, q: q, files: newFileIndex(ids), ids: ids, proc: proc, log: &log,
-				cont: func(pid uint32) { continued, saidBefore = append(continued, pid), log.String() }}
+				cont: func(pid uint32) error { continued, saidBefore = append(continued, pid), log.String(); return nil }}
 			h.handle(&hd)
 			if len(continued) != 1 || continued[0] != 42 {
 				t.Fatalf("continued %v, want pid 42 once", continued)
@@ -216,7 +216,7 @@ func TestHolderCountsUnheldMapping(t *testing.T) {
 	q := newQueue()
 	ids := newBuildIDCache()
 	h := &holder{att: newAttacher(&probes{}), q: q, files: newFileIndex(ids), ids: ids, proc: proc, log: io.Discard,
-		cont: func(pid uint32) { continued = append(continued, pid) }}
+		cont: func(pid uint32) error { continued = append(continued, pid); return nil }}
 	h.handle(&hd)
 	if len(continued) != 0 {
 		t.Errorf("continued %v, a process that was not stopped", continued)

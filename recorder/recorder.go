@@ -45,7 +45,6 @@ var Version = "0.1.0-dev"
 
 // Errors a CLI maps to one line.
 var (
-	ErrNotRoot   = errors.New("recording needs root (CAP_BPF, CAP_PERFMON and CAP_SYS_ADMIN): run it with sudo")
 	ErrNoCommand = errors.New("nothing to record: give -- CMD, --pid PID or --all")
 )
 
@@ -196,24 +195,6 @@ func now() int64 {
 	var ts unix.Timespec
 	unix.ClockGettime(unix.CLOCK_MONOTONIC, &ts)
 	return ts.Nano()
-}
-
-// CheckPrivileges reports ErrNotRoot unless the process can load and
-// attach tracing programs.
-func CheckPrivileges() error {
-	if os.Geteuid() == 0 {
-		return nil
-	}
-	var hdr unix.CapUserHeader
-	var data [2]unix.CapUserData
-	hdr.Version = unix.LINUX_CAPABILITY_VERSION_3
-	if err := unix.Capget(&hdr, &data[0]); err == nil {
-		has := func(c uint) bool { return data[c/32].Effective&(1<<(c%32)) != 0 }
-		if has(unix.CAP_SYS_ADMIN) || (has(unix.CAP_BPF) && has(unix.CAP_PERFMON)) {
-			return nil
-		}
-	}
-	return ErrNotRoot
 }
 
 // Run records until the workload exits (spawn mode), the target exits

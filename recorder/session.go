@@ -79,6 +79,20 @@ type Session struct {
 	exitCode int
 
 	result *Result // set by Stop
+
+	// held is the held-process file the holder and the freezer share.
+	held *heldFile
+}
+
+// testHoldDelay is FORENSIC_TEST_HOLD_DELAY, a duration every hold is
+// lengthened by: the end-to-end tests kill the recorder while it holds a
+// process. Never set in production.
+func testHoldDelay() time.Duration {
+	d, err := time.ParseDuration(os.Getenv("FORENSIC_TEST_HOLD_DELAY"))
+	if err != nil || d < 0 {
+		return 0
+	}
+	return d
 }
 
 // New validates cfg and prepares a recording: it creates run.db, loads
@@ -94,8 +108,12 @@ func New(cfg Config) (*Session, error) {
 	if err := cfg.check(); err != nil {
 		return nil, err
 	}
+	// Processes a killed recorder left stopped on this output run again.
+	held := heldPath(cfg.Output, cfg.Flight != nil)
+	resumeLeftHeld(held, "/proc", cfg.Log)
 	s := &Session{cfg: cfg, q: newQueue(), fz: newFreezer(cfg.FreezeLimit), ids: newBuildIDCache(),
-		triggers: make(chan triggerReq, 4096), ctx: context.Background()}
+		triggers: make(chan triggerReq, 4096), ctx: context.Background(), held: newHeldFile(held, "/proc")}
+	s.fz.held, s.fz.log = s.held, cfg.Log
 	s.files = newFileIndex(s.ids)
 	for _, step := range []func() error{s.createRun, s.loadProbes, s.openNVML, s.openKmsg, s.listen, s.listenMetrics, s.attachStart} {
 		if err := step(); err != nil {
@@ -108,8 +126,12 @@ func New(cfg Config) (*Session, error) {
 
 // check refuses what cannot be recorded.
 func (c *Config) check() error {
-	if err := CheckPrivileges(); err != nil {
+	warnings, err := CheckCapabilities(nil, c.All || c.PID != 0)
+	if err != nil {
 		return err
+	}
+	for _, w := range warnings {
+		fmt.Fprintf(c.Log, "forensic: warning: %s\n", w)
 	}
 	if len(c.Command) > 0 {
 		if _, err := LookCommand(c.Command[0], c.workloadUser()); err != nil {
@@ -233,7 +255,8 @@ func (s *Session) openNVML() error {
 	s.h.keepBytes = s.cfg.KeepStackBytes
 	s.namerCh = make(chan nameJob, namerQueue)
 	s.h.namer = s.namerCh
-	s.hl = &holder{att: s.att, q: s.q, files: s.files, ids: s.ids, proc: "/proc", log: s.cfg.Log, cont: sigcont}
+	s.hl = &holder{att: s.att, q: s.q, files: s.files, ids: s.ids, proc: "/proc", log: s.cfg.Log, cont: sigcont,
+		held: s.held, delay: testHoldDelay()}
 	return nil
 }
 

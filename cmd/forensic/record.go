@@ -7,6 +7,7 @@ import (
 	"os"
 	"os/signal"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"syscall"
 	"time"
@@ -27,8 +28,8 @@ NVML samples of framebuffer and BAR1 (periodically and at each failure),
 and the NVRM/Xid lines of the kernel log.
 
 Flags come before COMMAND: everything from COMMAND's name on is COMMAND's,
-with or without --. Recording needs root (CAP_BPF, CAP_PERFMON and
-CAP_SYS_ADMIN). Under sudo, COMMAND runs as the user who ran sudo (their
+with or without --. Recording needs root (CAP_BPF and CAP_PERFMON,
+and CAP_KILL for other users' processes; each one missing is named at start). Under sudo, COMMAND runs as the user who ran sudo (their
 uid, groups, HOME, USER and LOGNAME) unless --as-root is given, and run.db
 is theirs, mode 0600. sudo resets PATH and the environment: use sudo -E or
 sudo --preserve-env=PATH,... for conda and virtualenv environments, or
@@ -45,8 +46,10 @@ segment; "forensic analyze DIR" reads the recording, even while it runs.`
 const recordExit = `  126  COMMAND was found but cannot be run
   127  COMMAND was not found
   N    COMMAND's own exit status (128+N when signal N killed it); 0 for
-       --pid and --all when recording stopped cleanly
-  1    recording failed (not root, no libcuda, an output that exists, ...)
+       --pid and --all when recording stopped as asked
+  1    recording failed (not root, no libcuda, an output that exists, ...),
+       or stopped by itself under --pid or --all (the disk full, even
+       after deleting what flight mode may delete)
   2    the command line is wrong
 `
 
@@ -120,6 +123,8 @@ func (c *cli) config(f *recordFlags, command []string) (recorder.Config, error) 
 		return cfg, usageErr("a command cannot be combined with --pid or --all")
 	case cfg.PID == 0 && !cfg.All && len(command) == 0:
 		return cfg, usageErr("nothing to record: give -- COMMAND, --pid PID or --all")
+	case f.fs.Changed("keep-previous") && len(command) > 0 && isCount(command[0]):
+		return cfg, usageErr("give the count as --keep-previous=%s (%s would be the command to run)", command[0], command[0])
 	case f.keepSamples < 1:
 		return cfg, usageErr("--keep-samples %d: keep at least 1", f.keepSamples)
 	}
@@ -184,7 +189,28 @@ func (c *cli) record(f *recordFlags, command []string) error {
 	if res.ExitCode != 0 {
 		return exitError{res.ExitCode}
 	}
+	if len(cfg.Command) == 0 && !cleanStop(res.Stop.Reason) {
+		return exitError{1} // nobody asked --pid or --all to stop like this
+	}
 	return nil
+}
+
+// cleanStop reports whether a recording with no command of its own ended
+// as asked (a signal, --duration, the target's exit), not because writing
+// failed.
+func cleanStop(reason string) bool {
+	switch reason {
+	case "write-error", "disk-full", "error":
+		return false
+	}
+	return true
+}
+
+// isCount reports whether s is a number: a COMMAND that is one follows
+// --keep-previous given its count with a space.
+func isCount(s string) bool {
+	_, err := strconv.Atoi(s)
+	return err == nil
 }
 
 func recordingWhat(cfg recorder.Config) string {
