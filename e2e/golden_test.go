@@ -132,7 +132,8 @@ func normaliseReport(data []byte, dir string) ([]byte, error) {
 // depends on the machine's load, not on the scenario. The golden file
 // keeps "<sampled>" in their place; tests that need their values check
 // them directly.
-var sampleTimed = []string{"memory_views", "memory_view_notes", "nearest_samples", "phases", "sampling", "kernel_log"}
+var sampleTimed = []string{"memory_views", "memory_view_notes", "nearest_samples", "phases", "sampling", "kernel_log",
+	"headroom", "budget"}
 
 // boundWords are the qualifiers a sampled value gets when a release of
 // unknown size (such as the failing process's exit) came between the

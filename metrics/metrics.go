@@ -31,6 +31,7 @@ type Metrics struct {
 	mu       sync.Mutex
 	counters map[failKey]prometheus.Counter
 	state    *stateCollector
+	least    *leastFree // headroom.go
 }
 
 // failKey is one label set of forensic_failed_calls_total.
@@ -52,6 +53,7 @@ func New(version string) *Metrics {
 		counters: map[failKey]prometheus.Counter{},
 		state:    newStateCollector(version),
 	}
+	m.least = newLeastFree(m.reg)
 	m.reg.MustRegister(m.failed, m.state,
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	return m

@@ -38,6 +38,7 @@ func (s *Session) listenMetrics() error {
 		m.SetStats(st)
 		m.SetWatching(s.att.attachedCount(), int(s.h.tracked.Load()))
 	}
+	s.smp.saw = m.SawSamples
 	if g := s.wr.seg; g != nil {
 		g.index = m.SetFlight
 		g.told()

@@ -29,6 +29,9 @@ type sampling struct {
 	round    uint64
 	held     []store.Sample // the latest periodic round not kept
 	epoch    uint64         // the queue's segment of the last round kept
+	// saw, when set, is told of every round read, kept or thinned (the
+	// least free memory gauge).
+	saw func([]store.Sample)
 }
 
 // first takes the run's first round, before the workload starts, so every
@@ -47,6 +50,9 @@ func (s *sampling) take(gpu int, trs []store.Trigger, why string) []store.Sample
 	smp := s.smp.Round(s.round, gpu, trs)
 	for i := range smp {
 		smp[i].Kept = why
+	}
+	if s.saw != nil {
+		s.saw(smp)
 	}
 	return smp
 }
