@@ -7,6 +7,7 @@ import (
 	"strings"
 
 	"github.com/retrivium/forensic/fleet"
+	"github.com/retrivium/forensic/jobenv"
 	"github.com/retrivium/forensic/report"
 	"github.com/retrivium/forensic/store"
 )
@@ -210,10 +211,10 @@ func analyzeFile(path string, opts Options) (*report.Report, error) {
 func fleetRun(rep *report.Report) fleet.Run {
 	ri := &rep.Run
 	fr := fleet.Run{Path: ri.Path, ID: ri.ID, Host: ri.Host, BootID: ri.BootID, Rank: ri.Rank, WorldSize: ri.WorldSize,
-		JobID: fleet.JobID(ri.JobID), StartNS: ri.StartNS, EndNS: max(ri.EndNS, ri.StartNS+ri.DurationNS)}
+		JobID: jobenv.ID(ri.JobID), StartNS: ri.StartNS, EndNS: max(ri.EndNS, ri.StartNS+ri.DurationNS)}
 	var jobIDs []string
 	for _, p := range rep.Processes {
-		j := fleet.ParseJobEnv(p.Env)
+		j := jobenv.Parse(p.Env)
 		if j.JobID != "" && !slices.Contains(jobIDs, j.JobID) {
 			jobIDs = append(jobIDs, j.JobID)
 		}

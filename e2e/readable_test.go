@@ -1,46 +1,14 @@
 package e2e
 
 import (
-	"path/filepath"
 	"strconv"
 	"strings"
 	"syscall"
 	"testing"
 	"time"
 
-	"github.com/retrivium/forensic/internal/e2eenv"
 	"github.com/retrivium/forensic/internal/readcheck"
 )
-
-// The default text report of every recorded scenario reads at 80
-// columns: no sentence over readcheck.MaxWords words, and the first 25
-// lines say what failed, the numbers the verdict compared, a next step and
-// the failing process's command line.
-func TestReadableReportOfEveryScenario(t *testing.T) {
-	for _, sc := range scenarios {
-		t.Run(sc.name, func(t *testing.T) {
-			w := newWorld(t, sc.env...)
-			cmd := make([]string, len(sc.cmd))
-			for i, c := range sc.cmd {
-				cmd[i] = strings.ReplaceAll(c, "{dir}", w.dir)
-			}
-			if sc.setup != nil {
-				defer sc.setup(t, w)()
-			}
-			flags := append([]string(nil), sc.flags...)
-			if sc.real {
-				rc, rn := filepath.Join(nvidiaDir, "libcuda.so.1"), filepath.Join(nvidiaDir, "libnvidia-ml.so.1")
-				e2eenv.Need(t, exists(rc) && exists(rn), "NVIDIA's libraries are not in build/nvidia (run make nvidia-libs)")
-				w.env = append(w.env, "SIMWORK_LIBCUDA="+rc)
-				flags = append(flags, "--libcuda", rc, "--libnvidia-ml", rn)
-			}
-			if sc.during != nil {
-				go sc.during(t, w)
-			}
-			checkReadable(t, w.recordWith(flags, sc.real, cmd...).db)
-		})
-	}
-}
 
 // Under --pid, calls before the attach are missing but the capacity is
 // evidenced: the verdict's numbers lead, then the one uncertain thing.

@@ -18,6 +18,7 @@ import (
 	"github.com/retrivium/forensic/render/perfetto"
 	"github.com/retrivium/forensic/render/text"
 	"github.com/retrivium/forensic/report"
+	"github.com/retrivium/forensic/runpaths"
 	"github.com/retrivium/forensic/store"
 )
 
@@ -235,7 +236,7 @@ func (c *cli) exportParquet(ctx context.Context, args []string, dir string, forc
 	if st, err := os.Stat(dir); err == nil && !st.IsDir() {
 		return fmt.Errorf("%s is a file: --format parquet writes a directory (a new one, or one exported to before)", dir)
 	}
-	paths, err := store.Expand(args)
+	paths, err := runpaths.Expand(args)
 	if err != nil {
 		return err
 	}
@@ -259,7 +260,7 @@ func inputLabel(args []string) string {
 	if len(args) > 3 {
 		label = strings.Join(args[:2], " ") + " ..."
 	}
-	paths, err := store.Expand(args)
+	paths, err := runpaths.Expand(args)
 	switch {
 	case err != nil || (slices.Equal(paths, args) && len(args) <= 3):
 	case len(paths) == 1:
@@ -277,7 +278,7 @@ func oneRun(args []string) (string, error) {
 	if len(args) == 0 {
 		return "", usageErr("give the run.db to read")
 	}
-	paths, err := store.Expand(args)
+	paths, err := runpaths.Expand(args)
 	if err != nil {
 		return "", err
 	}
@@ -314,7 +315,7 @@ func someRuns(_ *cobra.Command, args []string) error {
 // analyzeRuns analyzes the runs args name: one alone, several together.
 // A flight recording's directory is one run.
 func (c *cli) analyzeRuns(args []string, opts analyze.Options) (*report.Report, error) {
-	paths, err := store.Expand(args)
+	paths, err := runpaths.Expand(args)
 	if err != nil {
 		return nil, err
 	}
@@ -334,7 +335,7 @@ func (c *cli) analyzeRuns(args []string, opts analyze.Options) (*report.Report, 
 // the reports written: one alone; several of one job together; runs of
 // several jobs each job on its own, after the list of jobs.
 func (c *cli) analyzeText(args []string, opts analyze.Options, o text.Options) ([]*report.Report, error) {
-	paths, err := store.Expand(args)
+	paths, err := runpaths.Expand(args)
 	if err != nil {
 		return nil, err
 	}

@@ -1,4 +1,8 @@
-package store
+// Package runpaths turns what a user names on the command line (files,
+// directories, flight recordings, patterns the shell left unexpanded) into
+// the recordings to read. It is the command line's concern, kept out of
+// the store, which opens one path at a time.
+package runpaths
 
 import (
 	"errors"
@@ -7,20 +11,12 @@ import (
 	"path/filepath"
 	"sort"
 	"strings"
+
+	"github.com/retrivium/forensic/store"
 )
 
-// FlightIndex is the name of a flight recording's index in its directory
-// (package flight writes it): a directory holding one is one recording.
-const FlightIndex = "index.json"
-
-// IsFlightDir reports whether path is a flight recording's directory.
-func IsFlightDir(path string) bool {
-	st, err := os.Stat(filepath.Join(path, FlightIndex))
-	return err == nil && st.Mode().IsRegular()
-}
-
 // Expand turns what a user names on the command line into recordings: a
-// file is itself, a flight recording's directory (it holds FlightIndex) is
+// file is itself, a flight recording's directory (it holds store.FlightIndex) is
 // itself, one recording, another directory is every *.db file directly in
 // it (sorted), and a pattern the shell did not expand (quoted, or from a
 // script) is globbed. Each path is returned once, in the order named.
@@ -45,10 +41,11 @@ func Expand(args []string) ([]string, error) {
 	return out, nil
 }
 
+// expandOne is what one argument names.
 func expandOne(arg string) ([]string, error) {
 	st, err := os.Stat(arg)
 	switch {
-	case err == nil && st.IsDir() && IsFlightDir(arg):
+	case err == nil && st.IsDir() && store.IsFlightDir(arg):
 		return []string{arg}, nil
 	case err == nil && st.IsDir():
 		paths, err := filepath.Glob(filepath.Join(arg, "*.db"))

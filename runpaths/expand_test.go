@@ -1,10 +1,12 @@
-package store
+package runpaths
 
 import (
 	"os"
 	"path/filepath"
 	"reflect"
 	"testing"
+
+	"github.com/retrivium/forensic/store"
 )
 
 func TestExpand(t *testing.T) {
@@ -17,7 +19,7 @@ func TestExpand(t *testing.T) {
 	// directory names the one recording.
 	fl := filepath.Join(dir, "flight")
 	os.MkdirAll(filepath.Join(fl, "segments"), 0o700)
-	os.WriteFile(filepath.Join(fl, FlightIndex), []byte("{}"), 0o600)
+	os.WriteFile(filepath.Join(fl, store.FlightIndex), []byte("{}"), 0o600)
 	os.WriteFile(filepath.Join(fl, "segments", "00000001.db"), nil, 0o600)
 	tests := []struct {
 		name string

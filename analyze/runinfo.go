@@ -5,7 +5,7 @@ import (
 	"sort"
 	"time"
 
-	"github.com/retrivium/forensic/fleet"
+	"github.com/retrivium/forensic/jobenv"
 	"github.com/retrivium/forensic/report"
 	"github.com/retrivium/forensic/store"
 )
@@ -67,7 +67,7 @@ func (s *state) identity(ri *report.RunInfo) {
 // rankOf is a process's rank: from its own environment, else the run's.
 func (s *state) rankOf(pid uint32) *int {
 	if p := s.procs[pid]; p != nil {
-		if r := fleet.ParseJobEnv(p.Env).Rank; r != nil {
+		if r := jobenv.Parse(p.Env).Rank; r != nil {
 			return r
 		}
 	}
@@ -125,8 +125,9 @@ func exitOf(e *store.Exit) *report.Exit {
 	return x
 }
 
-// context fills processes, coverage, kernel log, markers and loss.
-func (s *state) context() error {
+// runRecords fills what the run.db says of the recording besides its
+// calls and samples: processes, coverage, kernel log, markers and loss.
+func (s *state) runRecords() error {
 	s.processes()
 	var err error
 	if s.libs, err = s.r.Libraries(); err != nil {

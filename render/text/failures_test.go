@@ -31,3 +31,17 @@ func TestFailuresMarkTheCause(t *testing.T) {
 		}
 	}
 }
+
+// A request from 1 TiB up is written in TiB in the first failure and the
+// failure list, with its exact bytes once.
+func TestFailureSizesInTiB(t *testing.T) {
+	size := uint64(100 << 40)
+	f := report.Failure{Symbol: "cuMemAlloc_v2", ResultName: "CUDA_ERROR_OUT_OF_MEMORY", PID: 7, TID: 7, TimeNS: 100, Size: &size}
+	out := render(t, &report.Report{FirstFailure: &f, Failures: []report.Failure{f}}, false)
+	if !strings.Contains(out, "100.00 TiB (109951162777600 bytes)") {
+		t.Errorf("the first failure's size is not 100.00 TiB with its bytes:\n%s", out)
+	}
+	if n := strings.Count(out, "100.00 TiB"); n < 2 {
+		t.Errorf("100.00 TiB written %d times, want the first failure and its row in the list:\n%s", n, out)
+	}
+}
