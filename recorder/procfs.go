@@ -156,6 +156,7 @@ func readMappings(procRoot string, pid uint32, ids *buildIDCache) []store.Mappin
 	if err != nil {
 		return nil
 	}
+	root, _ := os.Readlink(filepath.Join(dir, "root"))
 	var out []store.Mapping
 	for _, line := range strings.Split(string(data), "\n") {
 		f := strings.Fields(line)
@@ -167,11 +168,29 @@ func readMappings(procRoot string, pid uint32, ids *buildIDCache) []store.Mappin
 			continue
 		}
 		off, _ := strconv.ParseUint(f[2], 16, 64)
-		host := filepath.Join(dir, "root", ml.Path)
-		out = append(out, store.Mapping{Start: ml.Start, End: ml.End, Offset: off, Path: ml.Path,
-			Host: hostPathFor(ml.Path, host), BuildID: ids.get(host), Dev: ml.Key.Dev, Inode: ml.Key.Ino})
+		seen, host := mappedPath(dir, root, ml.Path)
+		out = append(out, store.Mapping{Start: ml.Start, End: ml.End, Offset: off, Path: seen,
+			Host: hostPathFor(seen, host), BuildID: ids.get(host), Dev: ml.Key.Dev, Inode: ml.Key.Ino})
 	}
 	return out
+}
+
+// mappedPath returns a mapped file's path as the process sees it and a
+// path the recorder opens it by, from the path /proc/PID/maps shows the
+// recorder. The kernel writes that path relative to the reader's root: a
+// process chroot'ed under the recorder's root (root, /proc/PID/root's
+// target, is then a directory of the recorder's tree) has its files shown
+// under that directory, a path the process itself never used, and that
+// host path stays readable after the process exits. A process in another
+// mount namespace (pivot_root, as container runtimes do) has paths
+// relative to its own root, reached through /proc/PID/root while it lives.
+func mappedPath(dir, root, shown string) (seen, host string) {
+	if root != "" && root != "/" && filepath.IsAbs(root) {
+		if rel, ok := strings.CutPrefix(shown, root); ok && strings.HasPrefix(rel, "/") {
+			return rel, shown
+		}
+	}
+	return shown, filepath.Join(dir, "root", shown)
 }
 
 // hostPathFor keeps the /proc/PID/root path only when it differs from the
