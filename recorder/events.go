@@ -220,6 +220,7 @@ func (h *handler) event(c *bpf.Call, sym *cuda.Symbol) store.Event {
 func (h *handler) readMaps(p *procState, pid uint32) []store.Mapping {
 	maps := readMappings(h.proc, pid, h.ids)
 	if maps != nil {
+		p.openRoot(h.proc, pid)
 		p.rec.Maps = mergeMaps(p.rec.Maps, maps)
 		p.dirty = true
 		h.files.addMaps(maps, "seen")
@@ -344,6 +345,7 @@ func (h *handler) onProc(e *bpf.Proc) {
 		p := h.process(e.Pid, ts)
 		p.rec.Exit = store.ExitFromWaitStatus(ts, e.ExitCode)
 		p.dirty = true
+		p.closeRoot() // its captures' files were found before this record
 		h.name(nameJob{forget: e.Pid})
 		h.freeze.resume(e.Pid)
 		if e.Pid == h.rootPID && !h.rootDone {
@@ -395,6 +397,7 @@ func (h *handler) executed(e *bpf.Proc, ts int64) {
 	// exec, and its frames are read only once its interpreter is located.
 	if e.What == bpf.ProcExec {
 		p.rec.Maps, p.rec.Python = nil, nil
+		p.closeRoot()
 	}
 	h.readMaps(p, e.Pid)
 	if e.What == bpf.ProcExec {

@@ -157,6 +157,9 @@ func (h *handler) captureMaps(p *procState, v *bpf.VMAs, cur []store.Mapping) []
 			m.Path, m.Host, m.BuildID = k.Path, k.Host, k.BuildID
 		} else if f, ok := h.files.byDevIno(fileKey{a.Dev, a.Ino}, a.Name, pythonDirs(p.rec.Python)); ok {
 			m.Path, m.Host, m.BuildID = f.Path, f.Open, f.BuildID
+		} else if seen, host, ok := p.inRoot(fileKey{a.Dev, a.Ino}, a.Name); ok {
+			m.Path, m.Host, m.BuildID = seen, host, h.ids.get(host)
+			h.files.addMaps([]store.Mapping{m}, "root")
 		} else {
 			m.Name = a.Name
 		}
