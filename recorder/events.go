@@ -428,6 +428,13 @@ func (h *handler) executed(e *bpf.Proc, ts int64) {
 	if e.What == bpf.ProcFirstCall {
 		p.rec.AttachedLate = h.late[e.Pid]
 	}
+	if p.root != nil {
+		// A chroot'ed program's file as it named it, not under the
+		// chroot directory (see mappedPath).
+		if root, err := os.Readlink(filepath.Join(h.proc, strconv.FormatUint(uint64(e.Pid), 10), "root")); err == nil {
+			p.rec.Exe, _ = mappedPath("", root, p.rec.Exe)
+		}
+	}
 	p.dirty = true
 }
 
