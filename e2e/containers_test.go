@@ -93,6 +93,9 @@ func (r *inRoot) checkRootStack(t *testing.T, res result) {
 	if st.Python != "ok" || st.Partial || st.Stop != "outermost" {
 		t.Errorf("stack: python %q, partial %v, stop %q, note %q; want ok, complete, outermost", st.Python, st.Partial, st.Stop, st.Note)
 	}
+	if !strings.HasPrefix(st.PythonVersion, "3.13.") || st.PythonBuild != "static" || st.PythonFile != "/usr/bin/python3.13" {
+		t.Errorf("interpreter %q %q %q, want CPython 3.13, static, /usr/bin/python3.13", st.PythonVersion, st.PythonBuild, st.PythonFile)
+	}
 	m := marks(t, ctypesEarly)
 	want := []report.Frame{{Function: "alloc", Line: m["alloc"]}, {Function: "main", Line: m["main"]}, {Function: "<module>", Line: m["module"]}}
 	var py, native []report.Frame

@@ -68,8 +68,9 @@ func sharedLibpython() string {
 
 // checkEarlyFrames records the early-failure workload runs times with
 // python, both CPUs busy, and checks that every first failure has its
-// three Python frames with their lines.
-func checkEarlyFrames(t *testing.T, python string) {
+// three Python frames with their lines, and names the interpreter's
+// version and build.
+func checkEarlyFrames(t *testing.T, python, build string) {
 	busyCores(t)
 	runs := earlyRuns(t)
 	m := marks(t, ctypesEarly)
@@ -92,6 +93,9 @@ func checkEarlyFrames(t *testing.T, python string) {
 			if f.Language == report.LangPython {
 				got = append(got, fmt.Sprint(f.Function, ":", f.Line))
 			}
+		}
+		if ff.Stack.PythonBuild != build || ff.Stack.PythonVersion == "" {
+			t.Errorf("run %d: interpreter %q, build %q; want a version, build %s", i, ff.Stack.PythonVersion, ff.Stack.PythonBuild, build)
 		}
 		if ff.Stack.Python != "ok" || !slices.Equal(got, want) {
 			missed = append(missed, fmt.Sprintf("run %d: python %q, frames %q, note %q", i, ff.Stack.Python, got, ff.Stack.Note))
@@ -116,7 +120,7 @@ func checkEarlyFrames(t *testing.T, python string) {
 // CPUs busy: every run's stack has its Python frames.
 func TestPythonEarlyFailureFramesEveryRun(t *testing.T) {
 	e2eenv.Need(t, exists(debPython), "Debian's /usr/bin/python3 is not installed (scripts/deps.sh test)")
-	checkEarlyFrames(t, debPython)
+	checkEarlyFrames(t, debPython, "static")
 }
 
 // The same with an interpreter in a shared libpython, which the loader
@@ -127,7 +131,7 @@ func TestPythonEarlyFailureSharedLibpythonFramesEveryRun(t *testing.T) {
 	if py == "" {
 		t.Skip("no CPython 3.10-3.13 built with a shared libpython (pyenv's) is installed")
 	}
-	checkEarlyFrames(t, py)
+	checkEarlyFrames(t, py, "shared")
 }
 
 // linksLibpythonFile reports whether an executable needs a shared
