@@ -1,9 +1,9 @@
 package recorder
 
 import (
-	"os"
 	"github.com/retrivium/forensic/cuda"
 	"github.com/retrivium/forensic/store"
+	"os"
 )
 
 // procState is what the recorder knows of one process while recording.
