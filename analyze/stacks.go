@@ -278,6 +278,8 @@ func pythonText(status string) string {
 		return "Python frames incomplete: a read of the interpreter's memory failed"
 	case "not-captured":
 		return "no Python frames: the interpreter was not located yet when the call returned"
+	case "no-capture":
+		return "no Python frames: the call's stack was not captured"
 	}
 	return "Python frames " + status
 }
