@@ -157,7 +157,7 @@ func pythonGap(ff *report.Failure) *report.Missing {
 	}
 	fix := "the native frames still name the code that called CUDA; the Python line that asked is not known"
 	switch {
-	case st.Python == "not-captured":
+	case st.Python == "not-captured" || strings.Contains(st.Python, "was not located"):
 		fix = "record the program from its start (forensic record -- CMD) or attach before it loads CUDA: " +
 			"its interpreter was found only after this call; " + fix
 	case strings.HasPrefix(st.Python, "not read: "):

@@ -18,6 +18,7 @@ func TestPythonGapNamesMissingPythonFrames(t *testing.T) {
 		{"truncated", "outermost Python frames were not read"},
 		{"no-thread", "no thread state"},
 		{"no-capture", "stack was not captured"},
+		{"not read: the interpreter (libpython3.13.so.1.0) was not located before the call returned", "libpython3.13.so.1.0"},
 		{"not read: /usr/bin/python3.14: CPython 3.14.0: unsupported", "CPython 3.14.0"},
 	} {
 		ff := &report.Failure{PID: 7, Stack: &report.Stack{Python: c.python}}

@@ -1,6 +1,10 @@
 package recorder
 
-import "testing"
+import (
+	"testing"
+
+	"github.com/retrivium/forensic/store"
+)
 
 func TestMappedPathIsThePathTheProcessUsed(t *testing.T) {
 	for _, c := range []struct {
@@ -17,6 +21,26 @@ func TestMappedPathIsThePathTheProcessUsed(t *testing.T) {
 		seen, host := mappedPath("/proc/7", c.root, c.shown)
 		if seen != c.seen || host != c.host {
 			t.Errorf("%s: (%q, %q), want (%q, %q)", c.name, seen, host, c.seen, c.host)
+		}
+	}
+}
+
+func TestUnlocatedNamesAnInterpreterTheRecorderNeverLocated(t *testing.T) {
+	for _, c := range []struct {
+		name string
+		maps []store.Mapping
+		path string // "" when the process is no Python process
+	}{
+		{"shared libpython by the probe's name", []store.Mapping{{Name: "simwork"}, {Name: "libpython3.13.so.1.0"}}, "libpython3.13.so.1.0"},
+		{"an executable interpreter resolved", []store.Mapping{{Path: "/usr/bin/python3.11"}}, "/usr/bin/python3.11"},
+		{"no interpreter", []store.Mapping{{Path: "/usr/bin/simwork"}, {Name: "libc.so.6"}}, ""},
+	} {
+		py := unlocated(c.maps)
+		switch {
+		case c.path == "" && py != nil:
+			t.Errorf("%s: %+v, want nil", c.name, py)
+		case c.path != "" && (py == nil || py.Path != c.path || py.Error == "" || py.Version != ""):
+			t.Errorf("%s: %+v, want an error record for %s", c.name, py, c.path)
 		}
 	}
 }
