@@ -506,9 +506,11 @@ func framesOf(fs []bpf.StackFrame) []store.Frame {
 // libpythonWait bounds how long the reader waits, at the exec of a
 // program that links a shared libpython, for the loader to map it; the
 // loader maps a program's libraries within a millisecond or two of the
-// exec, long before the interpreter runs any Python code.
+// exec, long before the interpreter runs any Python code, unless the
+// process is held off the CPUs (a busy machine: then its first failure
+// is that much later too). The wait ends as soon as the process is gone.
 const (
-	libpythonWait = 100 * time.Millisecond
+	libpythonWait = 500 * time.Millisecond
 	libpythonPoll = 2 * time.Millisecond
 )
 
