@@ -525,7 +525,16 @@ func (h *handler) awaitLibpython(p *procState, pid uint32) {
 	if h.py == nil || p.rec.Python != nil || !linksLibpython(filepath.Join(h.proc, strconv.FormatUint(uint64(pid), 10), "exe")) {
 		return
 	}
-	for end := time.Now().Add(libpythonWait); p.rec.Python == nil && time.Now().Before(end); {
+	for end := time.Now().Add(libpythonWait); time.Now().Before(end); {
+		if py := p.rec.Python; py != nil {
+			if py.Error == "" || py.Version == "" {
+				return // located, or refused by its version
+			}
+			// Located, but its memory did not read as the interpreter's
+			// (its _Py_DebugOffsets): the loader had mapped the code but
+			// not yet the data over it. Look again.
+			p.rec.Python = nil
+		}
 		time.Sleep(libpythonPoll)
 		if h.readMaps(p, pid) == nil {
 			return // gone
