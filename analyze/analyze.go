@@ -38,6 +38,10 @@ type Options struct {
 	Observer report.Observer
 	// NoTimeline skips building the timeline (the HTML report's pictures).
 	NoTimeline bool
+	// NearMissPercent is the least free framebuffer, in percent of its
+	// total, under which a run with no failure is a near miss (0: the
+	// default, DefaultNearMissPercent).
+	NearMissPercent float64
 	// Open, when set, opens each recording AnalyzeMany reads (a run.db,
 	// or a flight recording's directory); default store.Open.
 	Open func(path string) (Source, func() error, error)
@@ -128,6 +132,7 @@ func Analyze(r Source, opts Options) (*report.Report, error) {
 		s.tl.markUnrecovered(s.unrecovered)
 		s.rep.Timeline = s.tl.finish()
 	}
+	s.headroomReport()
 	s.verdict()
 	s.failureList()
 	return s.rep, nil
@@ -148,7 +153,8 @@ func newState(r Source, opts Options) (*state, error) {
 	s.rep = &report.Report{Schema: report.Schema, Missing: []report.Missing{}, Evidence: []report.Evidence{},
 		MemoryViews: []report.ViewRow{}, Failures: []report.Failure{}, LiveAtFailure: []report.LiveBytes{},
 		Processes: []report.ProcessInfo{}, Coverage: []report.Library{}, KernelLog: []report.KernelLine{},
-		Markers: []report.Marker{}, Phases: []report.Phase{}, Calls: []report.CallCount{}, NextSteps: []string{}}
+		Markers: []report.Marker{}, Phases: []report.Phase{}, Calls: []report.CallCount{}, NextSteps: []string{},
+		Budget: []report.Budget{}}
 	// A sample older than three intervals (at least 300 ms) no longer
 	// reflects the state at a failure.
 	s.window = max(3*int64(s.run.Interval), int64(300*time.Millisecond))

@@ -87,6 +87,10 @@ type finding struct {
 	setAside string
 	// miss is the decisive missing evidence when capacity is unknown.
 	miss *report.Missing
+	// pool is the memory pool with a maximum size the allocation drew
+	// from, as it stood at the failure (nil: none, or none the record saw
+	// created).
+	pool *poolState
 }
 
 // reconciled reports whether the value at the failure differs from the
@@ -141,6 +145,9 @@ func (s *state) capacity(f *failed, m cuda.Meaning, attribution report.Attributi
 	}
 	fd.most = fd.size * uint64(fd.peers)
 	s.judgeView(f, &fd)
+	if fd.view == viewFramebuffer && s.judgePool(f, &fd) {
+		fd.miss = nil // the pool's limit decided; the framebuffer is context
+	}
 	return fd
 }
 
@@ -674,7 +681,7 @@ func (fd *finding) evidence(s *state) []report.Evidence {
 		return []report.Evidence{{Field: "BAR1 relevance", Text: fd.notApplicable, Unit: "-",
 			Source: "symbol table", Status: "decided", TimeNS: fd.failAt, Rule: ruleBAR1Path}}
 	}
-	var out []report.Evidence
+	out := fd.poolEvidence(s)
 	if fd.sizeSource != "" {
 		out = append(out, report.Evidence{Field: "mapped size", Value: ptr(fd.size), Unit: "bytes",
 			Source: fd.sizeSource, Status: "recorded", TimeNS: fd.sizeAt,
@@ -698,8 +705,8 @@ func (fd *finding) evidence(s *state) []report.Evidence {
 	// Decisive only when the request was compared with it: a request of
 	// unknown size that the value could not decide rests on nothing here.
 	at := report.Evidence{Field: fd.view.String() + " free at the failure", Value: ptr(fd.lo), Unit: "bytes", Source: src,
-		Status: smp.Status.Name, TimeNS: atT, GPU: &g, Scope: smp.Scope, Decisive: fd.sized || fd.capacity != report.CapUnknown,
-		Rule: ruleReference}
+		Status: smp.Status.Name, TimeNS: atT, GPU: &g, Scope: smp.Scope,
+		Decisive: (fd.sized || fd.capacity != report.CapUnknown) && fd.capacity != report.CapPoolExhausted, Rule: ruleReference}
 	if fd.reconciled() {
 		at.Source = src + ", corrected by traced calls"
 		at.Rule = ruleReconcile

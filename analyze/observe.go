@@ -17,7 +17,8 @@ func (p *replayer) observe(e *store.Event, sym *cuda.Symbol) error {
 	dev, gpu := p.callDevice(e, sym)
 	*c = report.Call{Symbol: p.s.syms.name(e.Symbol), Operation: sym.Op.String(), Result: e.Result,
 		PID: e.PID, TID: e.TID, StartNS: e.Start, EndNS: e.End, Depth: e.Depth, CUDADevice: dev, GPU: gpu,
-		Context: e.Ctx, Frozen: e.Flags&store.EventFrozen != 0, LateAttach: e.Flags&store.EventLateAttach != 0}
+		Context: e.Ctx, Frozen: e.Flags&store.EventFrozen != 0, LateAttach: e.Flags&store.EventLateAttach != 0,
+		Stack: e.Stack}
 	c.ResultName = resultName(e.Result)
 	c.Args = p.args.of(&e.Fields)
 	if sym.Identity == cuda.IdentityOrdinal {

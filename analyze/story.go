@@ -129,6 +129,10 @@ func (s *state) capacitySentence(j *judgement) string {
 		return s.bar1Sentence(fd, "The mapping did not fit in the aperture. ") + " " + bar1Explained + " Framebuffer free does not help a mapping."
 	case report.CapBAR1HadRoom:
 		return s.bar1Sentence(fd, "The aperture had room, so the mapping failed for another reason: "+j.res.Cause+". ") + " " + bar1Explained
+	case report.CapPoolExhausted:
+		p := fd.pool
+		return fmt.Sprintf("The %s was at its limit: maxSize %s, %s in use by traced allocations, %s requested. The pool's limit refused it, not the framebuffer (%s free).",
+			p.name(s), report.HumanBytes(p.maxSize), report.HumanBytes(p.inUse), report.HumanBytes(fd.size), free)
 	case report.CapNotApplicable:
 		if j.f.sym.Creates.View() == cuda.ViewHost {
 			return "Host memory is neither framebuffer nor BAR1, so no GPU memory view explains it: " + j.res.Cause + "."

@@ -283,6 +283,10 @@ type Symbol struct {
 	// the bytes in Key; what it creates lies on the exporting GPU and has
 	// the exported allocation's size.
 	Imports bool
+	// DrawsFrom: the allocation draws from a resource of this kind, named
+	// by Target (a memory pool for cuMemAllocFromPoolAsync), whose own
+	// limit can refuse it before the device's memory does.
+	DrawsFrom Resource
 
 	// What the probes read.
 	In, OutA, OutB Capture
@@ -414,7 +418,7 @@ func (t *table) allocations() {
 		s := alloc
 		s.Name, s.OutA, s.Ptr, s.Size = "cuMemAllocAsync", ptrTo(0, 8), outA(0, 8), arg(1, 8)
 		t.variants(s, "cuMemAllocAsync", "cuMemAllocAsync_ptsz")
-		s.Name, s.Target = "cuMemAllocFromPoolAsync", arg(2, 8)
+		s.Name, s.Target, s.DrawsFrom = "cuMemAllocFromPoolAsync", arg(2, 8), ResPool
 		t.variants(s, "cuMemAllocFromPoolAsync", "cuMemAllocFromPoolAsync_ptsz")
 	}
 	// CUmemAllocationProp: type@0, requestedHandleTypes@4, location{type@8, id@12}.

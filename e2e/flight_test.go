@@ -360,7 +360,8 @@ func (fr *flightRun) checkLive(f1 []int64) {
 func (fr *flightRun) checkMetrics() {
 	t := fr.t
 	fams := scrape(t, fr.metrics)
-	failed, _ := value(fams, "forensic_failed_calls_total", "symbol=cuMemAlloc_v2", "result=CUDA_ERROR_OUT_OF_MEMORY", "gpu=0")
+	failed, _ := value(fams, "forensic_failed_calls_total", "class=allocation", "symbol=cuMemAlloc_v2", "gpu=0")
+	oom, _ := value(fams, "forensic_failed_call_results_total", "class=allocation", "result=CUDA_ERROR_OUT_OF_MEMORY")
 	maxBytes, _ := value(fams, "forensic_flight_max_bytes")
 	used, _ := value(fams, "forensic_flight_segments_bytes")
 	dropped, _ := value(fams, "forensic_flight_dropped_segments_total", "reason=retention")
@@ -368,8 +369,8 @@ func (fr *flightRun) checkMetrics() {
 	libs, _ := value(fams, "forensic_attached_libraries")
 	events, _ := value(fams, "forensic_events_stored_total")
 	switch {
-	case failed != 2:
-		t.Errorf("metrics: %v out-of-memory allocations failed on GPU 0, want 2", failed)
+	case failed != 2 || oom != 2:
+		t.Errorf("metrics: %v allocations failed on GPU 0, %v out of memory, want 2 and 2", failed, oom)
 	case maxBytes != 16<<20 || used <= 0 || used > maxBytes:
 		t.Errorf("metrics: segments take %v bytes of at most %v", used, maxBytes)
 	case dropped < 1:

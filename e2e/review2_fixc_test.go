@@ -169,7 +169,7 @@ func TestReview2FixcLossesAgree(t *testing.T) {
 	if stop == nil || stop.Stats.LostCalls == 0 {
 		t.Fatalf("no call was lost (stop %+v): the test needs losses", stop)
 	}
-	m := regexp.MustCompile(`(?m)^forensic: recorded (\d+) calls`).FindStringSubmatch(res.stderr)
+	m := regexp.MustCompile(`(?m) forensic: recorded (\d+) calls`).FindStringSubmatch(res.stderr)
 	if m == nil || m[1] != strconv.FormatUint(stop.Stats.Events, 10) {
 		t.Errorf("record says %q; the run stored %d call events", m, stop.Stats.Events)
 	}

@@ -240,10 +240,11 @@ func TestReviewFixuLockedRun(t *testing.T) {
 	}
 }
 
-// record's messages on a terminal (COLUMNS set) fit 80 columns, each
-// continuation indented under the message; the line that says which
-// libcuda was attached at a process's first mapping comes before
-// anything that process prints; inventory fits 80 columns.
+// record's messages on a pipe stay one line each, COLUMNS or not, each
+// with its time and level (wrapping for a terminal is the logWriter's
+// unit test); the line that says which libcuda was attached at a
+// process's first mapping comes before anything that process prints;
+// inventory fits 80 columns.
 func TestReviewFixuMessages(t *testing.T) {
 	w := newWorld(t)
 	for i := range 5 {
@@ -259,15 +260,13 @@ func TestReviewFixuMessages(t *testing.T) {
 		if attached < 0 || failed < 0 || attached > failed {
 			t.Errorf("run %d: the attach line does not come before the workload's own output:\n%s", i, r.stderr)
 		}
+		logLine := regexp.MustCompile(`^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{3}Z (INFO |WARN |ERROR) forensic: `)
 		for _, l := range lines(r.stderr) {
 			if strings.HasPrefix(l, "simwork:") {
 				continue // the workload's own
 			}
-			if utf8.RuneCountInString(l) > 80 && !strings.Contains(l, "/") {
-				t.Errorf("run %d: %d columns: %q", i, utf8.RuneCountInString(l), l)
-			}
-			if !strings.HasPrefix(l, "forensic: ") && !strings.HasPrefix(l, "          ") {
-				t.Errorf("run %d: %q is neither a message nor its continuation", i, l)
+			if !logLine.MatchString(l) {
+				t.Errorf("run %d: %q is not one whole log line", i, l)
 			}
 		}
 	}

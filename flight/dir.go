@@ -35,14 +35,18 @@ type Progress struct {
 
 // CreateOptions adjust Create.
 type CreateOptions struct {
-	// KeepPrevious moves a recording already in the directory (a recorder
-	// that was restarted) to its subdirectory "previous", replacing an
-	// older one there, instead of refusing.
-	KeepPrevious bool
+	// KeepPrevious, when above 0, moves a recording already in the
+	// directory (a recorder that was restarted) to PreviousDir instead of
+	// refusing, and keeps at most this many earlier recordings
+	// (KeepPrevious below).
+	KeepPrevious int
+	// Note, when set, is told each earlier recording moved or deleted,
+	// in one line.
+	Note func(line string)
 }
 
-// PreviousDir is where CreateOptions.KeepPrevious moves an earlier
-// recording.
+// PreviousDir is where CreateOptions.KeepPrevious moves the recording
+// found in the directory; older ones are PreviousDir.2, PreviousDir.3, ...
 const PreviousDir = "previous"
 
 // Errors of Create.
@@ -92,17 +96,18 @@ func lockDir(dir string) (*os.File, error) {
 }
 
 // clear makes sure dir holds no recording: an earlier one is moved to
-// PreviousDir with KeepPrevious, else refused.
+// PreviousDir with KeepPrevious, else refused. Snapshots go with it:
+// their names are segment numbers, which the new recording starts again.
 func (d *Dir) clear(opts CreateOptions) error {
 	_, err := os.Stat(filepath.Join(d.path, IndexFile))
 	_, perr := os.Stat(filepath.Join(d.path, previousNew))
 	switch {
 	case errors.Is(err, os.ErrNotExist) && errors.Is(perr, os.ErrNotExist):
 		return d.emptySegments()
-	case !opts.KeepPrevious:
+	case opts.KeepPrevious < 1:
 		return fmt.Errorf("%s: %w", d.path, ErrExists)
 	}
-	return d.movePrevious()
+	return d.movePrevious(opts)
 }
 
 // emptySegments refuses segment files that no index names (a recording
@@ -111,61 +116,6 @@ func (d *Dir) emptySegments() error {
 	names, err := filepath.Glob(filepath.Join(d.path, SegmentDir, "*.db"))
 	if err == nil && len(names) > 0 {
 		err = fmt.Errorf("%s: %w (%d segments without an index)", d.path, ErrExists, len(names))
-	}
-	return err
-}
-
-// previousNew is where movePrevious gathers the earlier recording.
-const previousNew = PreviousDir + ".new"
-
-// movePrevious moves the recording in the directory to PreviousDir in
-// steps that can each be repeated, so that a crash part way is completed
-// by the next start: gather the segments and the index in previous.new,
-// then replace previous with it.
-func (d *Dir) movePrevious() error {
-	next := filepath.Join(d.path, previousNew)
-	if err := os.MkdirAll(next, 0o700); err != nil {
-		return err
-	}
-	for _, name := range []string{SegmentDir, IndexFile} {
-		if err := gather(filepath.Join(d.path, name), filepath.Join(next, name)); err != nil {
-			return fmt.Errorf("keep the previous recording: %w", err)
-		}
-	}
-	prev := filepath.Join(d.path, PreviousDir)
-	if err := os.RemoveAll(prev); err != nil {
-		return fmt.Errorf("remove the recording before the previous one: %w", err)
-	}
-	if err := os.Rename(next, prev); err != nil {
-		return fmt.Errorf("keep the previous recording: %w", err)
-	}
-	if err := os.MkdirAll(filepath.Join(d.path, SegmentDir), 0o700); err != nil {
-		return err
-	}
-	return syncDir(d.path)
-}
-
-// gather moves from to to, unless an interrupted move did already: then
-// from is missing, or the empty segments directory Create made again.
-func gather(from, to string) error {
-	if _, err := os.Lstat(to); err == nil {
-		st, err := os.Lstat(from)
-		if errors.Is(err, os.ErrNotExist) {
-			return nil
-		}
-		if err == nil && st.IsDir() {
-			err = os.Remove(from) // fails unless empty
-		} else if err == nil {
-			err = errors.New("not the empty segments directory")
-		}
-		if err != nil {
-			return fmt.Errorf("both %s and %s exist: %w", from, to, err)
-		}
-		return nil
-	}
-	err := os.Rename(from, to)
-	if errors.Is(err, os.ErrNotExist) {
-		return nil
 	}
 	return err
 }

@@ -150,7 +150,7 @@ func TestDirRemovesOrphans(t *testing.T) {
 func TestCreateRefuses(t *testing.T) {
 	dir := t.TempDir()
 	d := mustCreate(t, dir, smallPolicy, CreateOptions{})
-	if _, err := Create(dir, "other", smallPolicy, CreateOptions{KeepPrevious: true}); !errors.Is(err, ErrBusy) {
+	if _, err := Create(dir, "other", smallPolicy, CreateOptions{KeepPrevious: 1}); !errors.Is(err, ErrBusy) {
 		t.Errorf("while recording: err = %v, want ErrBusy", err)
 	}
 	record(t, d, 1)
@@ -172,7 +172,7 @@ func TestCreateRefuses(t *testing.T) {
 func TestCreateKeepsPrevious(t *testing.T) {
 	dir := t.TempDir()
 	for _, id := range []string{"first", "second"} {
-		d, err := Create(dir, id, smallPolicy, CreateOptions{KeepPrevious: true})
+		d, err := Create(dir, id, smallPolicy, CreateOptions{KeepPrevious: 1})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -185,7 +185,7 @@ func TestCreateKeepsPrevious(t *testing.T) {
 	if err := os.Rename(filepath.Join(dir, SegmentDir), filepath.Join(next, SegmentDir)); err != nil {
 		t.Fatal(err)
 	}
-	d := mustCreate(t, dir, smallPolicy, CreateOptions{KeepPrevious: true})
+	d := mustCreate(t, dir, smallPolicy, CreateOptions{KeepPrevious: 1})
 	prev, err := ReadIndex(filepath.Join(dir, PreviousDir))
 	if err != nil || prev.ID != "second" {
 		t.Fatalf("previous recording %+v %v, want the second", prev, err)

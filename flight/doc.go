@@ -7,7 +7,8 @@
 //	DIR/index.json            the Index: recording id, retention, segments, dropped ranges
 //	DIR/segments/NNNNNNNN.db  segment NNNNNNNN: a complete run.db of the recording
 //	DIR/previous/             the recording found in DIR when the recorder restarted
-//	                          (CreateOptions.KeepPrevious), same layout
+//	                          (CreateOptions.KeepPrevious), same layout;
+//	                          older ones in DIR/previous.2, ... (previous.go)
 //
 // Each segment is a run.db (package store) with the recording's run id and
 // a flight record (store.FlightInfo) giving its sequence number; a closed
@@ -27,6 +28,14 @@
 // the bound wins). Windows extend forward, so the segments written after a
 // failure stay protected as they are written; the window of a failure
 // whose segment was cut still protects its neighbours.
+//
+// # Disk pressure
+//
+// When the filesystem refuses a write before MaxBytes is reached,
+// Dir.Pressure deletes one tier at a time, the least useful first:
+// snapshots, segments no window overlaps (the bound lowered to what the
+// filesystem holds, Index.DiskBound), earlier recordings, then segments
+// inside windows; ErrNoRoom when only the live segment is left.
 //
 // # Durability
 //

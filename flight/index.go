@@ -36,6 +36,14 @@ type Index struct {
 	SegmentAgeNS int64 `json:"segment_age_ns"`
 	KeepBeforeNS int64 `json:"keep_before_ns"`
 	KeepAfterNS  int64 `json:"keep_after_ns"`
+	// DiskBound is the bound in force when the filesystem filled before
+	// MaxBytes (0: it did not): all segments together stay within it for
+	// the rest of the recording, and SegmentBytes was lowered with it so
+	// that a closed segment and the live one still fit.
+	DiskBound int64 `json:"disk_bound_bytes,omitempty"`
+	// DiskFull counts the times the filesystem refused a write before
+	// the bound was reached (Dir.Pressure), each answered by deleting.
+	DiskFull int `json:"disk_full,omitempty"`
 	// Segments are the segments on disk, by sequence number.
 	Segments []Segment `json:"segments"`
 	// Dropped are the stretches whose segments were deleted, by sequence
@@ -184,6 +192,15 @@ func syncDir(dir string) error {
 func (x *Index) Policy() Policy {
 	return Policy{MaxBytes: x.MaxBytes, SegmentBytes: x.SegmentBytes, SegmentAge: time.Duration(x.SegmentAgeNS),
 		KeepBefore: time.Duration(x.KeepBeforeNS), KeepAfter: time.Duration(x.KeepAfterNS)}
+}
+
+// Bound is the bound in force: MaxBytes, or DiskBound once the
+// filesystem filled first.
+func (x *Index) Bound() int64 {
+	if x.DiskBound > 0 && x.DiskBound < x.MaxBytes {
+		return x.DiskBound
+	}
+	return x.MaxBytes
 }
 
 // Gaps returns the dropped ranges as the store reads them.

@@ -64,8 +64,17 @@ func protected(ws []window, start, end int64) bool {
 // live one counted at no less than reserve bytes (the size it may reach:
 // SegmentBytes before it is started), fit the bound. It changes nothing;
 // Apply carries the plan out on the index.
-func (x *Index) Plan(reserve int64) Plan {
+func (x *Index) Plan(reserve int64) Plan { return x.plan(reserve, true) }
+
+// PlanRoutine is Plan without cutting into failure windows: only
+// segments no window overlaps are dropped (Fits says whether that was
+// enough). Under disk pressure, the earlier recordings kept in the
+// directory go before a window is cut.
+func (x *Index) PlanRoutine(reserve int64) Plan { return x.plan(reserve, false) }
+
+func (x *Index) plan(reserve int64, cut bool) Plan {
 	p := x.Policy()
+	bound := x.Bound()
 	ws := x.windows(p)
 	used, live := int64(0), false
 	for _, s := range x.Segments {
@@ -85,8 +94,11 @@ func (x *Index) Plan(reserve int64) Plan {
 		protected bool
 		reason    string
 	}{{false, store.GapRetention}, {true, store.GapWindowCut}} {
+		if pass.protected && !cut {
+			break
+		}
 		for _, s := range x.Segments {
-			if used <= p.MaxBytes {
+			if used <= bound {
 				break
 			}
 			if s.Live || dropped[s.Seq] || protected(ws, s.Start, s.End) != pass.protected {
@@ -97,7 +109,7 @@ func (x *Index) Plan(reserve int64) Plan {
 			used -= s.Bytes
 		}
 	}
-	pl.Bytes, pl.Fits = used, used <= p.MaxBytes
+	pl.Bytes, pl.Fits = used, used <= bound
 	return pl
 }
 
@@ -168,4 +180,27 @@ func merged(a, b Dropped) Dropped {
 		m.FirstFailure, m.LastFailure = min(a.FirstFailure, b.FirstFailure), max(a.LastFailure, b.LastFailure)
 	}
 	return m
+}
+
+// MinPressureSegmentBytes is the smallest segment size disk pressure
+// lowers segments to (Index.Lower).
+const MinPressureSegmentBytes = 1 << 20
+
+// Lower lowers the bound when the filesystem refused to write need more
+// bytes into the live segment (its Bytes current), with free bytes left
+// on it of which keep are to stay free: the segments may take what they
+// take now plus the free space above keep, and never more than they take
+// now (the write did not fit), at least a byte. The segment size is lowered with the
+// bound, to half of it (at least MinPressureSegmentBytes), so that a
+// closed segment and the live one still fit. The bound is never raised.
+// It reports whether it lowered the bound.
+func (x *Index) Lower(free, keep int64) bool {
+	used := x.Bytes()
+	b := max(min(used+free-keep, used), 1) // 0 would read as not lowered
+	if b >= x.Bound() {
+		return false
+	}
+	x.DiskBound = b
+	x.SegmentBytes = min(x.SegmentBytes, max(b/2, MinPressureSegmentBytes))
+	return true
 }

@@ -79,7 +79,7 @@ func testHandler(t *testing.T, stacks stackMap) (*handler, *queue, chan triggerR
 	trig := make(chan triggerReq, 16)
 	var continued []uint32
 	fz := newFreezer(time.Hour)
-	fz.cont = func(pid uint32) { continued = append(continued, pid) }
+	fz.cont = func(pid uint32) error { continued = append(continued, pid); return nil }
 	ids := newBuildIDCache()
 	files := newFileIndex(ids)
 	files.loader = func() []string { return nil }

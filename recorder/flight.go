@@ -3,9 +3,12 @@ package recorder
 import (
 	"errors"
 	"fmt"
-	"io"
+	"log/slog"
 	"path/filepath"
+	"strings"
 	"time"
+
+	"golang.org/x/sys/unix"
 
 	"github.com/retrivium/forensic/flight"
 	"github.com/retrivium/forensic/store"
@@ -17,9 +20,10 @@ import (
 // The recorder runs until it is stopped.
 type FlightConfig struct {
 	Policy flight.Policy
-	// KeepPrevious moves a recording found in the directory (a restarted
-	// recorder's) to its "previous" subdirectory instead of refusing.
-	KeepPrevious bool
+	// KeepPrevious, above 0, moves a recording found in the directory (a
+	// restarted recorder's) to its "previous" subdirectory instead of
+	// refusing, keeping at most this many earlier recordings.
+	KeepPrevious int
 }
 
 // Estimates of what a commit adds to a segment's file, so that room is
@@ -42,7 +46,7 @@ type segments struct {
 	names       []string
 	owner       *store.Owner
 	diskReserve uint64
-	log         io.Writer
+	log         *slog.Logger
 	// index, when set, is told the index after every change (metrics).
 	index func(*flight.Index)
 
@@ -167,6 +171,54 @@ func (g *segments) close(w *store.Writer) error {
 	return err
 }
 
+// pressure makes room when the filesystem refused a write of need bytes
+// into the live segment before the bound was reached, and says at error
+// level what it deleted and the bound now in force: the recording goes on
+// degraded, never silenced. It fails when nothing but the live segment is
+// left to delete.
+func (g *segments) pressure(need int64) error {
+	var fs unix.Statfs_t
+	free := int64(0)
+	if err := unix.Statfs(g.dir.Path(), &fs); err == nil {
+		free = int64(fs.Bavail) * fs.Bsize
+	}
+	rl, err := g.dir.Pressure(g.prog, need, free, int64(g.diskReserve))
+	x := g.dir.Index()
+	g.pol.SegmentBytes = x.SegmentBytes
+	g.told()
+	if err != nil {
+		return err
+	}
+	g.log.Error(fmt.Sprintf("%s: the filesystem filled before --max-size %s (%s free): %s; recording goes on within %s",
+		g.dir.Path(), sizeText(g.pol.MaxBytes), sizeText(free), reliefText(rl), sizeText(x.Bound())))
+	return nil
+}
+
+// reliefText says what one step of disk pressure deleted.
+func reliefText(rl flight.Relief) string {
+	switch {
+	case rl.Snapshots > 0:
+		return fmt.Sprintf("deleted %d snapshots", rl.Snapshots)
+	case rl.Previous != "":
+		return "deleted the earlier recording " + rl.Previous
+	case len(rl.Plan.Drop) == 0:
+		return "lowered the bound"
+	}
+	seqs := make([]string, len(rl.Plan.Drop))
+	cut := 0
+	for i, d := range rl.Plan.Drop {
+		seqs[i] = fmt.Sprint(d.Seq)
+		if d.Reason == store.GapWindowCut {
+			cut++
+		}
+	}
+	what := "deleted the oldest segments " + strings.Join(seqs, ", ")
+	if cut > 0 {
+		what += fmt.Sprintf(" (%d inside failure windows: nothing else was left)", cut)
+	}
+	return what
+}
+
 // told passes the index to the metrics.
 func (g *segments) told() {
 	if g.index != nil {
@@ -178,10 +230,16 @@ func (g *segments) told() {
 // window: the windows alone exceed the bound.
 func (g *segments) logCuts(pl flight.Plan) {
 	for _, d := range pl.Drop {
-		if d.Reason == store.GapWindowCut {
-			fmt.Fprintf(g.log, "forensic: %s: deleted segment %d, part of a failure window: the windows alone exceed --max-size %s (raise it, or shorten --keep-before/--keep-after)\n",
-				g.dir.Path(), d.Seq, sizeText(g.pol.MaxBytes))
+		if d.Reason != store.GapWindowCut {
+			continue
 		}
+		if x := g.dir.Index(); x.Bound() < g.pol.MaxBytes {
+			g.log.Error(fmt.Sprintf("%s: deleted segment %d, part of a failure window: the filesystem holds only %s of --max-size %s",
+				g.dir.Path(), d.Seq, sizeText(x.Bound()), sizeText(g.pol.MaxBytes)))
+			continue
+		}
+		g.log.Warn(fmt.Sprintf("%s: deleted segment %d, part of a failure window: the windows alone exceed --max-size %s (raise it, or shorten --keep-before/--keep-after)",
+			g.dir.Path(), d.Seq, sizeText(g.pol.MaxBytes)))
 	}
 }
 
@@ -192,6 +250,8 @@ func sizeText(n int64) string {
 		return fmt.Sprintf("%dGiB", n>>30)
 	case n >= 1<<20 && n%(1<<20) == 0:
 		return fmt.Sprintf("%dMiB", n>>20)
+	case n >= 1<<20:
+		return fmt.Sprintf("%.1fMiB", float64(n)/(1<<20))
 	}
 	return fmt.Sprintf("%d bytes", n)
 }
@@ -200,7 +260,8 @@ func sizeText(n int64) string {
 // segment.
 func (s *Session) createFlight(names []string) error {
 	fc := s.cfg.Flight
-	d, err := flight.Create(s.cfg.Output, s.run.ID, fc.Policy, flight.CreateOptions{KeepPrevious: fc.KeepPrevious})
+	note := func(line string) { s.cfg.Log.Info(line) }
+	d, err := flight.Create(s.cfg.Output, s.run.ID, fc.Policy, flight.CreateOptions{KeepPrevious: fc.KeepPrevious, Note: note})
 	if errors.Is(err, flight.ErrExists) {
 		return fmt.Errorf("%w; --keep-previous keeps it as %s", err, filepath.Join(s.cfg.Output, flight.PreviousDir))
 	}

@@ -3,7 +3,8 @@ package recorder
 import (
 	"errors"
 	"fmt"
-	"io"
+	"log/slog"
+	"sync/atomic"
 	"syscall"
 	"time"
 
@@ -24,26 +25,68 @@ type holder struct {
 	files *fileIndex
 	ids   *buildIDCache
 	proc  string
-	log   io.Writer
+	log   *slog.Logger
 	// cont continues a held process (SIGCONT; a test records instead).
-	cont func(pid uint32)
+	cont func(pid uint32) error
+	// held is the held-process file, which outlives a recorder killed
+	// while it holds a process (nil: none kept).
+	held *heldFile
+	// delay lengthens every hold (FORENSIC_TEST_HOLD_DELAY: tests kill
+	// the recorder while it holds a process).
+	delay time.Duration
+	// failed counts the holds whose process could not be continued.
+	failed atomic.Uint64
+	// onCont, when set, is told of each process held and whether it could
+	// be continued (the metrics).
+	onCont func(released bool)
 }
 
-func sigcont(pid uint32) { syscall.Kill(int(pid), syscall.SIGCONT) }
+func sigcont(pid uint32) error { return syscall.Kill(int(pid), syscall.SIGCONT) }
 
 // run handles holds until the ring is flushed after the hook is detached:
 // every hold reported before that is handled, so every held process is
-// continued.
+// continued. The holds waiting in the ring are put on record together
+// before the first is handled: attaching takes time, and a recorder
+// killed meanwhile must not leave the others stopped with no record.
 func (h *holder) run(src recordSource) {
 	var rec ringbuf.Record
-	var hd bpf.Hold
-	src.SetDeadline(time.Time{}) // block until a hold or the flush
 	for {
+		src.SetDeadline(time.Time{}) // block until a hold or the flush
 		if err := src.ReadInto(&rec); err != nil {
 			return // ringbuf.ErrFlushed: drained; or the reader closed
 		}
+		var hd bpf.Hold
+		if bpf.DecodeHold(rec.RawSample, &hd) != nil {
+			continue
+		}
+		more, flushed := pendingHolds(src)
+		batch := append([]bpf.Hold{hd}, more...)
+		for i := range batch {
+			h.onRecord(&batch[i])
+		}
+		for i := range batch {
+			h.act(&batch[i])
+		}
+		if flushed {
+			return
+		}
+	}
+}
+
+// pendingHolds returns the holds already in the ring, without waiting,
+// and whether the ring said it was flushed (the last of them).
+func pendingHolds(src recordSource) ([]bpf.Hold, bool) {
+	var rec ringbuf.Record
+	var out []bpf.Hold
+	src.SetDeadline(time.Now())
+	for {
+		err := src.ReadInto(&rec)
+		if err != nil {
+			return out, errors.Is(err, ringbuf.ErrFlushed)
+		}
+		var hd bpf.Hold
 		if bpf.DecodeHold(rec.RawSample, &hd) == nil {
-			h.handle(&hd)
+			out = append(out, hd)
 		}
 	}
 }
@@ -68,9 +111,28 @@ func drainHolds(src recordSource) []bpf.Hold {
 // continued. What happened is said before the process continues, so the
 // line comes before anything the process prints afterwards.
 func (h *holder) handle(hd *bpf.Hold) {
+	h.onRecord(hd)
+	h.act(hd)
+}
+
+// onRecord writes a hold to the held-process file.
+func (h *holder) onRecord(hd *bpf.Hold) {
+	if hd.Flags&bpf.HoldStopped == 0 {
+		return
+	}
+	if err := h.held.hold(hd.Pid); err != nil {
+		h.log.Error(fmt.Sprintf("the hold of pid %d is not on record (%v): a recorder killed before it continues the process leaves it stopped", hd.Pid, err))
+	}
+}
+
+// act attaches to the file of a hold on record and continues the process.
+func (h *holder) act(hd *bpf.Hold) {
 	pid := hd.Pid
-	lib, isNew, err := h.attachHeld(hd)
 	stopped := hd.Flags&bpf.HoldStopped != 0
+	if stopped {
+		time.Sleep(h.delay)
+	}
+	lib, isNew, err := h.attachHeld(hd)
 	if stopped {
 		lib.Held = now() - int64(hd.Ts)
 		h.q.addHold(lib.Held)
@@ -81,14 +143,32 @@ func (h *holder) handle(hd *bpf.Hold) {
 	}
 	switch {
 	case err != nil:
-		fmt.Fprintf(h.log, "forensic: pid %d mapped %s, which could not be attached: %v\n", pid, bpf.CString(hd.Name[:]), err)
+		h.log.Warn(fmt.Sprintf("pid %d mapped %s, which could not be attached: %v", pid, bpf.CString(hd.Name[:]), err), "pid", pid)
 	case isNew:
 		lib.MappedBy = pid
 		h.q.addLibrary(lib)
-		fmt.Fprintln(h.log, describe(&lib))
+		logAttach(h.log, &lib)
 	}
 	if stopped {
-		h.cont(pid)
+		h.resume(pid, bpf.CString(hd.Name[:]))
+	}
+}
+
+// resume continues a held process; one that cannot be continued is an
+// error, said at once, and stays on record for the next recorder to try.
+func (h *holder) resume(pid uint32, name string) {
+	err := h.cont(pid)
+	if h.onCont != nil {
+		h.onCont(continued(err))
+	}
+	if !continued(err) {
+		h.failed.Add(1)
+		h.log.Error(fmt.Sprintf("pid %d, held at its first mapping of %s, could not be continued: %v: it stays stopped (kill -CONT %d)",
+			pid, name, err, pid), "pid", pid)
+		return
+	}
+	if err := h.held.release(pid); err != nil {
+		h.log.Warn(fmt.Sprintf("%s: %v", h.held.path, err))
 	}
 }
 

@@ -30,22 +30,26 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"log/slog"
 	"os"
 	"time"
 
 	"golang.org/x/sys/unix"
 
 	"github.com/retrivium/forensic/bpf"
+	"github.com/retrivium/forensic/eventlog"
+	"github.com/retrivium/forensic/internal/buildinfo"
+	"github.com/retrivium/forensic/logging"
 	"github.com/retrivium/forensic/recorder/sampler"
 	"github.com/retrivium/forensic/store"
 )
 
-// Version is forensic's version, stored with every run.
-var Version = "0.1.0-dev"
+// Version is forensic's version, stored with every run: the module's
+// version from the build's VCS stamp (package buildinfo).
+var Version = buildinfo.Read().Version
 
 // Errors a CLI maps to one line.
 var (
-	ErrNotRoot   = errors.New("recording needs root (CAP_BPF, CAP_PERFMON and CAP_SYS_ADMIN): run it with sudo")
 	ErrNoCommand = errors.New("nothing to record: give -- CMD, --pid PID or --all")
 )
 
@@ -103,8 +107,12 @@ type Config struct {
 	// Stdin, Stdout, Stderr are the workload's (default: the recorder's).
 	Stdin          io.Reader
 	Stdout, Stderr io.Writer
-	// Log receives the recorder's own one-line messages (default stderr).
-	Log io.Writer
+	// Log receives the recorder's own messages (default: text on
+	// stderr, package logging).
+	Log *slog.Logger
+	// Events, when set, receives one JSON line per failed call (the
+	// --events stream, package eventlog).
+	Events *eventlog.Writer
 	// Signals, when set, are the recorder's stop requests: the first stops
 	// recording (and is passed on to the workload unless it is SIGINT,
 	// which a terminal already sent to the workload's process group); a
@@ -186,7 +194,7 @@ func (c *Config) defaults() error {
 		c.Stderr = os.Stderr
 	}
 	if c.Log == nil {
-		c.Log = os.Stderr
+		c.Log = logging.New(os.Stderr, logging.Options{Format: logging.Text})
 	}
 	return nil
 }
@@ -196,24 +204,6 @@ func now() int64 {
 	var ts unix.Timespec
 	unix.ClockGettime(unix.CLOCK_MONOTONIC, &ts)
 	return ts.Nano()
-}
-
-// CheckPrivileges reports ErrNotRoot unless the process can load and
-// attach tracing programs.
-func CheckPrivileges() error {
-	if os.Geteuid() == 0 {
-		return nil
-	}
-	var hdr unix.CapUserHeader
-	var data [2]unix.CapUserData
-	hdr.Version = unix.LINUX_CAPABILITY_VERSION_3
-	if err := unix.Capget(&hdr, &data[0]); err == nil {
-		has := func(c uint) bool { return data[c/32].Effective&(1<<(c%32)) != 0 }
-		if has(unix.CAP_SYS_ADMIN) || (has(unix.CAP_BPF) && has(unix.CAP_PERFMON)) {
-			return nil
-		}
-	}
-	return ErrNotRoot
 }
 
 // Run records until the workload exits (spawn mode), the target exits

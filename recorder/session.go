@@ -51,6 +51,8 @@ type Session struct {
 	sweepCh, sweepDone    chan struct{}
 	metrics               *metrics.Metrics
 	metricsLn             net.Listener
+	xid                   func(code int) // told of each Xid line, when set
+	eventsFailed          bool           // an event line could not be written (event reader only)
 	kmsg                  *os.File
 	kmsgOffset, kmsgError int64
 	ctl                   net.Listener
@@ -79,6 +81,20 @@ type Session struct {
 	exitCode int
 
 	result *Result // set by Stop
+
+	// held is the held-process file the holder and the freezer share.
+	held *heldFile
+}
+
+// testHoldDelay is FORENSIC_TEST_HOLD_DELAY, a duration every hold is
+// lengthened by: the end-to-end tests kill the recorder while it holds a
+// process. Never set in production.
+func testHoldDelay() time.Duration {
+	d, err := time.ParseDuration(os.Getenv("FORENSIC_TEST_HOLD_DELAY"))
+	if err != nil || d < 0 {
+		return 0
+	}
+	return d
 }
 
 // New validates cfg and prepares a recording: it creates run.db, loads
@@ -94,8 +110,12 @@ func New(cfg Config) (*Session, error) {
 	if err := cfg.check(); err != nil {
 		return nil, err
 	}
+	// Processes a killed recorder left stopped on this output run again.
+	held := heldPath(cfg.Output, cfg.Flight != nil)
+	resumeLeftHeld(held, "/proc", cfg.Log)
 	s := &Session{cfg: cfg, q: newQueue(), fz: newFreezer(cfg.FreezeLimit), ids: newBuildIDCache(),
-		triggers: make(chan triggerReq, 4096), ctx: context.Background()}
+		triggers: make(chan triggerReq, 4096), ctx: context.Background(), held: newHeldFile(held, "/proc")}
+	s.fz.held, s.fz.log = s.held, cfg.Log
 	s.files = newFileIndex(s.ids)
 	for _, step := range []func() error{s.createRun, s.loadProbes, s.openNVML, s.openKmsg, s.listen, s.listenMetrics, s.attachStart} {
 		if err := step(); err != nil {
@@ -108,8 +128,12 @@ func New(cfg Config) (*Session, error) {
 
 // check refuses what cannot be recorded.
 func (c *Config) check() error {
-	if err := CheckPrivileges(); err != nil {
+	warnings, err := CheckCapabilities(nil, c.All || c.PID != 0)
+	if err != nil {
 		return err
+	}
+	for _, w := range warnings {
+		c.Log.Warn(w)
 	}
 	if len(c.Command) > 0 {
 		if _, err := LookCommand(c.Command[0], c.workloadUser()); err != nil {
@@ -221,8 +245,8 @@ func (s *Session) openNVML() error {
 	s.q.setInventory(&inv)
 	gpus := gpusOf(&inv)
 	if !smp.OK() {
-		fmt.Fprintf(s.cfg.Log, "forensic: NVML did not start (%s from %s): recording calls without memory samples\n",
-			inv.Init.Name, inv.Library)
+		s.cfg.Log.Warn(fmt.Sprintf("NVML did not start (%s from %s): recording calls without memory samples",
+			inv.Init.Name, inv.Library))
 	}
 	s.smp = &sampling{smp: smp, q: s.q, freeze: s.fz, triggers: s.triggers, interval: s.cfg.Interval,
 		th: thinner{budget: s.cfg.SampleBudget}}
@@ -233,7 +257,8 @@ func (s *Session) openNVML() error {
 	s.h.keepBytes = s.cfg.KeepStackBytes
 	s.namerCh = make(chan nameJob, namerQueue)
 	s.h.namer = s.namerCh
-	s.hl = &holder{att: s.att, q: s.q, files: s.files, ids: s.ids, proc: "/proc", log: s.cfg.Log, cont: sigcont}
+	s.hl = &holder{att: s.att, q: s.q, files: s.files, ids: s.ids, proc: "/proc", log: s.cfg.Log, cont: sigcont,
+		held: s.held, delay: testHoldDelay()}
 	return nil
 }
 
@@ -273,7 +298,7 @@ func (s *Session) openKmsg() error {
 	}
 	f, err := openKmsg("/dev/kmsg")
 	if err != nil {
-		fmt.Fprintf(s.cfg.Log, "forensic: kernel log not recorded: %v\n", err)
+		s.cfg.Log.Warn(fmt.Sprintf("kernel log not recorded: %v", err))
 		return nil
 	}
 	s.kmsg = f
@@ -282,7 +307,7 @@ func (s *Session) openKmsg() error {
 		os.Getpid(), s.cfg.Output, s.run.ID)
 	offset, unc, before, err := calibrateKmsg(f, note)
 	if err != nil {
-		fmt.Fprintf(s.cfg.Log, "forensic: kernel log times not aligned with the run clock (%v); they may be off by milliseconds\n", err)
+		s.cfg.Log.Warn(fmt.Sprintf("kernel log times not aligned with the run clock (%v); they may be off by milliseconds", err))
 		offset, unc = 0, -1
 	}
 	for _, rec := range before {
@@ -303,7 +328,7 @@ func (s *Session) listen() error {
 	}
 	ctl, err := net.Listen("unix", addr)
 	if err != nil {
-		fmt.Fprintf(s.cfg.Log, "forensic: markers unavailable: %v\n", err)
+		s.cfg.Log.Warn(fmt.Sprintf("markers unavailable: %v", err))
 		return nil
 	}
 	s.ctl = ctl

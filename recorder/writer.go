@@ -1,8 +1,10 @@
 package recorder
 
 import (
+	"errors"
 	"fmt"
 	"io"
+	"log/slog"
 	"sync"
 	"time"
 
@@ -32,7 +34,7 @@ type writer struct {
 	q        *queue
 	counters counterSource
 	every    time.Duration
-	log      io.Writer
+	log      *slog.Logger
 	path     string
 	// seg is the flight recording (nil: one run.db); rotated composes a
 	// closed segment's stop record; stats, when set, is told the counters
@@ -40,6 +42,8 @@ type writer struct {
 	seg     *segments
 	rotated func(t int64, st store.Stats) store.StopInfo
 	stats   func(store.Stats)
+	// stopped, when set, is told of the write error that stopped it.
+	stopped func(error)
 
 	failed     chan struct{} // closed at the first write error
 	err        error         // set before failed is closed
@@ -121,24 +125,48 @@ func (w *writer) commit(b *store.Batch, t int64) error {
 	if err := w.seg.reserve(b); err != nil {
 		return err
 	}
-	if err := w.w.Commit(b); err != nil {
+	need := estimate(len(b.Events), b.Len()-len(b.Events))
+	if err := w.withRoom(need, func() error { return w.w.Commit(b) }); err != nil {
 		return err
 	}
 	return w.seg.committed(b, t)
+}
+
+// withRoom runs a write into the live segment; while the filesystem
+// refuses it for lack of space, the flight recording makes room (deleting
+// what matters least first, see flight.Dir.Pressure) and it is tried
+// again. It fails only when nothing is left to delete but the live
+// segment.
+func (w *writer) withRoom(need int64, write func() error) error {
+	for {
+		err := write()
+		if !errors.Is(err, store.ErrDiskFull) {
+			return err
+		}
+		if perr := w.seg.pressure(need); perr != nil {
+			return fmt.Errorf("%w: %w", err, perr)
+		}
+		w.w.Resume()
+	}
 }
 
 // fail stops writing at the first error.
 func (w *writer) fail(err error) {
 	w.err = err
 	w.q.close()
-	fmt.Fprintf(w.log, "forensic: %s: %v: recording stopped, what was committed is kept; the workload continues\n", w.path, err)
+	w.log.Error(fmt.Sprintf("%s: %v: recording stopped, what was committed is kept; the workload continues", w.path, err),
+		"reason", writeErrorReason(err))
+	if w.stopped != nil {
+		w.stopped(err)
+	}
 	close(w.failed)
 }
 
 // rotate closes the live segment with a stop record saying it was
 // rotated, and starts the next one.
 func (w *writer) rotate(t int64, st store.Stats) error {
-	if err := w.w.Stop(w.rotated(t, st)); err != nil {
+	stop := w.rotated(t, st)
+	if err := w.withRoom(estCommitBytes, func() error { return w.w.Stop(stop) }); err != nil {
 		return err
 	}
 	w.mu.Lock()

@@ -23,6 +23,9 @@ type Call struct {
 	Frozen     bool
 	LateAttach bool
 	Args       Args
+	// Stack is the recording's id of the call's stored stack (-1: none),
+	// which tells its call sites apart within the run.
+	Stack int32
 }
 
 // Args are the decoded arguments of a call; each is nil when the call has

@@ -37,6 +37,9 @@ const (
 	CapFBHadRoom     Capacity = "framebuffer-had-room"
 	CapBAR1Exhausted Capacity = "bar1-exhausted"
 	CapBAR1HadRoom   Capacity = "bar1-had-room"
+	// CapPoolExhausted: an allocation from a memory pool created with a
+	// maximum size did not fit what the pool had left under it.
+	CapPoolExhausted Capacity = "pool-exhausted"
 	CapNotApplicable Capacity = "not-applicable"
 	CapUnknown       Capacity = "unknown"
 )
@@ -86,6 +89,16 @@ type Report struct {
 	Loss       Loss        `json:"loss"`
 	Sampling   Sampling    `json:"sampling"`
 	Calls      []CallCount `json:"calls"`
+	// Headroom is the least free memory per GPU and view over the run,
+	// one entry per GPU and view that has a usable sample.
+	Headroom []Headroom `json:"headroom"`
+	// NearMiss says that no call failed, yet the least free framebuffer
+	// of some GPU was under NearMissPercent of its total.
+	NearMiss        bool    `json:"near_miss"`
+	NearMissPercent float64 `json:"near_miss_percent"`
+	// Budget is where the framebuffer went at the first failure, as parts
+	// that add up to its total (empty when no usable sample shows it).
+	Budget []Budget `json:"budget"`
 	// Timeline is what the HTML report draws; it is not part of --json.
 	Timeline *Timeline `json:"-"`
 	// MultiRun is set when several runs of one job were analyzed together;

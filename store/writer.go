@@ -348,6 +348,12 @@ func (w *Writer) Commit(b *Batch) error {
 	return nil
 }
 
+// Resume lets a writer that refused with ErrDiskFull commit again, once
+// the caller has made room (a flight recorder deletes old segments). The
+// transaction that failed was rolled back: the file holds what the
+// commits before it wrote.
+func (w *Writer) Resume() { w.full = false }
+
 // Stop writes the stop record: the run ended cleanly and this is how.
 func (w *Writer) Stop(s StopInfo) error {
 	err := w.db.Update(func(tx *bolt.Tx) error {

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"os"
 	"os/signal"
+	"strconv"
 	"syscall"
 	"time"
 
@@ -17,10 +18,16 @@ import (
 	"github.com/retrivium/forensic/store"
 )
 
+// liveCopyPattern names analyze's copy of a live segment in the
+// recording's directory while it reads it (removed after).
+const liveCopyPattern = ".analyze-live-*.db"
+
 // Flight mode's defaults.
 const (
 	defaultMaxSize = 1 << 30
 	defaultKeep    = 5 * time.Minute
+	// defaultKeepPrevious is --keep-previous without a count.
+	defaultKeepPrevious = 3
 )
 
 // flightFlags are record's flags for flight mode and the metrics.
@@ -29,7 +36,7 @@ type flightFlags struct {
 	maxSize      uint64
 	keepBefore   time.Duration
 	keepAfter    time.Duration
-	keepPrevious bool
+	keepPrevious int
 	segmentAge   time.Duration // hidden: for tests that rotate quickly
 	metricsAddr  string
 }
@@ -41,7 +48,8 @@ func (f *flightFlags) add(fs *pflag.FlagSet) {
 	fs.Var(sizeFlag{v: &f.maxSize, check: maxSizeCheck}, "max-size", "flight mode: the disk all segments take together, at most (snapshots are extra: the newest four, each up to a segment's size)")
 	fs.Var(durationFlag{v: &f.keepBefore, zeroOK: true}, "keep-before", "flight mode: how much before each failure is kept")
 	fs.Var(durationFlag{v: &f.keepAfter, zeroOK: true}, "keep-after", "flight mode: how much after each failure is kept")
-	fs.BoolVar(&f.keepPrevious, "keep-previous", false, "flight mode: keep a recording found in the directory as DIR/previous instead of refusing")
+	fs.IntVar(&f.keepPrevious, "keep-previous", 0, "flight mode: keep a recording found in the directory as DIR/previous instead of refusing, and at most `N` earlier ones (--keep-previous alone: 3; give a count as --keep-previous=N)")
+	fs.Lookup("keep-previous").NoOptDefVal = strconv.Itoa(defaultKeepPrevious)
 	fs.StringVar(&f.metricsAddr, "metrics-addr", "", "serve Prometheus metrics and /healthz on this `ADDRESS` (for example :9401)")
 	fs.Var(durationFlag{v: &f.segmentAge, min: 100 * time.Millisecond}, "segment-age", "flight mode: close a segment this old")
 	fs.MarkHidden("segment-age")
@@ -70,6 +78,9 @@ func (f *flightFlags) config(cfg *recorder.Config, fs *pflag.FlagSet) error {
 	}
 	if cfg.Force {
 		return usageErr("--force does not apply to --flight (--keep-previous keeps a recording found in the directory)")
+	}
+	if f.keepPrevious < 0 {
+		return usageErr("--keep-previous=%d: give a count of 0 or more", f.keepPrevious)
 	}
 	pol, err := flight.NewPolicy(int64(f.maxSize), f.keepBefore, f.keepAfter)
 	if err != nil {
@@ -176,11 +187,13 @@ func (c *cli) openFlight(path string) (set *store.Set, copyPath string, err erro
 }
 
 // copyLive asks a flight recording's recorder for a copy of its live
-// segment, into a temporary file (mode 0600); nothing when no recorder
-// answers.
+// segment, into a temporary file (mode 0600) beside the recording: on the
+// filesystem sized for it, not in /tmp (a small tmpfs in a container);
+// nothing when no recorder answers or the directory cannot be written.
 func (c *cli) copyLive(dir string) (string, *store.LiveCopy) {
-	f, err := os.CreateTemp("", "forensic-live-*.db")
+	f, err := os.CreateTemp(dir, liveCopyPattern)
 	if err != nil {
+		c.note("forensic: %s: no room for a copy of the live segment beside the recording: %s", dir, oneLine(err))
 		return "", nil
 	}
 	lc, err := recorder.CopyLive(dir, f)

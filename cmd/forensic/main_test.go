@@ -61,6 +61,8 @@ func TestRunExitStatus(t *testing.T) {
 		{[]string{"record", "--flight", "-o", "d", "--max-size", "8MiB", "--all"}, 2, "8MiB is below 16MiB (two segments of 8MiB)"},
 		{[]string{"record", "--flight", "-o", "d", "--keep-after", "-1s", "--all"}, 2, "must be more than 0"},
 		{[]string{"record", "--flight", "-f", "-o", "d", "--all"}, 2, "--force does not apply to --flight"},
+		{[]string{"record", "--flight", "-o", "d", "--keep-previous", "5", "true"}, 2, "give the count as --keep-previous=5"},
+		{[]string{"record", "--flight", "-o", "d", "--keep-previous=-1", "--all"}, 2, "--keep-previous=-1: give a count of 0 or more"},
 		{[]string{"snapshot"}, 2, "give the flight recording's directory"},
 		{[]string{"snapshot", dir}, 1, "not a readable flight recording index"},
 		{[]string{"mark"}, 2, "give a label"},

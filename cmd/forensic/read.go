@@ -38,6 +38,7 @@ const analyzeExit = `  0    done (with --exit-code: no call failed and nothing i
 
 func (c *cli) analyzeCommand() *cobra.Command {
 	var asJSON, noColor, exitCode bool
+	var nearMiss float64
 	cmd := &cobra.Command{
 		Use:   "analyze [flags] RUN.DB... | DIR",
 		Short: "the first failure, its attribution and the memory views",
@@ -55,6 +56,11 @@ are one job when they name the same job id (TORCHELASTIC_RUN_ID,
 SLURM_JOB_ID) or, naming none, were recorded at overlapping times; runs of
 several jobs get one report per job (--json refuses them: give one job).
 
+Every run gets its headroom: the least free memory of each GPU's
+framebuffer and BAR1 at any moment, from the samples corrected by the
+traced calls between them. A run with no failure whose least free
+framebuffer was under --near-miss percent of the total is a near miss.
+
 Colour is used on a terminal unless --no-color or NO_COLOR is set; text
 wraps to the terminal (COLUMNS overrides; 100 when not a terminal).`,
 		Annotations: map[string]string{"exit": analyzeExit},
@@ -64,16 +70,20 @@ wraps to the terminal (COLUMNS overrides; 100 when not a terminal).`,
   forensic analyze runs/            # every rank's run.db of one job`,
 		Args: someRuns,
 		RunE: work(func(cmd *cobra.Command, args []string) error {
+			if !(nearMiss > 0 && nearMiss < 100) {
+				return usageErr("--near-miss %g: give a percentage above 0 and below 100", nearMiss)
+			}
+			opts := analyze.Options{NearMissPercent: nearMiss}
 			var reps []*report.Report
 			var err error
 			if asJSON {
 				var rep *report.Report
-				if rep, err = c.analyzeRuns(args, analyze.Options{}); err != nil {
+				if rep, err = c.analyzeRuns(args, opts); err != nil {
 					return withHint(err, "; or analyze without --json for each job's report")
 				}
 				reps, err = []*report.Report{rep}, report.WriteJSON(c.stdout, rep)
 			} else {
-				reps, err = c.analyzeText(args, text.Options{
+				reps, err = c.analyzeText(args, opts, text.Options{
 					Color: !noColor && c.getenv("NO_COLOR") == "" && isTerminal(c.stdout),
 					Width: textWidth(c.stdout, c.getenv),
 					Input: inputLabel(args),
@@ -88,6 +98,8 @@ wraps to the terminal (COLUMNS overrides; 100 when not a terminal).`,
 	cmd.Flags().BoolVar(&asJSON, "json", false, "write the JSON report (the documented contract)")
 	cmd.Flags().BoolVar(&noColor, "no-color", false, "never colour the output")
 	cmd.Flags().BoolVar(&exitCode, "exit-code", false, "exit with status 3 when the attribution is not \"none\"")
+	cmd.Flags().Float64Var(&nearMiss, "near-miss", analyze.DefaultNearMissPercent,
+		"call a run with no failure a near miss when its least free framebuffer was under `PERCENT` of the total")
 	return cmd
 }
 
@@ -301,19 +313,20 @@ func (c *cli) analyzeRuns(args []string, opts analyze.Options) (*report.Report, 
 // analyzeText writes the text report of the runs args name and returns
 // the reports written: one alone; several of one job together; runs of
 // several jobs each job on its own, after the list of jobs.
-func (c *cli) analyzeText(args []string, o text.Options) ([]*report.Report, error) {
+func (c *cli) analyzeText(args []string, opts analyze.Options, o text.Options) ([]*report.Report, error) {
 	paths, err := store.Expand(args)
 	if err != nil {
 		return nil, err
 	}
 	if len(paths) == 1 {
-		rep, err := c.analyzeRuns(paths, analyze.Options{})
+		rep, err := c.analyzeRuns(paths, opts)
 		if err != nil {
 			return nil, err
 		}
 		return []*report.Report{rep}, text.Write(c.stdout, rep, o)
 	}
-	jobs, err := analyze.AnalyzeJobs(paths, analyze.Options{Open: c.openRun})
+	opts.Open = c.openRun
+	jobs, err := analyze.AnalyzeJobs(paths, opts)
 	if err != nil {
 		return nil, err
 	}

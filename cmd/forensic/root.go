@@ -65,8 +65,8 @@ func (c *cli) rootCommand() *cobra.Command {
 	root.SetHelpCommand(helpCommand(root))
 	root.SetFlagErrorFunc(func(_ *cobra.Command, err error) error { return usageErr("%s", flagError(err)) })
 	root.AddCommand(c.recordCommand(), c.analyzeCommand(), c.reportCommand(), c.exportCommand(),
-		c.redactCommand(), c.inventoryCommand(), c.markCommand(), c.snapshotCommand(), c.versionCommand(),
-		completionCommand(root))
+		c.diffCommand(), c.redactCommand(), c.inventoryCommand(), c.markCommand(), c.snapshotCommand(),
+		c.versionCommand(), completionCommand(root))
 	return root
 }
 

@@ -18,6 +18,8 @@ type page struct {
 	Header    header
 	Verdict   verdictView
 	Runs      *runsView
+	Headroom  *headroomView
+	Budgets   []budgetView
 	Evidence  evidenceView
 	Samples   *samplesView
 	Missing   []missingRow
@@ -73,6 +75,8 @@ func newPage(rep *report.Report) *page {
 		Header:    newHeader(rep, c),
 		Verdict:   newVerdict(rep, c),
 		Runs:      newRuns(rep),
+		Headroom:  newHeadroom(rep, c),
+		Budgets:   newBudgets(rep, c),
 		Evidence:  newEvidence(rep.Evidence, c),
 		Samples:   newSamples(rep.NearestSamples, c),
 		Missing:   newMissing(rep.Missing),

@@ -99,10 +99,10 @@ func (t *writer) failureRow(rep *report.Report, f *report.Failure, oneLine bool,
 func (t *writer) memoryViews(rep *report.Report) {
 	t.heading("MEMORY VIEWS")
 	t.wrap("  ", "MiB = 2^20 bytes. Framebuffer and BAR1 are separate views, never added. Values at the run's start, "+
-		"just before the first failure, at the failure (the sample as read), at the end, the peak, and the change "+
-		"from start to end; n/a where NVML could not read the field.")
+		"just before the first failure, at the failure (the sample as read), at the end, the peak (for a free row "+
+		"its low: the least it read), and the change from start to end; n/a where NVML could not read the field.")
 	if t.wide() {
-		t.line("  %-3s %-27s %-11s %8s %8s %8s %8s %8s %9s", "GPU", "field", "scope", "start", "before", "at fail", "end", "peak", "change")
+		t.line("  %-3s %-27s %-11s %8s %8s %8s %8s %8s %9s", "GPU", "field", "scope", "start", "before", "at fail", "end", "peak/low", "change")
 	}
 	var notes []string
 	for _, v := range rep.MemoryViews {
@@ -116,14 +116,19 @@ func (t *writer) memoryViews(rep *report.Report) {
 				cell = func(*uint64) string { return "n/a" }
 			}
 		}
+		// Free memory's extreme that matters is its least, not its most.
+		extreme, extremeName := v.Peak, "peak"
+		if strings.HasSuffix(v.Field, " free") {
+			extreme, extremeName = v.Low, "low"
+		}
 		if t.wide() {
 			t.line("  %-3d %-27s %-11s %8s %8s %8s %8s %8s %9s", v.GPU, label, v.Scope,
-				cell(v.Start), cell(v.Before), cell(v.At), cell(v.End), cell(v.Peak), mibSigned(v.Change))
+				cell(v.Start), cell(v.Before), cell(v.At), cell(v.End), cell(extreme), mibSigned(v.Change))
 			continue
 		}
 		t.wrap("  ", fmt.Sprintf("GPU %d %s (%s)", v.GPU, label, v.Scope))
-		t.wrap("      ", fmt.Sprintf("start %s  before %s  at failure %s  end %s  peak %s  change %s",
-			cell(v.Start), cell(v.Before), cell(v.At), cell(v.End), cell(v.Peak), mibSigned(v.Change)))
+		t.wrap("      ", fmt.Sprintf("start %s  before %s  at failure %s  end %s  %s %s  change %s",
+			cell(v.Start), cell(v.Before), cell(v.At), cell(v.End), extremeName, cell(extreme), mibSigned(v.Change)))
 	}
 	for _, n := range notes {
 		t.wrap("  * ", n)

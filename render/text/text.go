@@ -134,12 +134,19 @@ func Write(w io.Writer, rep *report.Report, o Options) error {
 	t.header(rep)
 	t.verdict(rep)
 	t.nextSteps(rep)
+	if rep.FirstFailure == nil {
+		t.headroom(rep) // how close a run that did not fail came
+	}
 	t.runs(rep)
 	if f := rep.FirstFailure; f != nil {
 		t.failure("FIRST FAILURE", f, rep.Cause, "")
 	}
 	if u := rep.FirstUnrecovered; u != nil {
 		t.unrecovered(rep, u)
+	}
+	if rep.FirstFailure != nil {
+		t.headroom(rep)
+		t.budget(rep)
 	}
 	t.evidence("EVIDENCE", rep.Evidence)
 	t.samples(rep.NearestSamples)

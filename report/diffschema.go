@@ -1,0 +1,59 @@
+package report
+
+import (
+	"bytes"
+	_ "embed"
+	"fmt"
+	"sync"
+
+	"github.com/santhosh-tekuri/jsonschema/v6"
+)
+
+// The JSON Schema of `forensic diff --json` is published as
+// docs/diff.schema.json; this package embeds report/diff.schema.json, a
+// byte-identical copy (`go generate ./report` copies it;
+// TestDiffSchemaCopyIdentical fails while the two differ). It refers to
+// the analyze schema's definitions (a stack, an attribution).
+//
+//go:generate cp ../docs/diff.schema.json diff.schema.json
+
+//go:embed diff.schema.json
+var diffSchemaJSON []byte
+
+// DiffSchemaID is the $id of the embedded diff schema.
+const DiffSchemaID = "https://github.com/retrivium/forensic/docs/diff.schema.json"
+
+// DiffJSONSchema returns the JSON Schema (draft 2020-12) of the
+// `forensic diff --json` output.
+func DiffJSONSchema() []byte { return bytes.Clone(diffSchemaJSON) }
+
+var compiledDiffSchema = sync.OnceValues(func() (*jsonschema.Schema, error) {
+	c := jsonschema.NewCompiler()
+	for _, r := range []struct {
+		id   string
+		data []byte
+	}{{ReportSchemaID, reportSchemaJSON}, {DiffSchemaID, diffSchemaJSON}} {
+		doc, err := jsonschema.UnmarshalJSON(bytes.NewReader(r.data))
+		if err != nil {
+			return nil, fmt.Errorf("%s: %w", r.id, err)
+		}
+		if err := c.AddResource(r.id, doc); err != nil {
+			return nil, fmt.Errorf("%s: %w", r.id, err)
+		}
+	}
+	return c.Compile(DiffSchemaID)
+})
+
+// ValidateDiffJSON checks data, the output of `forensic diff --json`
+// (WriteDiffJSON), against the published schema.
+func ValidateDiffJSON(data []byte) error {
+	sch, err := compiledDiffSchema()
+	if err != nil {
+		return err
+	}
+	inst, err := jsonschema.UnmarshalJSON(bytes.NewReader(data))
+	if err != nil {
+		return fmt.Errorf("not JSON: %w", err)
+	}
+	return sch.Validate(inst)
+}
