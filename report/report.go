@@ -11,6 +11,8 @@
 // Fields are added, never renamed or removed, within a Schema version.
 package report
 
+import "path"
+
 // Schema names the JSON layout.
 const Schema = "forensic.analyze/1"
 
@@ -302,9 +304,33 @@ type Stack struct {
 	// dist-packages or standard library; libcuda, the loader or a system
 	// library). Nil when every frame is a framework's.
 	UserFrame *int `json:"user_frame,omitempty"`
+	// PythonVersion is the CPython version of the process ("3.13.5"),
+	// when its interpreter was located; PythonBuild how it was built:
+	// "static" (the interpreter in the executable, as Debian's) or
+	// "shared" (in a libpython3.X.so, as pyenv's), and PythonFile that
+	// file as the process named it.
+	PythonVersion string `json:"python_version,omitempty"`
+	PythonBuild   string `json:"python_build,omitempty"`
+	PythonFile    string `json:"python_file,omitempty"`
 	// SharedFrom is set when this call's site had been captured before:
 	// the stack is that capture's, taken at this time (the run clock).
 	SharedFrom *int64 `json:"shared_from_ns,omitempty"`
+}
+
+// PythonText is a stack's interpreter in words ("CPython 3.13.5, shared
+// libpython3.13.so.1.0"); "" for a stack without one.
+func (st *Stack) PythonText() string {
+	if st == nil || st.PythonVersion == "" {
+		return ""
+	}
+	s := "CPython " + st.PythonVersion
+	switch st.PythonBuild {
+	case "shared":
+		s += ", shared " + path.Base(st.PythonFile)
+	case "static":
+		s += ", static in " + path.Base(st.PythonFile)
+	}
+	return s
 }
 
 // Frame is one stack frame.

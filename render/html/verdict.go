@@ -194,6 +194,8 @@ type stackView struct {
 	Frames   []frameRow
 	More     int // native frames left out
 	MorePy   int // Python frames left out
+	// Interpreter is a Python process's CPython version and build.
+	Interpreter string
 }
 
 // frameRow is one stack frame: a native function+offset and its library,
@@ -219,7 +221,7 @@ func newStack(st *report.Stack) stackView {
 	if st.Note != "" {
 		notes = append(notes, st.Note)
 	}
-	v := stackView{Recorded: true, Note: strings.Join(notes, ": ")}
+	v := stackView{Recorded: true, Note: strings.Join(notes, ": "), Interpreter: st.PythonText()}
 	for i, fr := range st.Frames {
 		user := st.UserFrame != nil && *st.UserFrame == i
 		if fr.Language == report.LangPython {

@@ -404,8 +404,14 @@ func (t *writer) stack(st *report.Stack) {
 	if st == nil {
 		return
 	}
-	if st.Note != "" {
-		t.wrap("  stack     ", st.Note)
+	// A Python process's interpreter heads the stack, before the note
+	// (which may say why its frames are missing).
+	head := st.Note
+	if v := st.PythonText(); v != "" {
+		head = strings.TrimSuffix(v+"; "+st.Note, "; ")
+	}
+	if head != "" {
+		t.wrap("  stack     ", head)
 	} else {
 		t.printf("  stack\n")
 	}
