@@ -55,8 +55,10 @@ func (s *state) generalGaps() []report.Missing {
 			add("attaching to "+l.Path+" failed in part: "+l.Error, "check the library path and the kernel's uprobe support")
 		}
 		if len(l.Unknown) > 0 {
-			add(fmt.Sprintf("%s exports %s of the call families forensic traces, with no row in its table (%s): calls through them are not recorded",
-				l.Path, report.Plural(len(l.Unknown), "symbol"), strings.Join(l.Unknown, ", ")), "update forensic's symbol table for this driver")
+			// The names are under COVERAGE (and in --json's coverage): a
+			// list of them here would be a sentence nobody reads.
+			add(fmt.Sprintf("%s exports %s of the call families forensic traces with no row in its table (see COVERAGE). Calls through them are not recorded",
+				l.Path, report.Plural(len(l.Unknown), "symbol")), "update forensic's symbol table for this driver")
 		}
 	}
 	return out
@@ -156,7 +158,7 @@ func (s *state) unexplainedExits(from, to int64) []report.Missing {
 			out = append(out, s.signalGap(p, why))
 		case x.Code != nil && *x.Code != 0 && s.usedGPU(p):
 			out = append(out, report.Missing{Decisive: true,
-				What: fmt.Sprintf("process %d (%s) exited with status %d%s: its own code may have failed, a framework's own memory pool may have run out without a driver call failing (JAX preallocation, a PyTorch memory fraction), or it used a libcuda forensic did not trace",
+				What: fmt.Sprintf("process %d (%s) exited with status %d%s. Its own code may have failed, a framework's memory pool may have run out without a failed driver call (JAX preallocation, a PyTorch memory fraction), or it used an untraced libcuda",
 					p.PID, exeName(&p), *x.Code, why),
 				Fix: "read the process's own error output; " + s.againWithoutLibcuda("record again without --libcuda so the libcuda it maps is found; ") +
 					"for JAX set XLA_PYTHON_CLIENT_PREALLOCATE=false, for PyTorch check set_per_process_memory_fraction"})

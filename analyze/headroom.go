@@ -2,6 +2,7 @@ package analyze
 
 import (
 	"fmt"
+	"slices"
 	"sort"
 	"strings"
 
@@ -281,8 +282,20 @@ func (t *headTrack) endInterval(n *headSeen) {
 		c.free, c.exact = 0, false
 		notes = append(notes, "the traced calls account for more than was free")
 	}
-	c.note = strings.Join(notes, "; ")
+	c.note = sentences(notes)
 	t.consider(c)
+}
+
+// sentences joins notes as sentences, each short enough to read: the
+// first follows a label ("not exact: "), the others begin with a capital.
+func sentences(notes []string) string {
+	out := slices.Clone(notes)
+	for i := 1; i < len(out); i++ {
+		if out[i] != "" {
+			out[i] = strings.ToUpper(out[i][:1]) + out[i][1:]
+		}
+	}
+	return strings.Join(out, ". ")
 }
 
 // untracedText says that the samples around an interval disagree with the
@@ -293,7 +306,7 @@ func untracedText(d int64) string {
 	if d < 0 {
 		dir, d = "shrank", -d
 	}
-	return fmt.Sprintf("memory no traced call made (another process, a context) %s by %s between the samples around it; the figure assumes the side that leaves least free",
+	return fmt.Sprintf("memory no traced call made (another process, a context) %s by %s between the samples around it. The figure assumes the side that leaves least free",
 		dir, report.HumanBytes(uint64(d)))
 }
 

@@ -46,7 +46,7 @@ func (s *state) noCallsGap() report.Missing {
 		fix = "read the workload's own error output (it may have failed before its first driver call); " + fix
 	}
 	return report.Missing{Decisive: true, Fix: fix,
-		What: "no traced call was recorded from the workload or its descendants: it may use a libcuda forensic did not attach to, or it failed before calling the driver"}
+		What: "no traced call was recorded from the workload or its descendants. It may use a libcuda forensic did not attach to, or it failed before calling the driver"}
 }
 
 // againWithoutLibcuda is the advice to let the recorder find the libcuda

@@ -299,7 +299,7 @@ func whats(ms []report.Missing) string {
 	for i, m := range ms {
 		out[i] = m.What
 	}
-	return strings.Join(out, "; ")
+	return sentences(out)
 }
 
 func ptr(v uint64) *uint64 { return &v }

@@ -198,7 +198,7 @@ func (t *writer) header(rep *report.Report) {
 		report.Plural(int(r.Events), "event"), r.Host))
 	if len(r.Command) > 0 {
 		// The command on a line of its own: a command is no sentence.
-		t.wrap("  command ", report.ClipMiddle(strings.Join(r.Command, " "), 2*(t.o.Width-10)))
+		t.wrap("  command ", report.ClipMiddle(strings.Join(r.Command, " "), t.o.Width-10)) // whole under PROCESSES
 	}
 	if f := r.Flight; f != nil {
 		t.wrap("  ", flightLine(f))
@@ -288,7 +288,10 @@ func (t *writer) glance(rep *report.Report) {
 		return
 	}
 	t.printf("\n")
-	room := 2 * (t.o.Width - glanceWidth)
+	// One line for the process: the whole command line is under FIRST
+	// FAILURE and PROCESSES, and the first screen keeps room for the
+	// next step.
+	room := t.o.Width - glanceWidth
 	for _, l := range lines {
 		text := l.Text
 		if l.Label == "process" {
@@ -576,9 +579,17 @@ func (t *writer) missing(rep *report.Report) {
 		if m.Decisive {
 			mark = "!"
 		}
-		t.wrap("  "+mark+" ", m.What)
+		t.wrap("  "+mark+" ", sentence(m.What))
 		t.wrap("    next time: ", m.Fix)
 	}
+}
+
+// sentence ends s with a full stop, so the line after it is read apart.
+func sentence(s string) string {
+	if s == "" || strings.HasSuffix(s, ".") {
+		return s
+	}
+	return s + "."
 }
 
 func noteOf(n string) string {
