@@ -34,6 +34,8 @@ type Session struct {
 	events, holdRing *ringbuf.Reader
 	lifeLinks        []link.Link
 	hook             link.Link
+	// scope limits --all to some cgroups (nil: none).
+	scope *scope
 
 	q        *queue
 	att      *attacher
@@ -207,10 +209,18 @@ func (s *Session) createRun() error {
 // loadProbes loads the BPF programs, opens both rings and attaches the
 // lifecycle tracepoints. No uprobe is attached yet.
 func (s *Session) loadProbes() error {
-	objs, err := bpf.Load(bpf.Options{TraceAll: s.cfg.All, FreezeOnFailure: s.cfg.Freeze,
-		RingBytes: s.cfg.RingBytes, StackAll: s.cfg.Stacks})
+	sc, err := resolveScope("/proc", "/proc/self/mountinfo", s.cfg.Cgroups, s.cfg.Pods)
 	if err != nil {
 		return err
+	}
+	s.scope = sc
+	objs, err := bpf.Load(bpf.Options{TraceAll: s.cfg.All, FreezeOnFailure: s.cfg.Freeze,
+		RingBytes: s.cfg.RingBytes, StackAll: s.cfg.Stacks, Scope: sc.cgroups()})
+	if err != nil {
+		return err
+	}
+	if sc != nil {
+		fmt.Fprintf(s.cfg.Log, "forensic: --all limited to cgroup %s and the cgroups below\n", sc.describe())
 	}
 	s.objs = objs
 	s.onRelease(func() { objs.Close() })

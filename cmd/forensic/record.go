@@ -7,6 +7,7 @@ import (
 	"os"
 	"os/signal"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"syscall"
@@ -64,6 +65,13 @@ type recordFlags struct {
 }
 
 func (c *cli) recordCommand() *cobra.Command {
+	cmd, _ := c.recordCommandFlags()
+	return cmd
+}
+
+// recordCommandFlags builds the record command and the flags it parses
+// into.
+func (c *cli) recordCommandFlags() (*cobra.Command, *recordFlags) {
 	f := &recordFlags{ring: uint64(bpf.DefaultRingBytes), reserve: store.DefaultReserve, keepSamples: 36000}
 	f.cfg.Interval, f.cfg.FlushInterval, f.cfg.FreezeLimit = 100*time.Millisecond, 100*time.Millisecond, 50*time.Millisecond
 	cmd := &cobra.Command{
@@ -88,6 +96,8 @@ func (c *cli) recordCommand() *cobra.Command {
 	fs.BoolVarP(&cfg.Force, "force", "f", false, "replace an existing run.db (never a live recording, a directory or a file that is not a run)")
 	fs.IntVarP(&cfg.PID, "pid", "p", 0, "record this running process (`PID`) and the children it starts")
 	fs.BoolVarP(&cfg.All, "all", "a", false, "record every process on the host that maps a libcuda")
+	fs.StringArrayVar(&cfg.Cgroups, "cgroup", nil, "with --all, record only the processes of this cgroup v2 `PATH` and the cgroups below it (repeatable; relative to the cgroup v2 mount)")
+	fs.StringArrayVar(&cfg.Pods, "pod", nil, "with --all, record only the processes of this Kubernetes pod, `NAMESPACE/NAME`, running on this node (repeatable)")
 	fs.BoolVar(&cfg.AsRoot, "as-root", false, "under sudo, run COMMAND as root instead of the invoking user")
 	fs.StringArrayVar(&cfg.LibCUDA, "libcuda", nil, "libcuda `FILE` to attach to (repeatable; default: search)")
 	fs.StringVar(&cfg.NVML, "libnvidia-ml", "", "libnvidia-ml.so.1 `FILE` to sample through (default: the loader's)")
@@ -105,7 +115,7 @@ func (c *cli) recordCommand() *cobra.Command {
 	fs.IntVar(&f.keepSamples, "keep-samples", f.keepSamples, "periodic sample `ROUNDS` kept before long runs thin them (first, last and those around failures are always kept)")
 	f.flight.add(fs)
 	f.fs = fs
-	return cmd
+	return cmd, f
 }
 
 // config checks what flags alone cannot and completes the recorder's
@@ -123,10 +133,22 @@ func (c *cli) config(f *recordFlags, command []string) (recorder.Config, error) 
 		return cfg, usageErr("a command cannot be combined with --pid or --all")
 	case cfg.PID == 0 && !cfg.All && len(command) == 0:
 		return cfg, usageErr("nothing to record: give -- COMMAND, --pid PID or --all")
+	case (len(cfg.Cgroups) > 0 || len(cfg.Pods) > 0) && !cfg.All:
+		return cfg, usageErr("--cgroup and --pod limit --all: give --all too")
 	case f.fs.Changed("keep-previous") && len(command) > 0 && isCount(command[0]):
 		return cfg, usageErr("give the count as --keep-previous=%s (%s would be the command to run)", command[0], command[0])
 	case f.keepSamples < 1:
 		return cfg, usageErr("--keep-samples %d: keep at least 1", f.keepSamples)
+	}
+	for _, p := range cfg.Pods {
+		if _, _, err := recorder.ParsePod(p); err != nil {
+			return cfg, usageErr("%v", err)
+		}
+	}
+	for _, p := range cfg.Cgroups {
+		if p == "" {
+			return cfg, usageErr("--cgroup: give a cgroup's path")
+		}
 	}
 	if err := outputNotDir(cfg.Output, f.flight.on); err != nil {
 		return cfg, err
@@ -221,6 +243,8 @@ func recordingWhat(cfg recorder.Config) string {
 	switch {
 	case cfg.PID != 0:
 		return fmt.Sprintf("pid %d", cfg.PID)
+	case cfg.All && len(cfg.Cgroups)+len(cfg.Pods) > 0:
+		return "every process using libcuda in " + strings.Join(append(slices.Clone(cfg.Cgroups), cfg.Pods...), ", ")
 	case cfg.All:
 		return "every process using libcuda"
 	}
