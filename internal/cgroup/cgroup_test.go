@@ -1,0 +1,63 @@
+package cgroup
+
+import (
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+)
+
+// The cgroup v2 mount is the first cgroup2 mount of the hierarchy's root,
+// on unified and hybrid hosts; none is an error that says scoping needs
+// cgroup v2.
+func TestMount(t *testing.T) {
+	tests := []struct {
+		name, mountinfo, want, err string
+	}{
+		{"unified", "30 23 0:26 / /sys/fs/cgroup rw,nosuid shared:4 - cgroup2 cgroup2 rw,nsdelegate\n", "/sys/fs/cgroup", ""},
+		{"hybrid", "25 24 0:22 / /sys/fs/cgroup ro - tmpfs tmpfs ro\n" +
+			"26 25 0:23 / /sys/fs/cgroup/memory rw - cgroup cgroup rw,memory\n" +
+			"27 25 0:24 / /sys/fs/cgroup/unified rw - cgroup2 cgroup2 rw\n", "/sys/fs/cgroup/unified", ""},
+		{"a namespace's subtree mounted first", "40 23 0:26 /kubepods/pod1 /host/sub rw - cgroup2 cgroup2 rw\n" +
+			"41 23 0:26 / /host/cgroup\\040root rw - cgroup2 cgroup2 rw\n", "/host/cgroup root", ""},
+		{"cgroup v1 only", "26 25 0:23 / /sys/fs/cgroup/memory rw - cgroup cgroup rw,memory\n", "", "scoping needs cgroup v2"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			f := filepath.Join(t.TempDir(), "mountinfo")
+			if err := os.WriteFile(f, []byte(tt.mountinfo), 0o644); err != nil {
+				t.Fatal(err)
+			}
+			got, err := Mount(f)
+			if tt.err != "" {
+				if err == nil || !strings.Contains(err.Error(), tt.err) {
+					t.Fatalf("Mount = %q, %v; want error %q", got, err, tt.err)
+				}
+				return
+			}
+			if err != nil || got != tt.want {
+				t.Errorf("Mount = %q, %v; want %q", got, err, tt.want)
+			}
+		})
+	}
+}
+
+// Procs lists the processes of a cgroup and of every cgroup below it.
+func TestProcsIncludesDescendants(t *testing.T) {
+	root := t.TempDir()
+	for path, procs := range map[string]string{".": "1\n", "a": "2\n3\n", "a/b/c": "4\n", "a/b": ""} {
+		os.MkdirAll(filepath.Join(root, path), 0o755)
+		if err := os.WriteFile(filepath.Join(root, path, "cgroup.procs"), []byte(procs), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	got, err := Procs(filepath.Join(root, "a"))
+	slices.Sort(got)
+	if err != nil || !slices.Equal(got, []uint32{2, 3, 4}) {
+		t.Errorf("Procs = %v, %v; want [2 3 4]", got, err)
+	}
+	if _, err := Procs(filepath.Join(root, "gone")); err == nil {
+		t.Error("Procs of a missing cgroup: no error")
+	}
+}
