@@ -157,3 +157,62 @@ func checkMappedBy(t *testing.T, db string, pid uint32) {
 		}
 	}
 }
+
+// --all --pod NAMESPACE/NAME finds the pod's cgroup through a running
+// process of it (a kubelet's layout: a cgroup named pod<UID> under one
+// whose path says kubepods; the name and namespace from the downward
+// API's variables) and records that pod's processes only, the one running
+// at the start and one started later; a pod with no process on the node
+// is a one-line error.
+func TestAllScopedToPod(t *testing.T) {
+	w := newWorld(t)
+	mount, err := cgroup.Mount("/proc/self/mountinfo")
+	if err != nil {
+		t.Fatal(err)
+	}
+	kubepods := testCgroup(t, mount, "forensic-test-kubepods-"+strconv.Itoa(os.Getpid()))
+	pod := testCgroup(t, kubepods, "pod1b4e28ba-2fa1-11d2-883f-0016d3cca427")
+	other := testCgroup(t, kubepods, "pod6fa459ea-ee8a-3ca4-894e-db77e160355e")
+	w.env = append(w.env, "POD_NAMESPACE=ml", "POD_NAME=trainer-0")
+	running := w.startIn(pod, `init; use 0; alloc 1M; wait-signal; alloc 2M; free-all`)
+	if !waitFor(5*time.Second, func() bool { return mapsFile(running.Process.Pid, simCUDA) }) {
+		t.Fatal("the pod's process did not map the simulated libcuda")
+	}
+	w.env = append(w.env, "POD_NAME=trainer-1") // the later value wins
+	otherBusy := w.startIn(other, `init; use 0; repeat 1000000 { alloc 1M; free; sleep 5 }`)
+
+	missing := w.record([]string{"--all", "--pod", "ml/nosuch", "--duration", "1s"})
+	lines := strings.Split(strings.TrimSpace(missing.stderr), "\n")
+	if missing.code == 0 || len(lines) != 1 || !strings.Contains(lines[0], "--pod ml/nosuch: no process of that pod") {
+		t.Errorf("a pod not on the node: exit %d, stderr %q; want one line and a failure", missing.code, missing.stderr)
+	}
+
+	rec, db, stderr := w.startRecorder("--all", "--pod", "ml/trainer-0", "--libcuda", simCUDA)
+	w.env = w.env[:len(w.env)-1] // trainer-0 again
+	later := w.runIn(pod, `init; use 0; alloc 3M; free`)
+	running.Process.Signal(syscall.SIGUSR1)
+	waitExit(t, running, 20*time.Second)
+	rec.Process.Signal(syscall.SIGINT)
+	waitExit(t, rec, 20*time.Second)
+
+	_, evs, stop := stored(t, db)
+	if stop == nil {
+		t.Fatalf("no stop record; recorder said:\n%s", stderr)
+	}
+	if !strings.Contains(stderr.String(), "--all limited to cgroup "+pod) {
+		t.Errorf("the recorder did not say it is scoped to %s:\n%s", pod, stderr)
+	}
+	allocs := map[uint32]uint64{}
+	for _, e := range evs {
+		if e.Name == "cuMemAlloc_v2" {
+			allocs[e.PID] += e.Size
+		}
+	}
+	if allocs[uint32(running.Process.Pid)] != 2<<20 || allocs[uint32(later)] != 3<<20 {
+		t.Errorf("allocations %v; want 2 MiB by the pod's running process %d (after the start) and 3 MiB by %d",
+			allocs, running.Process.Pid, later)
+	}
+	if n := allocs[uint32(otherBusy.Process.Pid)]; n != 0 || len(allocs) != 2 {
+		t.Errorf("allocations %v: the other pod's process %d was recorded", allocs, otherBusy.Process.Pid)
+	}
+}
