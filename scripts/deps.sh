@@ -5,6 +5,7 @@
 #   scripts/deps.sh build    make, make demo: a C compiler and its headers
 #   scripts/deps.sh test     make test: build, plus what the tests use
 #   scripts/deps.sh bench    make bench: build, plus bpftrace
+#   scripts/deps.sh generate make generate: build, plus clang, llvm, bpftool, libbpf
 #
 # The list below is the only place a dependency is named. One line each:
 # what to look for (a command on PATH, or an absolute path), the Debian
@@ -27,10 +28,14 @@ chromium                                         chromium                test   
 /usr/bin/python3                                 python3                 test   # Debian'"'"'s python3 (3.11) for tests that use it
 /usr/bin/python3.11-dbg                          python3.11-dbg          test   # detached debug symbols of that python3.11 (its _ctypes module is stripped), for the test that names the ctypes frames of a stack
 bpftrace                                         bpftrace                bench  # the per-call cost is compared with bpftrace
+clang                                            clang                   generate  # compiles bpf/forensic.bpf.c (the object is committed: go build needs none of these)
+llvm-strip                                       llvm                    generate  # bpf2go strips the debug sections of the object
+bpftool                                          bpftool                 generate  # dumps the BTF of the kernel to vmlinux.h
+/usr/include/bpf/bpf_helpers.h                   libbpf-dev              generate  # the BPF helper headers
 '
 
 if (($# == 0)); then
-	echo "usage: scripts/deps.sh build|test|bench..." >&2
+	echo "usage: scripts/deps.sh build|test|bench|generate..." >&2
 	exit 2
 fi
 want=" build $* "
