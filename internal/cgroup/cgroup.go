@@ -10,6 +10,7 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 
@@ -27,36 +28,59 @@ type Dir struct {
 	Level int
 }
 
-// Mount returns where the cgroup v2 hierarchy is mounted, read from a
-// mountinfo file (/proc/self/mountinfo): the first cgroup2 mount of its
-// root, /sys/fs/cgroup on a unified host, /sys/fs/cgroup/unified on a
-// hybrid one.
+// Mount returns where the host's cgroup v2 hierarchy is mounted, read
+// from a mountinfo file (/proc/self/mountinfo): the first cgroup2 mount
+// whose directory is the hierarchy's true root (/sys/fs/cgroup on a
+// unified host, /sys/fs/cgroup/unified on a hybrid one). Inside a
+// container with its own cgroup namespace, /sys/fs/cgroup is the
+// container's cgroup, not the root: the host's /sys/fs/cgroup must be
+// mounted somewhere too (a hostPath volume).
 func Mount(mountinfo string) (string, error) {
-	f, err := os.Open(mountinfo)
+	points, err := mountPoints(mountinfo)
 	if err != nil {
 		return "", err
 	}
+	if len(points) == 0 {
+		return "", errors.New("no cgroup v2 hierarchy is mounted (scoping needs cgroup v2)")
+	}
+	for _, p := range points {
+		if isRoot(p) {
+			return p, nil
+		}
+	}
+	return "", fmt.Errorf("the cgroup v2 mounts (%s) show a cgroup namespace, not the host's hierarchy: mount the host's /sys/fs/cgroup", strings.Join(points, ", "))
+}
+
+// isRoot says whether dir is a cgroup v2 hierarchy's root: only the root
+// lacks cgroup.type (as every file the kernel keeps off the root), and
+// every cgroup has cgroup.procs.
+func isRoot(dir string) bool {
+	_, err := os.Stat(filepath.Join(dir, "cgroup.procs"))
+	if err != nil {
+		return false
+	}
+	_, err = os.Stat(filepath.Join(dir, "cgroup.type"))
+	return errors.Is(err, fs.ErrNotExist)
+}
+
+// mountPoints lists a mountinfo file's cgroup2 mount points, in order.
+func mountPoints(mountinfo string) ([]string, error) {
+	f, err := os.Open(mountinfo)
+	if err != nil {
+		return nil, err
+	}
 	defer f.Close()
+	var out []string
 	sc := bufio.NewScanner(f)
 	for sc.Scan() {
 		// ID PARENT MAJ:MIN ROOT MOUNTPOINT OPTIONS [OPTIONAL...] - FSTYPE SOURCE SUPER
 		fields := strings.Fields(sc.Text())
-		sep := -1
-		for i, f := range fields {
-			if f == "-" {
-				sep = i
-				break
-			}
+		sep := slices.Index(fields, "-")
+		if sep >= 5 && sep+1 < len(fields) && fields[sep+1] == "cgroup2" {
+			out = append(out, unescapeMount(fields[4]))
 		}
-		if sep < 5 || sep+1 >= len(fields) || fields[sep+1] != "cgroup2" || fields[3] != "/" {
-			continue
-		}
-		return unescapeMount(fields[4]), nil
 	}
-	if err := sc.Err(); err != nil {
-		return "", err
-	}
-	return "", errors.New("no cgroup v2 hierarchy is mounted (scoping needs cgroup v2)")
+	return out, sc.Err()
 }
 
 // unescapeMount undoes mountinfo's octal escapes (\040 for a space).
@@ -116,10 +140,8 @@ func Open(mount, path string) (Dir, error) {
 		root = up
 		level++
 	}
-	// Only the true root lacks cgroup.type (and every other file the
-	// kernel keeps off the root).
-	if _, err := os.Stat(filepath.Join(root, "cgroup.type")); err == nil {
-		return Dir{}, fmt.Errorf("cgroup %s: %s is mounted from a cgroup namespace, not the host's root: mount the host's cgroup v2 hierarchy", path, root)
+	if !isRoot(root) {
+		return Dir{}, fmt.Errorf("cgroup %s: %s is mounted from a cgroup namespace, not the host's root: mount the host's /sys/fs/cgroup", path, root)
 	}
 	return Dir{Path: p, ID: st.Ino, Level: level}, nil
 }

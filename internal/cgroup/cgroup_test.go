@@ -8,19 +8,34 @@ import (
 	"testing"
 )
 
-// The cgroup v2 mount is the first cgroup2 mount of the hierarchy's root,
-// on unified and hybrid hosts; none is an error that says scoping needs
-// cgroup v2.
+// The cgroup v2 mount is the first cgroup2 mount that is the hierarchy's
+// root (it has cgroup.procs and no cgroup.type), on unified and hybrid
+// hosts and in a container that mounts the host's tree beside its own;
+// none is an error that says what is missing.
 func TestMount(t *testing.T) {
+	dir := t.TempDir()
+	root := func(name string) string { // a hierarchy's root
+		p := filepath.Join(dir, name)
+		os.MkdirAll(p, 0o755)
+		os.WriteFile(filepath.Join(p, "cgroup.procs"), nil, 0o644)
+		return p
+	}
+	inner := func(name string) string { // a cgroup namespace's root
+		p := root(name)
+		os.WriteFile(filepath.Join(p, "cgroup.type"), []byte("domain\n"), 0o644)
+		return p
+	}
+	unified, hybrid, ns, host := root("unified"), root("hybrid unified"), inner("ns"), root("host")
 	tests := []struct {
 		name, mountinfo, want, err string
 	}{
-		{"unified", "30 23 0:26 / /sys/fs/cgroup rw,nosuid shared:4 - cgroup2 cgroup2 rw,nsdelegate\n", "/sys/fs/cgroup", ""},
+		{"unified", "30 23 0:26 / " + unified + " rw,nosuid shared:4 - cgroup2 cgroup2 rw,nsdelegate\n", unified, ""},
 		{"hybrid", "25 24 0:22 / /sys/fs/cgroup ro - tmpfs tmpfs ro\n" +
 			"26 25 0:23 / /sys/fs/cgroup/memory rw - cgroup cgroup rw,memory\n" +
-			"27 25 0:24 / /sys/fs/cgroup/unified rw - cgroup2 cgroup2 rw\n", "/sys/fs/cgroup/unified", ""},
-		{"a namespace's subtree mounted first", "40 23 0:26 /kubepods/pod1 /host/sub rw - cgroup2 cgroup2 rw\n" +
-			"41 23 0:26 / /host/cgroup\\040root rw - cgroup2 cgroup2 rw\n", "/host/cgroup root", ""},
+			"27 25 0:24 / " + strings.ReplaceAll(hybrid, " ", `\040`) + " rw - cgroup2 cgroup2 rw\n", hybrid, ""},
+		{"the host's tree beside a namespace's", "40 23 0:26 / " + ns + " rw - cgroup2 cgroup2 rw\n" +
+			"41 23 0:26 /../../.. " + host + " ro - cgroup2 cgroup2 rw\n", host, ""},
+		{"a namespace's only", "40 23 0:26 / " + ns + " rw - cgroup2 cgroup2 rw\n", "", "mount the host's /sys/fs/cgroup"},
 		{"cgroup v1 only", "26 25 0:23 / /sys/fs/cgroup/memory rw - cgroup cgroup rw,memory\n", "", "scoping needs cgroup v2"},
 	}
 	for _, tt := range tests {
