@@ -127,7 +127,7 @@ func TestAllScopedToCgroup(t *testing.T) {
 	if stop.Hold.Count != 1 {
 		t.Errorf("%d holds, want 1 (A's first process; B's are never held)", stop.Hold.Count)
 	}
-	checkMappedBy(t, db, uint32(aHeld))
+	checkMappedBy(t, db, uint32(aHeld), a)
 	rep, _ := analyzeJSON(t, db)
 	for _, p := range rep.Processes {
 		if want[p.PID] == 0 {
@@ -136,14 +136,18 @@ func TestAllScopedToCgroup(t *testing.T) {
 	}
 }
 
-// checkMappedBy asserts that every attached libcuda was attached for pid.
-func checkMappedBy(t *testing.T, db string, pid uint32) {
+// checkMappedBy asserts that the run record names the scope and every
+// attached libcuda was attached for pid.
+func checkMappedBy(t *testing.T, db string, pid uint32, scope string) {
 	t.Helper()
 	r, err := store.Open(db)
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer r.Close()
+	if run := r.Run(); run.Mode != "all" || len(run.Scope) != 1 || run.Scope[0] != scope {
+		t.Errorf("run record: mode %q scope %q, want all limited to %s", run.Mode, run.Scope, scope)
+	}
 	libs, err := r.Libraries()
 	if err != nil {
 		t.Fatal(err)

@@ -94,14 +94,20 @@ func (sc *scope) filter(scan map[uint32][]mapLine) error {
 	return nil
 }
 
-// describe names the scope's cgroups for the log.
-func (sc *scope) describe() string {
+// paths are the scope's cgroup directories (nil: no scope).
+func (sc *scope) paths() []string {
+	if sc == nil {
+		return nil
+	}
 	names := make([]string, len(sc.dirs))
 	for i, d := range sc.dirs {
 		names[i] = d.Path
 	}
-	return strings.Join(names, ", ")
+	return names
 }
+
+// describe names the scope's cgroups for the log.
+func (sc *scope) describe() string { return strings.Join(sc.paths(), ", ") }
 
 // ParsePod splits --pod NAMESPACE/NAME.
 func ParsePod(s string) (namespace, name string, err error) {
