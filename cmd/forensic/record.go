@@ -26,7 +26,8 @@ const recordLong = `Records COMMAND and every process it starts (or a running pr
 --pid, or every process that uses libcuda with --all) into a new run.db:
 each call of libcuda's allocation, mapping, release and context functions,
 NVML samples of framebuffer and BAR1 (periodically and at each failure),
-and the NVRM/Xid lines of the kernel log.
+and the NVRM/Xid lines of the kernel log. --cgroup and --pod limit --all to
+the processes of some cgroups or Kubernetes pods (and the cgroups below).
 
 Flags come before COMMAND: everything from COMMAND's name on is COMMAND's,
 with or without --. Recording needs root (CAP_BPF and CAP_PERFMON,
@@ -79,7 +80,7 @@ func (c *cli) recordCommandFlags() (*cobra.Command, *recordFlags) {
 		Short: "record a workload's CUDA calls and GPU memory (root)",
 		Long:  recordLong,
 		Annotations: map[string]string{
-			"synopsis": "record [flags] -o FILE --pid PID\nrecord [flags] -o FILE --all",
+			"synopsis": "record [flags] -o FILE --pid PID\nrecord [flags] -o FILE --all [--cgroup PATH]... [--pod NS/NAME]...",
 			"exit":     recordExit,
 		},
 		Example: `  sudo forensic record -o run.db -- python train.py --batch 64

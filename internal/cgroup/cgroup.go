@@ -117,14 +117,14 @@ func Open(mount, path string) (Dir, error) {
 	p = filepath.Clean(p)
 	var sfs unix.Statfs_t
 	if err := unix.Statfs(p, &sfs); err != nil {
-		return Dir{}, fmt.Errorf("cgroup %s: %w", path, err)
+		return Dir{}, fmt.Errorf("cgroup %s: %s: %w", path, p, err)
 	}
 	if sfs.Type != unix.CGROUP2_SUPER_MAGIC {
 		return Dir{}, fmt.Errorf("cgroup %s: %s is not in a cgroup v2 hierarchy (mounted at %s)", path, p, mount)
 	}
 	var st unix.Stat_t
 	if err := unix.Stat(p, &st); err != nil {
-		return Dir{}, fmt.Errorf("cgroup %s: %w", path, err)
+		return Dir{}, fmt.Errorf("cgroup %s: %s: %w", path, p, err)
 	}
 	if st.Mode&unix.S_IFMT != unix.S_IFDIR {
 		return Dir{}, fmt.Errorf("cgroup %s: %s is not a directory", path, p)

@@ -4,8 +4,13 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"strconv"
 	"strings"
 	"testing"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/retrivium/forensic/internal/e2eenv"
 )
 
 // The cgroup v2 mount is the first cgroup2 mount that is the hierarchy's
@@ -74,5 +79,55 @@ func TestProcsIncludesDescendants(t *testing.T) {
 	}
 	if _, err := Procs(filepath.Join(root, "gone")); err == nil {
 		t.Error("Procs of a missing cgroup: no error")
+	}
+}
+
+// Open gives a cgroup's id (its directory's inode) and level below the
+// root, for absolute and relative paths, and refuses what is not a cgroup
+// v2 directory with a line naming it.
+func TestOpen(t *testing.T) {
+	e2eenv.NeedRoot(t)
+	mount, err := Mount("/proc/self/mountinfo")
+	if err != nil {
+		t.Skip(err) // no cgroup v2 here
+	}
+	top := filepath.Join(mount, "forensic-test-open-"+strconv.Itoa(os.Getpid()))
+	child := filepath.Join(top, "child")
+	for _, d := range []string{top, child} {
+		if err := os.Mkdir(d, 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+	t.Cleanup(func() { os.Remove(child); os.Remove(top) })
+	ino := func(p string) uint64 {
+		var st unix.Stat_t
+		unix.Stat(p, &st)
+		return st.Ino
+	}
+	tests := []struct {
+		path  string
+		want  Dir
+		error string
+	}{
+		{path: mount, want: Dir{Path: mount, ID: ino(mount), Level: 0}},
+		{path: top, want: Dir{Path: top, ID: ino(top), Level: 1}},
+		{path: filepath.Base(top) + "/child", want: Dir{Path: child, ID: ino(child), Level: 2}},
+		{path: "forensic-test-none", error: "cgroup forensic-test-none: " + filepath.Join(mount, "forensic-test-none") + ": no such file"},
+		{path: filepath.Join(top, "cgroup.procs"), error: "is not a directory"},
+		{path: t.TempDir(), error: "is not in a cgroup v2 hierarchy"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.path, func(t *testing.T) {
+			got, err := Open(mount, tt.path)
+			if tt.error != "" {
+				if err == nil || !strings.Contains(err.Error(), tt.error) {
+					t.Fatalf("Open = %+v, %v; want error %q", got, err, tt.error)
+				}
+				return
+			}
+			if err != nil || got != tt.want {
+				t.Errorf("Open = %+v, %v; want %+v", got, err, tt.want)
+			}
+		})
 	}
 }
