@@ -136,3 +136,32 @@ func TestScopeFilterKeepsProcessesOfItsCgroups(t *testing.T) {
 		})
 	}
 }
+
+// A scope limits --all: given without it, the configuration is refused.
+func TestScopeNeedsAll(t *testing.T) {
+	tests := []struct {
+		name string
+		cfg  Config
+		err  string
+	}{
+		{"cgroup with a command", Config{Output: "x.db", Command: []string{"true"}, Cgroups: []string{"a"}}, "give --all too"},
+		{"pod with --pid", Config{Output: "x.db", PID: 1, Pods: []string{"ml/x"}}, "give --all too"},
+		{"cgroup with --all", Config{Output: "x.db", All: true, Cgroups: []string{"a"}}, ""},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			err := tt.cfg.defaults()
+			if (tt.err == "") != (err == nil) || (err != nil && !strings.Contains(err.Error(), tt.err)) {
+				t.Errorf("defaults() = %v, want %q", err, tt.err)
+			}
+		})
+	}
+}
+
+// Without --cgroup or --pod there is no scope, and nothing is read.
+func TestResolveScopeNone(t *testing.T) {
+	sc, err := resolveScope("/nonexistent/proc", "/nonexistent/mountinfo", nil, nil)
+	if sc != nil || err != nil || sc.cgroups() != nil || sc.paths() != nil {
+		t.Errorf("resolveScope = %+v, %v; want no scope", sc, err)
+	}
+}
