@@ -129,6 +129,13 @@ func TestAllScopedToCgroup(t *testing.T) {
 	}
 	checkMappedBy(t, db, uint32(aHeld), a)
 	rep, _ := analyzeJSON(t, db)
+	if len(rep.Run.Scope) != 1 || rep.Run.Scope[0] != a {
+		t.Errorf("analyze --json run.scope %q, want [%s]", rep.Run.Scope, a)
+	}
+	text, err := exec.Command(binPath, "analyze", db).Output()
+	if err != nil || !strings.Contains(string(text), "all in "+a) {
+		t.Errorf("analyze does not say the run was limited to %s (%v):\n%s", a, err, text)
+	}
 	for _, p := range rep.Processes {
 		if want[p.PID] == 0 {
 			t.Errorf("the analysis lists process %d (%s), not one of A's", p.PID, p.Exe)
