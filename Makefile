@@ -26,12 +26,15 @@ GO_SRC := $(shell find . -name '*.go' -not -path './build/*' -not -path './.git/
 
 all: bin/forensic simgpu
 
+# -buildvcs=auto: the binary carries its commit and module version (its
+# metrics and run.db say which build recorded), even where GOFLAGS turns
+# the stamp off; outside a git checkout it is left out without an error.
 bin/forensic: $(GO_SRC)
-	$(GO) build -trimpath -o $@ ./cmd/forensic
+	$(GO) build -buildvcs=auto -trimpath -o $@ ./cmd/forensic
 
 # The same binary with the race detector, for the e2e suite.
 bin/forensic-race: $(GO_SRC)
-	$(GO) build -race -trimpath -o $@ ./cmd/forensic
+	$(GO) build -buildvcs=auto -race -trimpath -o $@ ./cmd/forensic
 
 simgpu:
 	$(MAKE) --no-print-directory -C testdata/simgpu OUT=$(CURDIR)/$(SIM)

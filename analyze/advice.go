@@ -34,6 +34,11 @@ func (s *state) nextSteps(j *judgement) []string {
 		}
 	case report.CapBAR1Exhausted:
 		return bar1Steps(fd)
+	case report.CapPoolExhausted:
+		return []string{
+			fmt.Sprintf("raise the pool's limit (CUmemPoolProps.maxSize, now %s) or leave it unlimited, if the framebuffer has the room", report.HumanBytes(fd.pool.maxSize)),
+			"free allocations from this pool (cuMemFreeAsync) before allocating again, and synchronize the stream so their memory returns to the pool",
+		}
 	case report.CapBAR1HadRoom:
 		return []string{
 			"the aperture had room: check peer access support between the GPUs (nvidia-smi topo -m, cuDeviceCanAccessPeer), the IOMMU and PCIe ACS settings",

@@ -38,9 +38,16 @@ type Options struct {
 	Observer report.Observer
 	// NoTimeline skips building the timeline (the HTML report's pictures).
 	NoTimeline bool
+	// NearMissPercent is the least free framebuffer, in percent of its
+	// total, under which a run with no failure is a near miss (0: the
+	// default, DefaultNearMissPercent).
+	NearMissPercent float64
 	// Open, when set, opens each recording AnalyzeMany reads (a run.db,
 	// or a flight recording's directory); default store.Open.
 	Open func(path string) (Source, func() error, error)
+	// Job, when set, selects the job whose verdict the report gives (see
+	// GroupJobs); other jobs' processes are its neighbours.
+	Job *JobSelector
 }
 
 // failed is one failed call the analysis keeps, with its own copy of the
@@ -97,6 +104,7 @@ type state struct {
 	// peakWatches follow the samples around each traced peak.
 	peakWatches map[viewKey]*peakWatch
 	caps        *captures // nil: the source has no stack captures
+	jobs        *jobState
 }
 
 // Analyze reads a run and produces its report.
@@ -105,12 +113,15 @@ func Analyze(r Source, opts Options) (*report.Report, error) {
 	if err != nil {
 		return nil, err
 	}
+	if err := s.groupJobs(); err != nil {
+		return nil, err
+	}
 	if err := s.findFailures(); err != nil {
 		return nil, err
 	}
 	s.pickFirst()
 	s.runInfo()
-	if err := s.context(); err != nil {
+	if err := s.runRecords(); err != nil {
 		return nil, err
 	}
 	s.phases() // before the passes that fill per-phase values
@@ -128,8 +139,11 @@ func Analyze(r Source, opts Options) (*report.Report, error) {
 		s.tl.markUnrecovered(s.unrecovered)
 		s.rep.Timeline = s.tl.finish()
 	}
+	s.headroomReport()
 	s.verdict()
 	s.failureList()
+	s.jobsReport()
+	s.rep.Evidence = append(s.rep.Evidence, s.jobEvidence()...)
 	return s.rep, nil
 }
 
@@ -148,7 +162,8 @@ func newState(r Source, opts Options) (*state, error) {
 	s.rep = &report.Report{Schema: report.Schema, Missing: []report.Missing{}, Evidence: []report.Evidence{},
 		MemoryViews: []report.ViewRow{}, Failures: []report.Failure{}, LiveAtFailure: []report.LiveBytes{},
 		Processes: []report.ProcessInfo{}, Coverage: []report.Library{}, KernelLog: []report.KernelLine{},
-		Markers: []report.Marker{}, Phases: []report.Phase{}, Calls: []report.CallCount{}, NextSteps: []string{}}
+		Markers: []report.Marker{}, Phases: []report.Phase{}, Calls: []report.CallCount{}, NextSteps: []string{},
+		Budget: []report.Budget{}}
 	// A sample older than three intervals (at least 300 ms) no longer
 	// reflects the state at a failure.
 	s.window = max(3*int64(s.run.Interval), int64(300*time.Millisecond))
@@ -266,6 +281,9 @@ func (s *state) noteFailure(e *store.Event) {
 		return
 	}
 	sym := s.syms.row(e.Symbol)
+	if !s.noteJobFailure(e, sym) {
+		return // another job's: a neighbour, never the subject
+	}
 	s.failedPIDs[e.PID] = true
 	f := &failed{sym: sym, name: s.syms.name(e.Symbol), e: *e}
 	f.e.Key = append([]byte(nil), e.Key...)

@@ -147,6 +147,15 @@ func (s *state) failureList() {
 // Python frames), else the kernel's frame-pointer walk symbolized; nil
 // when neither was recorded.
 func (s *state) stack(f *failed) *report.Stack {
+	st := s.rawStack(f)
+	if st != nil {
+		st.UserFrame = userFrame(st.Frames)
+	}
+	return st
+}
+
+// rawStack is stack without the user's frame marked.
+func (s *state) rawStack(f *failed) *report.Stack {
 	if st := s.capturedStack(f); st != nil {
 		return st
 	}

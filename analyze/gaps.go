@@ -124,7 +124,7 @@ func (s *state) lateProcs(t int64) []uint32 {
 		return out
 	}
 	for _, p := range s.procList {
-		if p.AttachedLate {
+		if p.AttachedLate && s.inSubject(p.PID) {
 			out = append(out, p.PID)
 		}
 	}
@@ -144,7 +144,7 @@ func (s *state) unexplainedExits(from, to int64) []report.Missing {
 	var out []report.Missing
 	for _, p := range s.procList {
 		x := p.Exit
-		if x == nil || x.Time <= from || (to != 0 && x.Time > to) || s.explainedBy(p.PID) {
+		if x == nil || x.Time <= from || (to != 0 && x.Time > to) || s.explainedBy(p.PID) || !s.inSubject(p.PID) {
 			continue
 		}
 		why := " with no failed call recorded"
@@ -169,6 +169,9 @@ func (s *state) unexplainedExits(from, to int64) []report.Missing {
 // recover from, which may be what ended it. When the failure list was
 // cut short, any failed call of its counts.
 func (s *state) explainedBy(pid uint32) bool {
+	if s.failedOutside(pid) {
+		return true
+	}
 	if !s.failedPIDs[pid] {
 		return false
 	}

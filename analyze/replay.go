@@ -4,6 +4,7 @@ import (
 	"math"
 	"slices"
 	"sort"
+	"strings"
 	"time"
 
 	"github.com/retrivium/forensic/cuda"
@@ -110,6 +111,12 @@ type replayer struct {
 	obs        report.Observer
 	call       report.Call // scratch for the observer
 	args       argValues
+	// head follows each sampled view's free memory (headroom.go); cur is
+	// the call being applied, which the changes it makes name.
+	head *headroom
+	cur  *store.Event
+	// pools follows memory pools and what is drawn from them (pools.go).
+	pools *pools
 }
 
 func newReplayer(s *state) *replayer {
@@ -117,7 +124,7 @@ func newReplayer(s *state) *replayer {
 		perProc: map[uint32]map[viewKey]*report.LiveBytes{}, pending: map[recovKey][]*failed{},
 		procCalls: map[uint32]*[2]uint64{}, lastEnd: map[uint32]int64{}, exportKeys: map[string]exportRef{}, exportSize: map[string]uint64{},
 		exportAt: map[string]int64{}, ctxs: map[uint32]map[uint64]*heldCtx{},
-		obs: s.opts.Observer, dev: devCache{s: s, lastDev: -2}, horizon: max(reconcileHorizon, s.window)}
+		obs: s.opts.Observer, dev: devCache{s: s, lastDev: -2}, horizon: max(reconcileHorizon, s.window), pools: newPools()}
 	for _, f := range s.failures {
 		p.failTimes = append(p.failTimes, f.e.End)
 		k := recovKey{f.e.PID, f.sym.Op}
@@ -146,6 +153,10 @@ func (s *state) passEvents() error {
 	}
 	p := newReplayer(s)
 	s.replay = p
+	var err error
+	if p.head, err = s.headroomTracks(); err != nil {
+		return err
+	}
 	if p.obs != nil {
 		if err := p.obs.Begin(s.rep); err != nil {
 			return err
@@ -213,7 +224,11 @@ func (p *replayer) replay(e *store.Event) error {
 		if sym.Ctx != cuda.CtxNone {
 			p.contexts(e, sym)
 		}
+		p.cur = e
 		p.apply(e, sym)
+		p.cur = nil
+	} else if sym.DrawsFrom != cuda.ResNone {
+		p.pools.failed(e, sym)
 	}
 	if p.tl != nil {
 		gpu, _ := p.dev.gpu(e.PID, e.Dev)
@@ -307,6 +322,9 @@ func (p *replayer) apply(e *store.Event, sym *cuda.Symbol) {
 	}
 	if sym.Creates != cuda.ResNone && e.Has&cuda.FieldPtr != 0 {
 		p.create(e, sym)
+		if sym.Creates == cuda.ResPool || sym.DrawsFrom != cuda.ResNone {
+			p.pools.created(e, sym)
+		}
 	}
 	p.release(e, sym)
 	// An export names a live allocation: remember its size for the
@@ -341,6 +359,9 @@ func (p *replayer) release(e *store.Event, sym *cuda.Symbol) {
 		}
 		known = true
 		delete(p.live, k)
+		if len(p.pools.byKey) > 0 {
+			p.pools.released(k, l.size)
+		}
 		if l.counted() {
 			p.addRange(l.key(), e.Start, e.End, -int64(l.size), -int64(l.most))
 		} else if l.view != cuda.ViewNone {
@@ -370,10 +391,27 @@ type opaqueRel struct {
 	acquire bool
 }
 
+// event names the release in two or three words ("exit", "context
+// release"), for the short tags of the default text report.
+func (o *opaqueRel) event() string {
+	switch {
+	case strings.HasPrefix(o.why, "exited"):
+		return "exit"
+	case o.ctx && o.acquire:
+		return "context creation"
+	case o.ctx:
+		return "context release"
+	}
+	return "release of unknown size"
+}
+
 // logOpaque keeps a release of unknown size that lies near a failure.
 func (p *replayer) logOpaque(o opaqueRel) {
 	if o.from == 0 || o.from > o.at {
 		o.from = o.at
+	}
+	if p.head != nil {
+		p.head.opaque(o)
 	}
 	i := sort.Search(len(p.failTimes), func(i int) bool { return p.failTimes[i] >= o.at-p.horizon })
 	if i == len(p.failTimes) || p.failTimes[i] > o.at+p.horizon || len(p.opaque) >= maxChanges {
@@ -416,6 +454,9 @@ func (p *replayer) create(e *store.Event, sym *cuda.Symbol) {
 		p.addRange(old.key(), e.Start, e.End, -int64(old.size), -int64(old.most))
 	}
 	p.live[k] = l
+	if !l.sized && p.head != nil && (l.view == cuda.ViewFramebuffer || l.view == cuda.ViewBAR1) {
+		p.head.opaque(opaqueRel{at: e.End, gpu: l.gpu, view: l.view, pid: e.PID, acquire: true, why: "a " + sym.Creates.String() + " of unknown size"})
+	}
 	if l.counted() {
 		p.addRange(l.key(), e.Start, e.End, int64(l.size), int64(l.most))
 	}
@@ -428,6 +469,9 @@ func (p *replayer) addRange(vk viewKey, start, end, d, most int64) {
 	sl := p.slot(vk)
 	sl.total = uint64(int64(sl.total) + d)
 	p.logChange(vk, change{start: start, end: end, lo: min(d, most), hi: max(d, most)})
+	if p.head != nil {
+		p.head.change(sl, p.cur, start, end, d, most)
+	}
 	sl.acc.observe(sl.total, end, p.s.landmarks())
 	if p.tl != nil && vk.view == cuda.ViewFramebuffer {
 		p.tl.traced(vk.gpu, end, p.fbTotal(vk.gpu))
@@ -562,6 +606,9 @@ func (p *replayer) finish() {
 		p.snapshotAtFailure()
 	}
 	p.releaseUpTo(math.MaxInt64)
+	if p.head != nil {
+		p.head.finish()
+	}
 	for _, sl := range p.slots {
 		sl.acc.end = some(sl.total)
 	}
@@ -578,6 +625,9 @@ type viewSlot struct {
 	key   viewKey
 	total uint64
 	acc   fieldAcc
+	// tracks are the sampled views this total feeds, unsure those it may
+	// feed without the record saying so (headroom.go).
+	tracks, unsure []*headTrack
 }
 
 // slot returns the slot of vk, making it (from zero) on first use. There
@@ -589,6 +639,9 @@ func (p *replayer) slot(vk viewKey) *viewSlot {
 		}
 	}
 	sl := &viewSlot{key: vk, acc: fieldAcc{start: some(0)}}
+	if p.head != nil {
+		sl.tracks, sl.unsure = p.head.tracksOf(vk), p.head.unsureOf(vk)
+	}
 	p.slots = append(p.slots, sl)
 	return sl
 }

@@ -20,6 +20,9 @@ type Source interface {
 	Events(fn func(*store.Event) error) error
 	Failures(fn func(*store.Event) error) error
 	Samples(fn func(*store.Sample) error) error
+	// Readings is Samples with only what each sample read (a lighter
+	// pass, for the headroom).
+	Readings(fn func(*store.Reading) error) error
 	Stack(id int32) ([]store.Frame, error)
 	// Files are the files the recorder resolved stack build ids to.
 	Files() ([]store.File, error)

@@ -72,6 +72,9 @@ func (s *state) loadCaptures() error {
 		}
 		want[keyOf(f)] = true
 	}
+	for _, f := range s.headroomCalls() {
+		want[keyOf(f)] = true
+	}
 	c := &captures{src: src, refs: map[callKey]store.StackRef{}, codes: map[uint32][]store.PyCode{},
 		unw: unwind.New(runFiles{s: s}, 0)}
 	err := src.StackRefs(func(r *store.StackRef) error {

@@ -20,6 +20,7 @@ const (
 	ruleRecovered   = "recovered"
 	ruleInterrupted = "interrupted-is-not-crashed"
 	rulePeerCost    = "peer-grant-cost"
+	rulePoolLimit   = "pool-limit"
 )
 
 // attributionOf is the verdict rule for a failure: the operation class and
@@ -147,6 +148,7 @@ func (s *state) verdict() {
 		return
 	}
 	j := s.judge(s.first)
+	s.budgetAtFailure(j)
 	rep.Attribution = j.attribution
 	c := j.cap.capacity
 	rep.Capacity = &c
@@ -214,11 +216,12 @@ func (s *state) recoveredNote(j *judgement, subject bool) string {
 	if subject {
 		return "It was recovered: " + how + "."
 	}
+	how = "The" + strings.TrimPrefix(how, "the")
 	what := j.f.name
 	if j.f.e.Has&cuda.FieldSize != 0 {
 		what += " of " + report.HumanBytes(j.f.e.Size)
 	}
-	return fmt.Sprintf("The %s, %s by pid %d at %s (%s), was recovered: %s.",
+	return fmt.Sprintf("The %s, %s by pid %d at %s (%s), was recovered. %s.",
 		s.firstName(), what, j.f.e.PID, s.rel(j.f.e.End), j.res.Name, how)
 }
 
@@ -244,6 +247,41 @@ func (s *state) verdictNoFailure() {
 		rep.Attribution = report.AttrNone
 		rep.Verdict = fmt.Sprintf("No recorded call failed: %s, with no evidence lost.", calls)
 	}
+	if rep.NearMiss {
+		rep.Verdict += " " + s.nearMissText()
+		rep.NextSteps = append(rep.NextSteps, "Leave more framebuffer free before this job meets a larger input or a neighbour: "+
+			"lower the batch, sequence length or cache size, or the framework's memory fraction.")
+	}
+}
+
+// nearMissText says how close the run came, on the GPU view with the
+// least free framebuffer in percent of its total.
+func (s *state) nearMissText() string {
+	var low *report.Headroom
+	for i := range s.rep.Headroom {
+		h := &s.rep.Headroom[i]
+		if h.View == cuda.ViewFramebuffer.String() && (low == nil || h.Percent < low.Percent) {
+			low = h
+		}
+	}
+	where := fmt.Sprintf("GPU %d", low.GPU)
+	if low.MIG != nil {
+		where += fmt.Sprintf(" MIG instance %d", *low.MIG)
+	}
+	bound := ""
+	if !low.Exact {
+		bound = "about "
+	}
+	txt := fmt.Sprintf("Near miss: %s had %s%s of framebuffer free (%.1f%% of %s) at %s", where, bound,
+		report.HumanBytes(low.LeastFree), low.Percent, report.HumanBytes(low.Total), s.rel(low.AtNS))
+	if c := low.Call; c != nil {
+		txt += ", after " + c.Symbol
+		if c.Size != nil {
+			txt += " of " + report.HumanBytes(*c.Size)
+		}
+		txt += fmt.Sprintf(" by pid %d", c.PID)
+	}
+	return txt + "."
 }
 
 // interruptTime is when the interruption ended the run: the workload's

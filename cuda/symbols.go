@@ -46,9 +46,10 @@ func (o Op) Primary() bool {
 	return o == OpAllocation || o == OpHostAllocation || o == OpMapping || o == OpContext
 }
 
-// BAR1 says whether a call's path can use the BAR1 aperture (rule 7 of
-// DESIGN.md: peer access over PCIe, IPC of another device's memory, CPU or
-// third-party-device mapping of device memory).
+// BAR1 says whether a call's path can use the BAR1 aperture: peer access
+// over PCIe, IPC of another device's memory, CPU or third-party-device
+// mapping of device memory (the bar1-only-on-aperture-paths rule in
+// docs/rules.md).
 type BAR1 uint8
 
 const (
@@ -283,6 +284,10 @@ type Symbol struct {
 	// the bytes in Key; what it creates lies on the exporting GPU and has
 	// the exported allocation's size.
 	Imports bool
+	// DrawsFrom: the allocation draws from a resource of this kind, named
+	// by Target (a memory pool for cuMemAllocFromPoolAsync), whose own
+	// limit can refuse it before the device's memory does.
+	DrawsFrom Resource
 
 	// What the probes read.
 	In, OutA, OutB Capture
@@ -414,7 +419,7 @@ func (t *table) allocations() {
 		s := alloc
 		s.Name, s.OutA, s.Ptr, s.Size = "cuMemAllocAsync", ptrTo(0, 8), outA(0, 8), arg(1, 8)
 		t.variants(s, "cuMemAllocAsync", "cuMemAllocAsync_ptsz")
-		s.Name, s.Target = "cuMemAllocFromPoolAsync", arg(2, 8)
+		s.Name, s.Target, s.DrawsFrom = "cuMemAllocFromPoolAsync", arg(2, 8), ResPool
 		t.variants(s, "cuMemAllocFromPoolAsync", "cuMemAllocFromPoolAsync_ptsz")
 	}
 	// CUmemAllocationProp: type@0, requestedHandleTypes@4, location{type@8, id@12}.

@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"io/fs"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"slices"
 	"strconv"
@@ -120,7 +119,7 @@ func fileText(t *testing.T, p string) []byte {
 // forensicOK runs forensic with args and fails the test on an error.
 func forensicOK(t *testing.T, args ...string) []byte {
 	t.Helper()
-	out, err := exec.Command(binPath, args...).CombinedOutput()
+	out, err := binCommand(bin{}, args...).CombinedOutput()
 	if err != nil {
 		t.Fatalf("forensic %s: %v\n%s", strings.Join(args, " "), err, out)
 	}
@@ -245,9 +244,8 @@ func TestSecretOutOfFlightRecording(t *testing.T) {
 	w := newWorld(t)
 	secretWorkloads(t)
 	dir := filepath.Join(w.dir, "flight")
-	cmd := exec.Command(binPath, "record", "--flight", "-o", dir, "--libcuda", simCUDA, "--libnvidia-ml", simNVML,
+	cmd := binCommand(bin{w: w}, "record", "--flight", "-o", dir, "--libcuda", simCUDA, "--libnvidia-ml", simNVML,
 		"--", secretO2, simCUDA)
-	cmd.Env = w.environ()
 	if out, err := cmd.CombinedOutput(); err == nil {
 		t.Fatalf("the workload did not fail:\n%s", out)
 	}
@@ -357,35 +355,47 @@ func sensitiveStrings(t *testing.T, db string, rep map[string]any) []string {
 
 // verdictOf is what must not change in a redacted copy: the verdict and
 // every number, with the stacks' function names (their files are
-// redacted) and no names of files or processes.
+// redacted) and no names of files or processes, wherever they appear
+// (the first failures, the headroom's call, the budget's parts).
 func verdictOf(raw map[string]any) map[string]any {
 	out := map[string]any{}
 	for _, k := range []string{"attribution", "capacity", "missing", "evidence", "memory_views", "loss", "headroom",
-		"near_miss", "budget"} {
-		out[k] = raw[k]
-	}
-	for _, k := range []string{"first_failure", "first_unrecovered"} {
-		f, _ := raw[k].(map[string]any)
-		if f == nil {
-			continue
-		}
-		g := map[string]any{}
-		for fk, v := range f {
-			switch fk {
-			case "run_path", "command":
-			case "stack":
-				var names []any
-				for _, fr := range v.(map[string]any)["frames"].([]any) {
-					names = append(names, fr.(map[string]any)["function"])
-				}
-				g[fk] = names
-			default:
-				g[fk] = v
-			}
-		}
-		out[k] = g
+		"near_miss", "budget", "first_failure", "first_unrecovered"} {
+		out[k] = withoutNames(raw[k])
 	}
 	return out
+}
+
+// withoutNames copies a decoded JSON value without the keys that name
+// files or processes, and with each stack reduced to its function names.
+func withoutNames(v any) any {
+	switch v := v.(type) {
+	case map[string]any:
+		g := map[string]any{}
+		for k, x := range v {
+			switch k {
+			case "run_path", "command":
+			case "stack":
+				st, _ := x.(map[string]any)
+				frames, _ := st["frames"].([]any)
+				var names []any
+				for _, fr := range frames {
+					names = append(names, fr.(map[string]any)["function"])
+				}
+				g[k] = names
+			default:
+				g[k] = withoutNames(x)
+			}
+		}
+		return g
+	case []any:
+		out := make([]any, len(v))
+		for i, x := range v {
+			out[i] = withoutNames(x)
+		}
+		return out
+	}
+	return v
 }
 
 // A redacted copy analyzes to the same attribution, capacity and numbers
@@ -441,9 +451,8 @@ func TestRedactedCopy(t *testing.T) {
 	t.Run("flight directory", func(t *testing.T) {
 		w := newWorld(t)
 		dir := filepath.Join(w.dir, "flight")
-		cmd := exec.Command(binPath, "record", "--flight", "-o", dir, "--libcuda", simCUDA, "--libnvidia-ml", simNVML,
+		cmd := binCommand(bin{w: w}, "record", "--flight", "-o", dir, "--libcuda", simCUDA, "--libnvidia-ml", simNVML,
 			"--", secretO2, simCUDA, "0x10000000000", "--customer=acme-corp-42")
-		cmd.Env = w.environ()
 		if out, err := cmd.CombinedOutput(); err == nil {
 			t.Fatalf("the workload did not fail:\n%s", out)
 		}

@@ -39,7 +39,7 @@ func (m *Metrics) ListenAndServe(ctx context.Context, addr string, opts ServeOpt
 // down and returns nil; it closes ln.
 func (m *Metrics) Serve(ctx context.Context, ln net.Listener, opts ServeOptions) error {
 	mux := http.NewServeMux()
-	mux.Handle("GET /metrics", promhttp.HandlerFor(m.reg, promhttp.HandlerOpts{Registry: m.reg}))
+	mux.Handle("GET /metrics", promhttp.HandlerFor(m.reg, promhttp.HandlerOpts{Registry: m.reg, EnableOpenMetrics: true}))
 	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) {
 		if last := m.Updated(); opts.Stale > 0 && !last.IsZero() && time.Since(last) > opts.Stale {
 			http.Error(w, fmt.Sprintf("stale: no report from the recorder for %s", time.Since(last).Round(time.Second)),

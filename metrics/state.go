@@ -1,6 +1,7 @@
 package metrics
 
 import (
+	"strconv"
 	"sync"
 	"time"
 
@@ -19,15 +20,31 @@ type stateCollector struct {
 	libraries   int
 	processes   int
 	flight      flightState
+	memory      map[memKey]memReading
+	gpus        map[int]GPU
+	recording   bool
+	stopReason  string
 
 	scalars []scalar
 	lost    *prometheus.Desc
 	lastFail,
 	lastUpdate,
 	build *prometheus.Desc
-	dropped []droppedMetric
-	ranges  *prometheus.Desc
+	memDescs   [4]*prometheus.Desc // used, free of framebuffer; used, free of BAR1
+	recordingD *prometheus.Desc
+	stoppedD   *prometheus.Desc
+	dropped    []droppedMetric
+	ranges     *prometheus.Desc
 }
+
+// memKey is one GPU's kind of memory.
+type memKey struct {
+	gpu  int
+	kind string
+}
+
+// memReading is the latest reading of one memory.
+type memReading struct{ used, free uint64 }
 
 // flightState is the flight index as the metrics show it.
 type flightState struct {
@@ -79,8 +96,34 @@ func gauge(name, help string, flight bool, v func(*stateCollector) float64) scal
 	return scalar{desc: prometheus.NewDesc(name, help, nil, nil), kind: prometheus.GaugeValue, value: v, flight: flight}
 }
 
-func newStateCollector(version string) *stateCollector {
+func newStateCollector(o Options) *stateCollector {
+	gpu := []string{"gpu", "uuid", "model"}
+	mem := func(name, what string) *prometheus.Desc {
+		return prometheus.NewDesc(name, what+" at the latest NVML sample (bytes; the whole GPU, MIG instances not apart), by GPU (NVML index), UUID and model.", gpu, nil)
+	}
+	gpus := map[int]GPU{}
+	for _, g := range o.GPUs {
+		gpus[g.Index] = g
+	}
+	modified := "false"
+	if o.Modified {
+		modified = "true"
+	}
 	c := &stateCollector{
+		memory:    map[memKey]memReading{},
+		gpus:      gpus,
+		recording: true,
+		memDescs: [4]*prometheus.Desc{
+			mem("forensic_gpu_framebuffer_used_bytes", "Framebuffer (device memory) used"),
+			mem("forensic_gpu_framebuffer_free_bytes", "Framebuffer (device memory) free"),
+			mem("forensic_gpu_bar1_used_bytes", "BAR1 aperture used"),
+			mem("forensic_gpu_bar1_free_bytes", "BAR1 aperture free"),
+		},
+		recordingD: prometheus.NewDesc("forensic_recording",
+			"1 while the recorder records; 0 once it stopped (forensic_recording_stopped_info says why).", nil, nil),
+		stoppedD: prometheus.NewDesc("forensic_recording_stopped_info",
+			"Why recording stopped (the stop record's reason: disk-full, write-error, signal, stopped, error, ...); always 1, absent while recording.",
+			[]string{"reason"}, nil),
 		lost: prometheus.NewDesc("forensic_calls_lost_total",
 			"Tracked calls the recorder could not record, by reason: ring_buffer_full (the ring buffer had no room), in_flight_table_full (no room to hold the call's arguments until it returned), too_deep (nested deeper than the probes follow).",
 			[]string{"reason"}, nil),
@@ -88,8 +131,9 @@ func newStateCollector(version string) *stateCollector {
 			"Wall-clock time of the latest failed call recorded (Unix seconds); absent before the first.", nil, nil),
 		lastUpdate: prometheus.NewDesc("forensic_last_update_timestamp_seconds",
 			"When the recorder last reported its counters (Unix seconds); absent before the first report.", nil, nil),
-		build: prometheus.NewDesc("forensic_build_info", "The recorder's version; always 1.", nil,
-			prometheus.Labels{"version": version}),
+		build: prometheus.NewDesc("forensic_build_info",
+			"The recorder's build: version (the module's, from the build's VCS stamp), revision (the commit) and modified (built from a tree with changes); always 1.", nil,
+			prometheus.Labels{"version": o.Version, "revision": o.Revision, "modified": modified}),
 		ranges: prometheus.NewDesc("forensic_flight_dropped_ranges",
 			"Stretches of the flight recording deleted, as the index lists them now, by reason (retention: routine history; window-cut: part of a failure window, the size bound won). Adjacent stretches merge, so this can fall.",
 			[]string{"reason"}, nil),
@@ -171,6 +215,11 @@ func (c *stateCollector) Describe(ch chan<- *prometheus.Desc) {
 	ch <- c.lastUpdate
 	ch <- c.build
 	ch <- c.ranges
+	for _, d := range c.memDescs {
+		ch <- d
+	}
+	ch <- c.recordingD
+	ch <- c.stoppedD
 }
 
 // Collect sends the metrics of the state last reported.
@@ -192,6 +241,14 @@ func (c *stateCollector) Collect(ch chan<- prometheus.Metric) {
 		ch <- prometheus.MustNewConstMetric(c.lastUpdate, prometheus.GaugeValue, float64(c.updated.UnixNano())/1e9)
 	}
 	ch <- prometheus.MustNewConstMetric(c.build, prometheus.GaugeValue, 1)
+	c.collectMemory(ch)
+	on := 0.0
+	if c.recording {
+		on = 1
+	} else {
+		ch <- prometheus.MustNewConstMetric(c.stoppedD, prometheus.GaugeValue, 1, c.stopReason)
+	}
+	ch <- prometheus.MustNewConstMetric(c.recordingD, prometheus.GaugeValue, on)
 	if c.flight.set {
 		for _, reason := range dropReasons {
 			sum := c.flight.dropped[reason]
@@ -212,4 +269,18 @@ func (c *stateCollector) failedAt(at time.Time) {
 	c.mu.Lock()
 	c.lastFailure = max(c.lastFailure, ns)
 	c.mu.Unlock()
+}
+
+// collectMemory sends the GPUs' memory gauges (under mu).
+func (c *stateCollector) collectMemory(ch chan<- prometheus.Metric) {
+	for k, r := range c.memory {
+		g := c.gpus[k.gpu]
+		i := 0
+		if k.kind == BAR1 {
+			i = 2
+		}
+		labels := []string{strconv.Itoa(k.gpu), g.UUID, g.Model}
+		ch <- prometheus.MustNewConstMetric(c.memDescs[i], prometheus.GaugeValue, float64(r.used), labels...)
+		ch <- prometheus.MustNewConstMetric(c.memDescs[i+1], prometheus.GaugeValue, float64(r.free), labels...)
+	}
 }

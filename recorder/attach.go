@@ -2,6 +2,7 @@ package recorder
 
 import (
 	"fmt"
+	"log/slog"
 	"slices"
 	"sort"
 	"sync"
@@ -190,6 +191,16 @@ func (a *attacher) detach() {
 }
 
 // describe is the line printed for an attached library.
+// logAttach says, at info level (a library that could not be attached:
+// warning), what describe says of a library.
+func logAttach(log *slog.Logger, lib *store.Library) {
+	if lib.Error != "" {
+		log.Warn(describe(lib), "library", lib.Path)
+		return
+	}
+	log.Info(describe(lib), "library", lib.Path)
+}
+
 func describe(lib *store.Library) string {
 	id := lib.BuildID
 	if len(id) > 12 {
@@ -198,9 +209,9 @@ func describe(lib *store.Library) string {
 	if id == "" {
 		id = "none"
 	}
-	s := fmt.Sprintf("forensic: attached %s (build id %s, %d symbols)", lib.Path, id, len(lib.Attached))
+	s := fmt.Sprintf("attached %s (build id %s, %d symbols)", lib.Path, id, len(lib.Attached))
 	if lib.Error != "" {
-		s = fmt.Sprintf("forensic: could not attach to %s (build id %s): %s", lib.Path, id, lib.Error)
+		s = fmt.Sprintf("could not attach to %s (build id %s): %s", lib.Path, id, lib.Error)
 	}
 	switch {
 	case lib.MappedBy == 0:

@@ -84,7 +84,7 @@ type handler struct {
 	// exited, when set, is told that a process was forgotten (sweep.go).
 	exited *atomic.Bool
 	// failedCall, when set, is told of each failed application call.
-	failedCall func(e *store.Event, sym *cuda.Symbol, gpu int)
+	failedCall func(e *store.Event, sym *cuda.Symbol, gpu int, p *store.Process)
 
 	vmas *bpf.VMAs // the mappings record of the capture whose stack comes next
 	// pyst is the Python frames record of the capture whose stack comes
@@ -268,7 +268,7 @@ func (h *handler) failed(e *store.Event, sym *cuda.Symbol, p *procState) {
 	}
 	gpu := gpuOf(p, e.Dev)
 	if h.failedCall != nil {
-		h.failedCall(e, sym, gpu)
+		h.failedCall(e, sym, gpu, &p.rec)
 	}
 	select {
 	case h.trigger <- triggerReq{t, gpu}:

@@ -3,7 +3,7 @@ package recorder
 import (
 	"errors"
 	"fmt"
-	"io"
+	"log/slog"
 	"path/filepath"
 	"strings"
 	"time"
@@ -46,7 +46,7 @@ type segments struct {
 	names       []string
 	owner       *store.Owner
 	diskReserve uint64
-	log         io.Writer
+	log         *slog.Logger
 	// index, when set, is told the index after every change (metrics).
 	index func(*flight.Index)
 
@@ -189,8 +189,8 @@ func (g *segments) pressure(need int64) error {
 	if err != nil {
 		return err
 	}
-	fmt.Fprintf(g.log, "forensic: error: %s: the filesystem filled before --max-size %s (%s free): %s; recording goes on within %s\n",
-		g.dir.Path(), sizeText(g.pol.MaxBytes), sizeText(free), reliefText(rl), sizeText(x.Bound()))
+	g.log.Error(fmt.Sprintf("%s: the filesystem filled before --max-size %s (%s free): %s; recording goes on within %s",
+		g.dir.Path(), sizeText(g.pol.MaxBytes), sizeText(free), reliefText(rl), sizeText(x.Bound())))
 	return nil
 }
 
@@ -234,12 +234,12 @@ func (g *segments) logCuts(pl flight.Plan) {
 			continue
 		}
 		if x := g.dir.Index(); x.Bound() < g.pol.MaxBytes {
-			fmt.Fprintf(g.log, "forensic: error: %s: deleted segment %d, part of a failure window: the filesystem holds only %s of --max-size %s\n",
-				g.dir.Path(), d.Seq, sizeText(x.Bound()), sizeText(g.pol.MaxBytes))
+			g.log.Error(fmt.Sprintf("%s: deleted segment %d, part of a failure window: the filesystem holds only %s of --max-size %s",
+				g.dir.Path(), d.Seq, sizeText(x.Bound()), sizeText(g.pol.MaxBytes)))
 			continue
 		}
-		fmt.Fprintf(g.log, "forensic: %s: deleted segment %d, part of a failure window: the windows alone exceed --max-size %s (raise it, or shorten --keep-before/--keep-after)\n",
-			g.dir.Path(), d.Seq, sizeText(g.pol.MaxBytes))
+		g.log.Warn(fmt.Sprintf("%s: deleted segment %d, part of a failure window: the windows alone exceed --max-size %s (raise it, or shorten --keep-before/--keep-after)",
+			g.dir.Path(), d.Seq, sizeText(g.pol.MaxBytes)))
 	}
 }
 
@@ -260,7 +260,7 @@ func sizeText(n int64) string {
 // segment.
 func (s *Session) createFlight(names []string) error {
 	fc := s.cfg.Flight
-	note := func(line string) { fmt.Fprintf(s.cfg.Log, "forensic: %s\n", line) }
+	note := func(line string) { s.cfg.Log.Info(line) }
 	d, err := flight.Create(s.cfg.Output, s.run.ID, fc.Policy, flight.CreateOptions{KeepPrevious: fc.KeepPrevious, Note: note})
 	if errors.Is(err, flight.ErrExists) {
 		return fmt.Errorf("%w; --keep-previous keeps it as %s", err, filepath.Join(s.cfg.Output, flight.PreviousDir))

@@ -1,12 +1,12 @@
 package recorder
 
 import (
-	"io"
 	"testing"
 	"time"
 
 	"github.com/retrivium/forensic/bpf"
 	"github.com/retrivium/forensic/flight"
+	"github.com/retrivium/forensic/logging"
 	"github.com/retrivium/forensic/store"
 )
 
@@ -28,8 +28,8 @@ func flightWriter(t *testing.T, dir string, q *queue, age time.Duration) *writer
 	if err != nil {
 		t.Fatal(err)
 	}
-	g := &segments{dir: d, pol: pol, run: store.RunInfo{ID: "test-run"}, names: []string{"cuMemAlloc_v2"}, log: io.Discard}
-	w := &writer{q: q, counters: noCounters{}, every: time.Millisecond, log: io.Discard, failed: make(chan struct{}), seg: g,
+	g := &segments{dir: d, pol: pol, run: store.RunInfo{ID: "test-run"}, names: []string{"cuMemAlloc_v2"}, log: logging.Discard()}
+	w := &writer{q: q, counters: noCounters{}, every: time.Millisecond, log: logging.Discard(), failed: make(chan struct{}), seg: g,
 		rotated: func(t int64, st store.Stats) store.StopInfo {
 			return store.StopInfo{Time: t, Reason: store.StopRotated, Stats: st}
 		}}

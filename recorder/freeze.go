@@ -1,10 +1,14 @@
 package recorder
 
 import (
+	"errors"
 	"fmt"
-	"io"
+	"log/slog"
 	"sync"
+	"syscall"
 	"time"
+
+	"github.com/retrivium/forensic/logging"
 )
 
 // freezer continues the processes --freeze-on-failure stopped: as soon as
@@ -20,7 +24,10 @@ type freezer struct {
 	// held is the held-process file (nil: none kept); log says a process
 	// that could not be continued.
 	held *heldFile
-	log  io.Writer
+	log  *slog.Logger
+	// onCont, when set, is told of each process continued and whether it
+	// could be (the metrics).
+	onCont func(released bool)
 }
 
 type frozenProc struct {
@@ -29,16 +36,22 @@ type frozenProc struct {
 	resumeAt int64
 }
 
+// continued reports whether a SIGCONT's error leaves the process running:
+// none, or a process that is gone (nothing is left stopped).
+func continued(err error) bool {
+	return err == nil || errors.Is(err, syscall.ESRCH)
+}
+
 func newFreezer(limit time.Duration) *freezer {
 	return &freezer{frozen: map[uint32]*frozenProc{}, limit: limit,
-		cont: sigcont, log: io.Discard}
+		cont: sigcont, log: logging.Discard()}
 }
 
 // froze notes a process stopped at a failed call that returned at
 // callEnd, and continues it at the latest when the limit has passed.
 func (f *freezer) froze(pid uint32, callEnd int64) {
 	if err := f.held.hold(pid); err != nil {
-		fmt.Fprintf(f.log, "forensic: error: the freeze of pid %d is not on record (%v): a recorder killed before it continues the process leaves it stopped\n", pid, err)
+		f.log.Error(fmt.Sprintf("the freeze of pid %d is not on record (%v): a recorder killed before it continues the process leaves it stopped", pid, err))
 	}
 	f.mu.Lock()
 	f.frozen[pid] = &frozenProc{callEnd: callEnd}
@@ -56,9 +69,14 @@ func (f *freezer) resume(pid uint32) {
 	}
 	p.resumed = true
 	p.resumeAt = now()
+	onCont := f.onCont
 	f.mu.Unlock()
-	if err := f.cont(pid); err != nil {
-		fmt.Fprintf(f.log, "forensic: error: pid %d, frozen at a failed call, could not be continued: %v: it stays stopped (kill -CONT %d)\n", pid, err, pid)
+	err := f.cont(pid)
+	if onCont != nil {
+		onCont(continued(err))
+	}
+	if !continued(err) {
+		f.log.Error(fmt.Sprintf("pid %d, frozen at a failed call, could not be continued: %v: it stays stopped (kill -CONT %d)", pid, err, pid))
 		return
 	}
 	f.held.release(pid)

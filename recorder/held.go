@@ -5,7 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
+	"log/slog"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -133,7 +133,7 @@ func (f *heldFile) writeLocked() error {
 // that is no longer stopped, is not touched. Each process continued, and
 // each that could not be, is one line on log. A file whose recorder still
 // runs is left alone.
-func resumeLeftHeld(path, proc string, log io.Writer) error {
+func resumeLeftHeld(path, proc string, log *slog.Logger) error {
 	data, err := os.ReadFile(path)
 	if errors.Is(err, os.ErrNotExist) {
 		return nil
@@ -143,7 +143,7 @@ func resumeLeftHeld(path, proc string, log io.Writer) error {
 	}
 	var rec heldRecord
 	if err := json.Unmarshal(data, &rec); err != nil {
-		fmt.Fprintf(log, "forensic: error: %s is not a held-process file (%v): removed\n", path, err)
+		log.Error(fmt.Sprintf("%s is not a held-process file (%v): removed", path, err))
 		return os.Remove(path)
 	}
 	if alive(proc, rec.Recorder) {
@@ -153,18 +153,18 @@ func resumeLeftHeld(path, proc string, log io.Writer) error {
 	for _, r := range rec.Held {
 		switch {
 		case !alive(proc, r):
-			fmt.Fprintf(log, "forensic: pid %d, held by a recorder that ended (pid %d), is gone or another process now: not touched\n", r.PID, rec.Recorder.PID)
+			log.Info(fmt.Sprintf("pid %d, held by a recorder that ended (pid %d), is gone or another process now: not touched", r.PID, rec.Recorder.PID))
 		case !stopped(proc, r.PID):
-			fmt.Fprintf(log, "forensic: pid %d, held by a recorder that ended (pid %d), runs already\n", r.PID, rec.Recorder.PID)
+			log.Info(fmt.Sprintf("pid %d, held by a recorder that ended (pid %d), runs already", r.PID, rec.Recorder.PID))
 		default:
 			if err := syscall.Kill(int(r.PID), syscall.SIGCONT); err != nil {
-				fmt.Fprintf(log, "forensic: error: pid %d (%s), held by a recorder that ended (pid %d), could not be continued: %v (kill -CONT %d)\n",
-					r.PID, readComm(proc, r.PID), rec.Recorder.PID, err, r.PID)
+				log.Error(fmt.Sprintf("pid %d (%s), held by a recorder that ended (pid %d), could not be continued: %v (kill -CONT %d)",
+					r.PID, readComm(proc, r.PID), rec.Recorder.PID, err, r.PID))
 				errs = append(errs, fmt.Errorf("continue pid %d: %w", r.PID, err))
 				continue
 			}
-			fmt.Fprintf(log, "forensic: continued pid %d (%s), left stopped by a recorder that ended without continuing it (pid %d)\n",
-				r.PID, readComm(proc, r.PID), rec.Recorder.PID)
+			log.Info(fmt.Sprintf("continued pid %d (%s), left stopped by a recorder that ended without continuing it (pid %d)",
+				r.PID, readComm(proc, r.PID), rec.Recorder.PID))
 		}
 	}
 	if len(errs) > 0 {

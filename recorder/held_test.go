@@ -3,6 +3,7 @@ package recorder
 import (
 	"bytes"
 	"errors"
+	"github.com/retrivium/forensic/logging"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -129,7 +130,7 @@ func TestResumeLeftHeld(t *testing.T) {
 			f.writeLocked()
 			f.mu.Unlock()
 			var log bytes.Buffer
-			if err := resumeLeftHeld(path, "/proc", &log); err != nil {
+			if err := resumeLeftHeld(path, "/proc", logging.New(&log, logging.Options{Format: logging.Text})); err != nil {
 				t.Fatal(err)
 			}
 			time.Sleep(20 * time.Millisecond)

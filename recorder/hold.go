@@ -3,7 +3,7 @@ package recorder
 import (
 	"errors"
 	"fmt"
-	"io"
+	"log/slog"
 	"sync/atomic"
 	"syscall"
 	"time"
@@ -25,7 +25,7 @@ type holder struct {
 	files *fileIndex
 	ids   *buildIDCache
 	proc  string
-	log   io.Writer
+	log   *slog.Logger
 	// cont continues a held process (SIGCONT; a test records instead).
 	cont func(pid uint32) error
 	// held is the held-process file, which outlives a recorder killed
@@ -36,6 +36,9 @@ type holder struct {
 	delay time.Duration
 	// failed counts the holds whose process could not be continued.
 	failed atomic.Uint64
+	// onCont, when set, is told of each process held and whether it could
+	// be continued (the metrics).
+	onCont func(released bool)
 }
 
 func sigcont(pid uint32) error { return syscall.Kill(int(pid), syscall.SIGCONT) }
@@ -118,7 +121,7 @@ func (h *holder) onRecord(hd *bpf.Hold) {
 		return
 	}
 	if err := h.held.hold(hd.Pid); err != nil {
-		fmt.Fprintf(h.log, "forensic: error: the hold of pid %d is not on record (%v): a recorder killed before it continues the process leaves it stopped\n", hd.Pid, err)
+		h.log.Error(fmt.Sprintf("the hold of pid %d is not on record (%v): a recorder killed before it continues the process leaves it stopped", hd.Pid, err))
 	}
 }
 
@@ -140,11 +143,11 @@ func (h *holder) act(hd *bpf.Hold) {
 	}
 	switch {
 	case err != nil:
-		fmt.Fprintf(h.log, "forensic: pid %d mapped %s, which could not be attached: %v\n", pid, bpf.CString(hd.Name[:]), err)
+		h.log.Warn(fmt.Sprintf("pid %d mapped %s, which could not be attached: %v", pid, bpf.CString(hd.Name[:]), err), "pid", pid)
 	case isNew:
 		lib.MappedBy = pid
 		h.q.addLibrary(lib)
-		fmt.Fprintln(h.log, describe(&lib))
+		logAttach(h.log, &lib)
 	}
 	if stopped {
 		h.resume(pid, bpf.CString(hd.Name[:]))
@@ -154,14 +157,18 @@ func (h *holder) act(hd *bpf.Hold) {
 // resume continues a held process; one that cannot be continued is an
 // error, said at once, and stays on record for the next recorder to try.
 func (h *holder) resume(pid uint32, name string) {
-	if err := h.cont(pid); err != nil {
+	err := h.cont(pid)
+	if h.onCont != nil {
+		h.onCont(continued(err))
+	}
+	if !continued(err) {
 		h.failed.Add(1)
-		fmt.Fprintf(h.log, "forensic: error: pid %d, held at its first mapping of %s, could not be continued: %v: it stays stopped (kill -CONT %d)\n",
-			pid, name, err, pid)
+		h.log.Error(fmt.Sprintf("pid %d, held at its first mapping of %s, could not be continued: %v: it stays stopped (kill -CONT %d)",
+			pid, name, err, pid), "pid", pid)
 		return
 	}
 	if err := h.held.release(pid); err != nil {
-		fmt.Fprintf(h.log, "forensic: %s: %v\n", h.held.path, err)
+		h.log.Warn(fmt.Sprintf("%s: %v", h.held.path, err))
 	}
 }
 

@@ -3,7 +3,6 @@ package recorder
 import (
 	"bytes"
 	"fmt"
-	"io"
 	"os"
 	"path/filepath"
 	"strings"
@@ -14,6 +13,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/retrivium/forensic/bpf"
+	"github.com/retrivium/forensic/logging"
 	"github.com/retrivium/forensic/store"
 )
 
@@ -121,7 +121,7 @@ func TestHolderAlwaysContinues(t *testing.T) {
 				att.detach()
 			}
 			ids := newBuildIDCache()
-			h := &holder{att: att, q: q, files: newFileIndex(ids), ids: ids, proc: proc, log: &log,
+			h := &holder{att: att, q: q, files: newFileIndex(ids), ids: ids, proc: proc, log: logging.New(&log, logging.Options{Format: logging.Text}),
 				cont: func(pid uint32) error { continued, saidBefore = append(continued, pid), log.String(); return nil }}
 			h.handle(&hd)
 			if len(continued) != 1 || continued[0] != 42 {
@@ -215,7 +215,7 @@ func TestHolderCountsUnheldMapping(t *testing.T) {
 	var continued []uint32
 	q := newQueue()
 	ids := newBuildIDCache()
-	h := &holder{att: newAttacher(&probes{}), q: q, files: newFileIndex(ids), ids: ids, proc: proc, log: io.Discard,
+	h := &holder{att: newAttacher(&probes{}), q: q, files: newFileIndex(ids), ids: ids, proc: proc, log: logging.Discard(),
 		cont: func(pid uint32) error { continued = append(continued, pid); return nil }}
 	h.handle(&hd)
 	if len(continued) != 0 {

@@ -35,12 +35,13 @@ func (s *Session) Start() error {
 	}
 	s.startSweeper()
 	if s.kmsg != nil {
-		go readKmsg(s.kmsg, s.kmsgOffset, s.q.addKmsg)
+		go readKmsg(s.kmsg, s.kmsgOffset, s.kmsgLine)
 	}
 	if s.ctl != nil {
 		go control{start: s.run.ClockStart, allow: s.cfg.Invoker.MayControl, mark: s.mark,
 			snapshot: s.snapshot, live: s.sendLive}.serve(s.ctl)
 	}
+	s.watchFailures()
 	s.serveMetrics()
 	if s.cfg.Ready != nil {
 		s.cfg.Ready()
@@ -162,11 +163,14 @@ func (s *Session) Stop() (*Result, error) {
 	}
 	stats, delays, holds := s.shutdown()
 	info := s.stopInfo(stats, delays, holds)
+	if s.metrics != nil {
+		s.metrics.SetRecording(false, info.Reason)
+	}
 	if err := s.wr.stop(info); err != nil {
 		if s.wr.err != nil {
-			fmt.Fprintf(s.cfg.Log, "forensic: %s: the stop record could not be written either; the run reads as ended abruptly\n", s.cfg.Output)
+			s.cfg.Log.Error(fmt.Sprintf("%s: the stop record could not be written either; the run reads as ended abruptly", s.cfg.Output))
 		} else {
-			fmt.Fprintf(s.cfg.Log, "forensic: %s: could not write the stop record: %v\n", s.cfg.Output, err)
+			s.cfg.Log.Error(fmt.Sprintf("%s: could not write the stop record: %v", s.cfg.Output, err))
 		}
 	}
 	s.release()
@@ -277,7 +281,7 @@ func (s *Session) warnNoCalls(info store.StopInfo) {
 	if n := s.att.files(); len(n) > 0 {
 		what = "attached: " + strings.Join(n, ", ")
 	}
-	fmt.Fprintf(s.cfg.Log, "forensic: warning: no libcuda call was seen from the workload (%s): it may use a libcuda forensic did not attach to, or have failed before calling the driver (a framework that could not start)\n", what)
+	s.cfg.Log.Warn(fmt.Sprintf("no libcuda call was seen from the workload (%s): it may use a libcuda forensic did not attach to, or have failed before calling the driver (a framework that could not start)", what))
 }
 
 // finishWorkload waits for a workload that outlives the recording: a

@@ -25,7 +25,7 @@ var EnvAllowlist = []string{
 	"PYTORCH_CUDA_ALLOC_CONF", "PYTORCH_NO_CUDA_MEMORY_CACHING",
 	"TF_FORCE_GPU_ALLOW_GROWTH", "XLA_PYTHON_CLIENT_PREALLOCATE", "XLA_PYTHON_CLIENT_MEM_FRACTION",
 	"NCCL_P2P_DISABLE", "NCCL_P2P_LEVEL", "NCCL_SHM_DISABLE", "NCCL_CUMEM_ENABLE",
-	// Job and rank identity (fleet.JobVariables), so that runs of many
+	// Job and rank identity (jobenv.Variables), so that runs of many
 	// hosts can be put in order and each process says which rank it was.
 	"RANK", "LOCAL_RANK", "WORLD_SIZE", "GROUP_RANK", "TORCHELASTIC_RUN_ID",
 	"SLURM_JOB_ID", "SLURM_PROCID", "SLURM_NODEID", "SLURM_NTASKS", "SLURM_LOCALID",

@@ -30,18 +30,23 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"log/slog"
 	"os"
 	"time"
 
 	"golang.org/x/sys/unix"
 
 	"github.com/retrivium/forensic/bpf"
+	"github.com/retrivium/forensic/eventlog"
+	"github.com/retrivium/forensic/internal/buildinfo"
+	"github.com/retrivium/forensic/logging"
 	"github.com/retrivium/forensic/recorder/sampler"
 	"github.com/retrivium/forensic/store"
 )
 
-// Version is forensic's version, stored with every run.
-var Version = "0.1.0-dev"
+// Version is forensic's version, stored with every run: the module's
+// version from the build's VCS stamp (package buildinfo).
+var Version = buildinfo.Read().Version
 
 // Errors a CLI maps to one line.
 var (
@@ -108,8 +113,12 @@ type Config struct {
 	// Stdin, Stdout, Stderr are the workload's (default: the recorder's).
 	Stdin          io.Reader
 	Stdout, Stderr io.Writer
-	// Log receives the recorder's own one-line messages (default stderr).
-	Log io.Writer
+	// Log receives the recorder's own messages (default: text on
+	// stderr, package logging).
+	Log *slog.Logger
+	// Events, when set, receives one JSON line per failed call (the
+	// --events stream, package eventlog).
+	Events *eventlog.Writer
 	// Signals, when set, are the recorder's stop requests: the first stops
 	// recording (and is passed on to the workload unless it is SIGINT,
 	// which a terminal already sent to the workload's process group); a
@@ -194,7 +203,7 @@ func (c *Config) defaults() error {
 		c.Stderr = os.Stderr
 	}
 	if c.Log == nil {
-		c.Log = os.Stderr
+		c.Log = logging.New(os.Stderr, logging.Options{Format: logging.Text})
 	}
 	return nil
 }

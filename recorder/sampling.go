@@ -29,6 +29,9 @@ type sampling struct {
 	round    uint64
 	held     []store.Sample // the latest periodic round not kept
 	epoch    uint64         // the queue's segment of the last round kept
+	// onRound, when set, is told of every round read, kept or not (the
+	// metrics' memory gauges).
+	onRound func([]store.Sample)
 }
 
 // first takes the run's first round, before the workload starts, so every
@@ -47,6 +50,9 @@ func (s *sampling) take(gpu int, trs []store.Trigger, why string) []store.Sample
 	smp := s.smp.Round(s.round, gpu, trs)
 	for i := range smp {
 		smp[i].Kept = why
+	}
+	if s.onRound != nil {
+		s.onRound(smp)
 	}
 	return smp
 }

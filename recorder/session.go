@@ -53,6 +53,8 @@ type Session struct {
 	sweepCh, sweepDone    chan struct{}
 	metrics               *metrics.Metrics
 	metricsLn             net.Listener
+	xid                   func(code int) // told of each Xid line, when set
+	eventsFailed          bool           // an event line could not be written (event reader only)
 	kmsg                  *os.File
 	kmsgOffset, kmsgError int64
 	ctl                   net.Listener
@@ -133,7 +135,7 @@ func (c *Config) check() error {
 		return err
 	}
 	for _, w := range warnings {
-		fmt.Fprintf(c.Log, "forensic: warning: %s\n", w)
+		c.Log.Warn(w)
 	}
 	if len(c.Command) > 0 {
 		if _, err := LookCommand(c.Command[0], c.workloadUser()); err != nil {
@@ -258,8 +260,8 @@ func (s *Session) openNVML() error {
 	s.q.setInventory(&inv)
 	gpus := gpusOf(&inv)
 	if !smp.OK() {
-		fmt.Fprintf(s.cfg.Log, "forensic: NVML did not start (%s from %s): recording calls without memory samples\n",
-			inv.Init.Name, inv.Library)
+		s.cfg.Log.Warn(fmt.Sprintf("NVML did not start (%s from %s): recording calls without memory samples",
+			inv.Init.Name, inv.Library))
 	}
 	s.smp = &sampling{smp: smp, q: s.q, freeze: s.fz, triggers: s.triggers, interval: s.cfg.Interval,
 		th: thinner{budget: s.cfg.SampleBudget}}
@@ -311,7 +313,7 @@ func (s *Session) openKmsg() error {
 	}
 	f, err := openKmsg("/dev/kmsg")
 	if err != nil {
-		fmt.Fprintf(s.cfg.Log, "forensic: kernel log not recorded: %v\n", err)
+		s.cfg.Log.Warn(fmt.Sprintf("kernel log not recorded: %v", err))
 		return nil
 	}
 	s.kmsg = f
@@ -320,7 +322,7 @@ func (s *Session) openKmsg() error {
 		os.Getpid(), s.cfg.Output, s.run.ID)
 	offset, unc, before, err := calibrateKmsg(f, note)
 	if err != nil {
-		fmt.Fprintf(s.cfg.Log, "forensic: kernel log times not aligned with the run clock (%v); they may be off by milliseconds\n", err)
+		s.cfg.Log.Warn(fmt.Sprintf("kernel log times not aligned with the run clock (%v); they may be off by milliseconds", err))
 		offset, unc = 0, -1
 	}
 	for _, rec := range before {
@@ -341,7 +343,7 @@ func (s *Session) listen() error {
 	}
 	ctl, err := net.Listen("unix", addr)
 	if err != nil {
-		fmt.Fprintf(s.cfg.Log, "forensic: markers unavailable: %v\n", err)
+		s.cfg.Log.Warn(fmt.Sprintf("markers unavailable: %v", err))
 		return nil
 	}
 	s.ctl = ctl

@@ -81,10 +81,10 @@ func (s *Session) sendLive(w io.Writer) error {
 func (s *Session) snapshotOnSignal() {
 	path, err := s.snapshot()
 	if err != nil {
-		fmt.Fprintf(s.cfg.Log, "forensic: SIGUSR1: %v\n", err)
+		s.cfg.Log.Error(fmt.Sprintf("SIGUSR1: %v", err))
 		return
 	}
-	fmt.Fprintf(s.cfg.Log, "forensic: snapshot of the live segment: %s\n", path)
+	s.cfg.Log.Info("snapshot of the live segment: "+path, "snapshot", path)
 }
 
 // Snapshot asks the recorder writing the flight recording dir for a

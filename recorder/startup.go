@@ -33,7 +33,7 @@ func (s *Session) attachStart() error {
 	s.onRelease(func() { hook.Close() })
 	s.att.hooked = true
 	if len(s.cfg.Command) > 0 {
-		fmt.Fprintln(s.cfg.Log, "forensic: no libcuda attached yet: each is attached when the workload maps it")
+		s.cfg.Log.Info("no libcuda attached yet: each is attached when the workload maps it")
 		return nil
 	}
 	scan := scanLibCUDA("/proc", pids, s.cfg.All)
@@ -52,7 +52,7 @@ func (s *Session) attachStart() error {
 	}
 	s.attachScanned(scan)
 	if s.att.symbols() == 0 {
-		fmt.Fprintln(s.cfg.Log, "forensic: no libcuda attached yet: each is attached when a recorded process maps it")
+		s.cfg.Log.Info("no libcuda attached yet: each is attached when a recorded process maps it")
 	}
 	return nil
 }
@@ -79,7 +79,7 @@ func (s *Session) attachExplicit() error {
 	for _, lf := range libs {
 		lib, _ := s.att.attach(lf)
 		s.q.addLibrary(lib)
-		fmt.Fprintln(s.cfg.Log, describe(&lib))
+		logAttach(s.cfg.Log, &lib)
 	}
 	if s.att.symbols() == 0 {
 		return fmt.Errorf("no symbol of the table could be attached in %s", libs[0].HostPath)
@@ -174,14 +174,14 @@ func (s *Session) attachScanned(scan map[uint32][]mapLine) {
 			done[m.Key] = true
 			lf, err := openMapped("/proc", pid, m)
 			if err != nil {
-				fmt.Fprintf(s.cfg.Log, "forensic: %v\n", err)
+				s.cfg.Log.Warn(err.Error())
 				continue
 			}
 			s.files.addMaps(readMappings("/proc", pid, s.ids), "seen")
 			if lib, isNew := s.att.attach(lf); isNew {
 				lib.MappedBy = pid
 				s.q.addLibrary(lib)
-				fmt.Fprintln(s.cfg.Log, describe(&lib))
+				logAttach(s.cfg.Log, &lib)
 				s.files.add(store.File{BuildID: lib.BuildID, Path: lib.Path, Open: openPath(lib), Source: "seen"})
 			}
 		}

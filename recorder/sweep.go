@@ -2,7 +2,7 @@ package recorder
 
 import (
 	"fmt"
-	"io"
+	"log/slog"
 	"os"
 	"sync/atomic"
 	"time"
@@ -22,7 +22,7 @@ type sweeper struct {
 	q    *queue
 	proc string
 	self uint32 // the recorder's pid: its own mappings do not count
-	log  io.Writer
+	log  *slog.Logger
 	// every is how often, at most, it looks for files no process maps,
 	// and only after the event reader forgot a process (exited): while
 	// nothing exits, it reads nothing. The segment age.
@@ -92,7 +92,7 @@ func (w *sweeper) sweep() {
 		bpf.CloseLinks(af.links)
 		delete(a.byFile, k)
 		w.q.dropLibrary(af.lib.Device, af.lib.Inode)
-		fmt.Fprintf(w.log, "forensic: detached %s (build id %s): no process maps it any more\n", af.lib.Path, shortID(af.lib.BuildID))
+		w.log.Info(fmt.Sprintf("detached %s (build id %s): no process maps it any more", af.lib.Path, shortID(af.lib.BuildID)), "library", af.lib.Path)
 	}
 }
 

@@ -2,11 +2,11 @@ package recorder
 
 import (
 	"fmt"
-	"io"
 	"os"
 	"path/filepath"
 	"testing"
 
+	"github.com/retrivium/forensic/logging"
 	"github.com/retrivium/forensic/store"
 )
 
@@ -59,7 +59,7 @@ func TestSweepDetachesUnmapped(t *testing.T) {
 		a.byFile[[2]uint64{uint64(i), k.Ino}] = &attachedFile{lib: lib, keys: []fileKey{k}}
 		q.addLibrary(lib)
 	}
-	w := &sweeper{att: a, q: q, proc: proc, self: 1, log: io.Discard}
+	w := &sweeper{att: a, q: q, proc: proc, self: 1, log: logging.Discard()}
 	w.sweep()
 	if n := len(a.byFile); n != 2 || a.attachedCount() != 2 {
 		t.Fatalf("%d files attached after the sweep, want 2", n)

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"log/slog"
 	"sync"
 	"time"
 
@@ -33,7 +34,7 @@ type writer struct {
 	q        *queue
 	counters counterSource
 	every    time.Duration
-	log      io.Writer
+	log      *slog.Logger
 	path     string
 	// seg is the flight recording (nil: one run.db); rotated composes a
 	// closed segment's stop record; stats, when set, is told the counters
@@ -41,6 +42,8 @@ type writer struct {
 	seg     *segments
 	rotated func(t int64, st store.Stats) store.StopInfo
 	stats   func(store.Stats)
+	// stopped, when set, is told of the write error that stopped it.
+	stopped func(error)
 
 	failed     chan struct{} // closed at the first write error
 	err        error         // set before failed is closed
@@ -151,7 +154,11 @@ func (w *writer) withRoom(need int64, write func() error) error {
 func (w *writer) fail(err error) {
 	w.err = err
 	w.q.close()
-	fmt.Fprintf(w.log, "forensic: error: %s: %v: recording stopped, what was committed is kept; the workload continues\n", w.path, err)
+	w.log.Error(fmt.Sprintf("%s: %v: recording stopped, what was committed is kept; the workload continues", w.path, err),
+		"reason", writeErrorReason(err))
+	if w.stopped != nil {
+		w.stopped(err)
+	}
 	close(w.failed)
 }
 

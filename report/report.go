@@ -35,6 +35,9 @@ const (
 	CapFBHadRoom     Capacity = "framebuffer-had-room"
 	CapBAR1Exhausted Capacity = "bar1-exhausted"
 	CapBAR1HadRoom   Capacity = "bar1-had-room"
+	// CapPoolExhausted: an allocation from a memory pool created with a
+	// maximum size did not fit what the pool had left under it.
+	CapPoolExhausted Capacity = "pool-exhausted"
 	CapNotApplicable Capacity = "not-applicable"
 	CapUnknown       Capacity = "unknown"
 )
@@ -84,6 +87,23 @@ type Report struct {
 	Loss       Loss        `json:"loss"`
 	Sampling   Sampling    `json:"sampling"`
 	Calls      []CallCount `json:"calls"`
+	// Headroom is the least free memory per GPU and view over the run,
+	// one entry per GPU and view that has a usable sample.
+	Headroom []Headroom `json:"headroom"`
+	// NearMiss says that no call failed, yet the least free framebuffer
+	// of some GPU was under NearMissPercent of its total.
+	NearMiss        bool    `json:"near_miss"`
+	NearMissPercent float64 `json:"near_miss_percent"`
+	// Budget is where the framebuffer went at the first failure, as parts
+	// that add up to its total (empty when no usable sample shows it).
+	Budget []Budget `json:"budget"`
+	// Jobs are the recording's jobs, each with its first failure, when
+	// it holds more than one or one was selected; SubjectJob is the job
+	// the verdict is about (the selected one, else the headline failure's)
+	// and JobSelected says it was selected (analyze --job, --pid, --pod).
+	Jobs        []Job  `json:"jobs,omitempty"`
+	SubjectJob  string `json:"subject_job,omitempty"`
+	JobSelected bool   `json:"job_selected,omitempty"`
 	// Timeline is what the HTML report draws; it is not part of --json.
 	Timeline *Timeline `json:"-"`
 	// MultiRun is set when several runs of one job were analyzed together;
@@ -280,6 +300,11 @@ type Stack struct {
 	// none ("no-thread", "fault", "not-captured", an unsupported
 	// version, ...). Empty for other processes.
 	Python string `json:"python,omitempty"`
+	// UserFrame is the index in Frames of the innermost frame of the
+	// user's own code: not a framework's (Python's site-packages,
+	// dist-packages or standard library; libcuda, the loader or a system
+	// library). Nil when every frame is a framework's.
+	UserFrame *int `json:"user_frame,omitempty"`
 	// SharedFrom is set when this call's site had been captured before:
 	// the stack is that capture's, taken at this time (the run clock).
 	SharedFrom *int64 `json:"shared_from_ns,omitempty"`
@@ -347,6 +372,10 @@ type Evidence struct {
 	GPU    *int    `json:"gpu,omitempty"`
 	Scope  string  `json:"scope,omitempty"`
 	Note   string  `json:"note,omitempty"`
+	// Brief is Note in a few words ("at most: corrected for pid 41's
+	// exit"), for the default text report; Note, the full account, is
+	// shown with --explain. Empty when Note is short already.
+	Brief string `json:"brief,omitempty"`
 	// Rule names the rule of evidence that decided how this value was
 	// used (docs/rules.md), when one did.
 	Rule string `json:"rule,omitempty"`

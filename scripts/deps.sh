@@ -27,6 +27,7 @@ make                                             make                    build
 chromium                                         chromium                test   # the HTML report test renders in headless Chromium
 /usr/bin/python3                                 python3                 test   # Debian'"'"'s python3 (3.11) for tests that use it
 /usr/bin/python3.11-dbg                          python3.11-dbg          test   # detached debug symbols of that python3.11 (its _ctypes module is stripped), for the test that names the ctypes frames of a stack
+promtool                                         prometheus              test   # promtool checks the metrics and the alert rules; the e2e alert test runs its server
 bpftrace                                         bpftrace                bench  # the per-call cost is compared with bpftrace
 clang                                            clang                   generate  # compiles bpf/forensic.bpf.c (the object is committed: go build needs none of these)
 llvm-strip                                       llvm                    generate  # bpf2go strips the debug sections of the object

@@ -1,6 +1,7 @@
 package store
 
 import (
+	"bytes"
 	"encoding/binary"
 	"encoding/json"
 	"errors"
@@ -298,6 +299,64 @@ func collect[T any](r *Reader, bucket []byte) ([]T, error) {
 // Samples calls fn for every NVML sample in sequence order, streaming.
 func (r *Reader) Samples(fn func(*Sample) error) error {
 	return forEachJSON(r, bucketSamples, fn)
+}
+
+// Reading is what a memory sample read, without the rest of the sample
+// (its per-process list, its triggers): a light pass over the samples.
+type Reading struct {
+	GPU    GPURef  `json:"gpu"`
+	Kind   string  `json:"kind"`
+	Scope  string  `json:"scope"`
+	Status Status  `json:"status"`
+	Start  int64   `json:"start_ns"`
+	End    int64   `json:"end_ns"`
+	Total  *uint64 `json:"total_bytes,omitempty"`
+	Free   *uint64 `json:"free_bytes,omitempty"`
+}
+
+// Readings calls fn for the reading of every framebuffer and BAR1 sample
+// in sequence order, streaming. It decodes only those samples (a sample's
+// kind is read from its record's opening bytes) and only the fields a
+// Reading has: a light pass over the samples.
+func (r *Reader) Readings(fn func(*Reading) error) error {
+	return r.view(func(tx *bolt.Tx) error {
+		b := tx.Bucket(bucketSamples)
+		if b == nil {
+			return fmt.Errorf("%w: no %s bucket", ErrCorrupt, bucketSamples)
+		}
+		rel := releaser{r: r}
+		return b.ForEach(func(_, v []byte) error {
+			rel.read(len(v))
+			if k := peekKind(v); k != "" && k != KindFramebuffer && k != KindBAR1 {
+				return nil
+			}
+			var rd Reading
+			if err := json.Unmarshal(v, &rd); err != nil {
+				return fmt.Errorf("%w: %s record: %v", ErrCorrupt, bucketSamples, err)
+			}
+			if rd.Kind != KindFramebuffer && rd.Kind != KindBAR1 {
+				return nil
+			}
+			return fn(&rd)
+		})
+	})
+}
+
+// peekKind reads a sample record's kind from its opening bytes, where the
+// writer puts it; "" when it is not there (then the record is decoded).
+func peekKind(v []byte) string {
+	const key = `"kind":"`
+	head := v[:min(len(v), 256)]
+	i := bytes.Index(head, []byte(key))
+	if i < 0 {
+		return ""
+	}
+	rest := head[i+len(key):]
+	j := bytes.IndexByte(rest, '"')
+	if j < 0 {
+		return ""
+	}
+	return string(rest[:j])
 }
 
 // Processes returns every recorded process, ordered by pid then start.

@@ -86,6 +86,18 @@ func (s *Set) Samples(fn func(*Sample) error) error {
 	})
 }
 
+// Readings calls fn for every NVML sample's reading, segment after
+// segment.
+func (s *Set) Readings(fn func(*Reading) error) error {
+	var fnErr error
+	return s.eachSegment(&fnErr, func(seg *segment) error {
+		return seg.r.Readings(func(rd *Reading) error {
+			fnErr = fn(rd)
+			return fnErr
+		})
+	})
+}
+
 // LastEventEnd returns where the recording's events end: the latest
 // return time in the last event chunk of the last segment holding events.
 func (s *Set) LastEventEnd() (int64, error) {

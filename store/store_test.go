@@ -331,6 +331,7 @@ func readAll(r *Reader) {
 	r.Inventory()
 	r.Events(func(*Event) error { return nil })
 	r.Samples(func(*Sample) error { return nil })
+	r.Readings(func(*Reading) error { return nil })
 	r.Processes()
 	r.Libraries()
 	r.KernelLog()

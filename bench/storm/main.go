@@ -34,6 +34,7 @@ import (
 	"github.com/retrivium/forensic/bench/internal/benchutil"
 	"github.com/retrivium/forensic/bpf"
 	"github.com/retrivium/forensic/cuda"
+	"github.com/retrivium/forensic/logging"
 	"github.com/retrivium/forensic/recorder"
 	"github.com/retrivium/forensic/store"
 )
@@ -94,7 +95,7 @@ func (s *storm) recordInProcess(threads, ringBytes int, perThread float64, dur t
 	var out bytes.Buffer
 	res, err := recorder.Run(context.Background(), recorder.Config{Output: s.db, Force: true,
 		Command: []string{s.env.Simwork, s.script(threads, perThread, dur)}, LibCUDA: []string{s.env.LibCUDA},
-		NVML: s.env.LibNVML, RingBytes: ringBytes, Stdout: &out, Stderr: io.Discard, Log: io.Discard})
+		NVML: s.env.LibNVML, RingBytes: ringBytes, Stdout: &out, Stderr: io.Discard, Log: logging.Discard()})
 	if err != nil {
 		return nil, err
 	}

@@ -2,6 +2,9 @@ package main
 
 import (
 	"bytes"
+	"errors"
+	"fmt"
+	"io"
 	"strconv"
 	"strings"
 	"testing"
@@ -98,6 +101,66 @@ func TestNoteWraps(t *testing.T) {
 		}
 		if columns == "" && len(lines) != 1 {
 			t.Errorf("without a terminal the note is %d lines, want 1", len(lines))
+		}
+	}
+}
+
+// The recorder's log is wrapped only on a terminal (at COLUMNS when set,
+// at most 80 columns); in a file, a pipe or journald each message stays
+// one line whatever COLUMNS says, and JSON is never wrapped.
+func TestRecordLogWrapsOnlyATerminal(t *testing.T) {
+	long := strings.Repeat("word ", 30)
+	for _, tc := range []struct {
+		columns, format string
+		terminal        bool
+		width           int // 0: one line
+	}{
+		{"", "text", false, 0},
+		{"40", "text", false, 0},
+		{"40", "json", false, 0},
+		{"40", "text", true, 40},
+		{"200", "text", true, 80},
+		{"40", "json", true, 0},
+	} {
+		var errb bytes.Buffer
+		c := &cli{stderr: &errb, getenv: func(k string) string {
+			if k == "COLUMNS" {
+				return tc.columns
+			}
+			return ""
+		}, terminal: func(io.Writer) bool { return tc.terminal }}
+		log, err := c.recordLog(tc.format)
+		if err != nil {
+			t.Fatal(err)
+		}
+		log.Info(long)
+		lines := strings.Split(strings.TrimSuffix(errb.String(), "\n"), "\n")
+		name := fmt.Sprintf("COLUMNS=%q %s terminal=%v", tc.columns, tc.format, tc.terminal)
+		if tc.width == 0 && len(lines) != 1 {
+			t.Errorf("%s: %d lines, want one", name, len(lines))
+		}
+		for _, l := range lines {
+			if tc.width > 0 && utf8.RuneCountInString(l) > tc.width {
+				t.Errorf("%s: %d columns: %q", name, utf8.RuneCountInString(l), l)
+			}
+		}
+		if tc.width > 0 && len(lines) < 2 {
+			t.Errorf("%s: not wrapped", name)
+		}
+	}
+}
+
+// A --log-format that is neither text nor json is a usage error.
+func TestRecordLogFormat(t *testing.T) {
+	c := &cli{stderr: io.Discard, getenv: func(string) string { return "" }}
+	for _, tc := range []struct {
+		format string
+		ok     bool
+	}{{"text", true}, {"json", true}, {"logfmt", false}, {"", false}} {
+		_, err := c.recordLog(tc.format)
+		var u usageError
+		if (err == nil) != tc.ok || (err != nil && !errors.As(err, &u)) {
+			t.Errorf("--log-format %q: %v", tc.format, err)
 		}
 	}
 }

@@ -43,6 +43,9 @@ func main() {
 type cli struct {
 	stdout, stderr io.Writer
 	getenv         func(string) string
+	// terminal, when set, says whether a writer is a terminal (tests);
+	// nil: asks the operating system.
+	terminal func(io.Writer) bool
 }
 
 // run executes one command line and returns the exit status. A panic

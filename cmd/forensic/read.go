@@ -18,6 +18,7 @@ import (
 	"github.com/retrivium/forensic/render/perfetto"
 	"github.com/retrivium/forensic/render/text"
 	"github.com/retrivium/forensic/report"
+	"github.com/retrivium/forensic/runpaths"
 	"github.com/retrivium/forensic/store"
 )
 
@@ -32,12 +33,15 @@ const analyzeExit = `  0    done (with --exit-code: no call failed and nothing i
   3    with --exit-code: the attribution is not "none" (a call failed, or
        evidence is missing)
   1    the file is not a readable run (missing, not a run.db, still being
-       recorded, written by a newer forensic)
+       recorded, written by a newer forensic), or --job, --pid or --pod
+       matches no job of it
   2    the command line is wrong
 `
 
 func (c *cli) analyzeCommand() *cobra.Command {
-	var asJSON, noColor, exitCode bool
+	var asJSON, noColor, exitCode, explain bool
+	var jf jobFlags
+	var nearMiss float64
 	cmd := &cobra.Command{
 		Use:   "analyze [flags] RUN.DB... | DIR",
 		Short: "the first failure, its attribution and the memory views",
@@ -55,28 +59,53 @@ are one job when they name the same job id (TORCHELASTIC_RUN_ID,
 SLURM_JOB_ID) or, naming none, were recorded at overlapping times; runs of
 several jobs get one report per job (--json refuses them: give one job).
 
+The text report opens with the verdict and a summary (what failed, the
+numbers compared, who held the memory, which process, the first step);
+--explain adds the full account behind each short tag.
+
+Every run gets its headroom: the least free memory of each GPU's
+framebuffer and BAR1 at any moment, from the samples corrected by the
+traced calls between them. A run with no failure whose least free
+framebuffer was under --near-miss percent of the total is a near miss.
+
+A recording of a shared node (record --all) may hold several jobs: process
+trees, containers, pods, or processes naming a job id. The report lists
+each job's first failure and says whose failure the verdict is about;
+--job, --pid or --pod gives one job's verdict, the other jobs' processes
+then being neighbours (docs/analyze-json.md, "jobs").
+
 Colour is used on a terminal unless --no-color or NO_COLOR is set; text
 wraps to the terminal (COLUMNS overrides; 100 when not a terminal).`,
 		Annotations: map[string]string{"exit": analyzeExit},
 		Example: `  forensic analyze run.db
   forensic analyze --json run.db | jq .attribution
   forensic analyze --exit-code run.db || echo "something failed"
-  forensic analyze runs/            # every rank's run.db of one job`,
+  forensic analyze runs/            # every rank's run.db of one job
+  forensic analyze --job tree:4242 node.db   # one job of a shared node`,
 		Args: someRuns,
 		RunE: work(func(cmd *cobra.Command, args []string) error {
+			if !(nearMiss > 0 && nearMiss < 100) {
+				return usageErr("--near-miss %g: give a percentage above 0 and below 100", nearMiss)
+			}
+			opts := analyze.Options{NearMissPercent: nearMiss}
 			var reps []*report.Report
-			var err error
+			sel, err := jf.selector(args)
+			if err != nil {
+				return err
+			}
+			opts.Job = sel
 			if asJSON {
 				var rep *report.Report
-				if rep, err = c.analyzeRuns(args, analyze.Options{}); err != nil {
+				if rep, err = c.analyzeRuns(args, opts); err != nil {
 					return withHint(err, "; or analyze without --json for each job's report")
 				}
 				reps, err = []*report.Report{rep}, report.WriteJSON(c.stdout, rep)
 			} else {
-				reps, err = c.analyzeText(args, text.Options{
-					Color: !noColor && c.getenv("NO_COLOR") == "" && isTerminal(c.stdout),
-					Width: textWidth(c.stdout, c.getenv),
-					Input: inputLabel(args),
+				reps, err = c.analyzeText(args, opts, text.Options{
+					Color:   !noColor && c.getenv("NO_COLOR") == "" && isTerminal(c.stdout),
+					Width:   textWidth(c.stdout, c.getenv),
+					Input:   inputLabel(args),
+					Explain: explain,
 				})
 			}
 			if err == nil && exitCode && slices.ContainsFunc(reps, func(r *report.Report) bool { return r.Attribution != report.AttrNone }) {
@@ -87,7 +116,11 @@ wraps to the terminal (COLUMNS overrides; 100 when not a terminal).`,
 	}
 	cmd.Flags().BoolVar(&asJSON, "json", false, "write the JSON report (the documented contract)")
 	cmd.Flags().BoolVar(&noColor, "no-color", false, "never colour the output")
+	cmd.Flags().BoolVar(&explain, "explain", false, "add the full accounts behind the short tags: how values were reconciled, the legends, every run of a job")
 	cmd.Flags().BoolVar(&exitCode, "exit-code", false, "exit with status 3 when the attribution is not \"none\"")
+	jf.add(cmd)
+	cmd.Flags().Float64Var(&nearMiss, "near-miss", analyze.DefaultNearMissPercent,
+		"call a run with no failure a near miss when its least free framebuffer was under `PERCENT` of the total")
 	return cmd
 }
 
@@ -203,7 +236,7 @@ func (c *cli) exportParquet(ctx context.Context, args []string, dir string, forc
 	if st, err := os.Stat(dir); err == nil && !st.IsDir() {
 		return fmt.Errorf("%s is a file: --format parquet writes a directory (a new one, or one exported to before)", dir)
 	}
-	paths, err := store.Expand(args)
+	paths, err := runpaths.Expand(args)
 	if err != nil {
 		return err
 	}
@@ -227,7 +260,7 @@ func inputLabel(args []string) string {
 	if len(args) > 3 {
 		label = strings.Join(args[:2], " ") + " ..."
 	}
-	paths, err := store.Expand(args)
+	paths, err := runpaths.Expand(args)
 	switch {
 	case err != nil || (slices.Equal(paths, args) && len(args) <= 3):
 	case len(paths) == 1:
@@ -245,7 +278,7 @@ func oneRun(args []string) (string, error) {
 	if len(args) == 0 {
 		return "", usageErr("give the run.db to read")
 	}
-	paths, err := store.Expand(args)
+	paths, err := runpaths.Expand(args)
 	if err != nil {
 		return "", err
 	}
@@ -282,7 +315,7 @@ func someRuns(_ *cobra.Command, args []string) error {
 // analyzeRuns analyzes the runs args name: one alone, several together.
 // A flight recording's directory is one run.
 func (c *cli) analyzeRuns(args []string, opts analyze.Options) (*report.Report, error) {
-	paths, err := store.Expand(args)
+	paths, err := runpaths.Expand(args)
 	if err != nil {
 		return nil, err
 	}
@@ -301,19 +334,20 @@ func (c *cli) analyzeRuns(args []string, opts analyze.Options) (*report.Report, 
 // analyzeText writes the text report of the runs args name and returns
 // the reports written: one alone; several of one job together; runs of
 // several jobs each job on its own, after the list of jobs.
-func (c *cli) analyzeText(args []string, o text.Options) ([]*report.Report, error) {
-	paths, err := store.Expand(args)
+func (c *cli) analyzeText(args []string, opts analyze.Options, o text.Options) ([]*report.Report, error) {
+	paths, err := runpaths.Expand(args)
 	if err != nil {
 		return nil, err
 	}
 	if len(paths) == 1 {
-		rep, err := c.analyzeRuns(paths, analyze.Options{})
+		rep, err := c.analyzeRuns(paths, opts)
 		if err != nil {
 			return nil, err
 		}
 		return []*report.Report{rep}, text.Write(c.stdout, rep, o)
 	}
-	jobs, err := analyze.AnalyzeJobs(paths, analyze.Options{Open: c.openRun})
+	opts.Open = c.openRun
+	jobs, err := analyze.AnalyzeJobs(paths, opts)
 	if err != nil {
 		return nil, err
 	}

@@ -3,7 +3,7 @@ package main
 import (
 	"context"
 	"fmt"
-	"io"
+	"log/slog"
 	"os"
 	"os/signal"
 	"path/filepath"
@@ -17,6 +17,7 @@ import (
 	"github.com/spf13/pflag"
 
 	"github.com/retrivium/forensic/bpf"
+	"github.com/retrivium/forensic/eventlog"
 	"github.com/retrivium/forensic/recorder"
 	"github.com/retrivium/forensic/report"
 	"github.com/retrivium/forensic/store"
@@ -31,7 +32,8 @@ the processes of some cgroups or Kubernetes pods (and the cgroups below).
 
 Flags come before COMMAND: everything from COMMAND's name on is COMMAND's,
 with or without --. Recording needs root (CAP_BPF and CAP_PERFMON,
-and CAP_KILL for other users' processes; each one missing is named at start). Under sudo, COMMAND runs as the user who ran sudo (their
+and CAP_KILL for other users' processes; each one missing is named at
+start). Under sudo, COMMAND runs as the user who ran sudo (their
 uid, groups, HOME, USER and LOGNAME) unless --as-root is given, and run.db
 is theirs, mode 0600. sudo resets PATH and the environment: use sudo -E or
 sudo --preserve-env=PATH,... for conda and virtualenv environments, or
@@ -62,6 +64,8 @@ type recordFlags struct {
 	reserve     uint64
 	keepSamples int
 	flight      flightFlags
+	logFormat   string
+	events      string
 	fs          *pflag.FlagSet
 }
 
@@ -114,6 +118,8 @@ func (c *cli) recordCommandFlags() (*cobra.Command, *recordFlags) {
 	fs.BoolVar(&cfg.NoKmsg, "no-kmsg", false, "do not record NVRM/Xid kernel log lines")
 	fs.Var(sizeFlag{v: &f.reserve, check: diskReserve}, "disk-reserve", "stop writing when the output's filesystem has less free space, keeping room for the stop record (0: write until it is full)")
 	fs.IntVar(&f.keepSamples, "keep-samples", f.keepSamples, "periodic sample `ROUNDS` kept before long runs thin them (first, last and those around failures are always kept)")
+	fs.StringVar(&f.logFormat, "log-format", "text", "`FORMAT` of the recorder's messages on stderr: text, or json (one JSON object a line: time, level, msg, ...)")
+	fs.StringVar(&f.events, "events", "", "append one JSON line per failed call to `FILE` (- for stdout), for log shippers (docs/flight.md)")
 	f.flight.add(fs)
 	f.fs = fs
 	return cmd, f
@@ -194,15 +200,24 @@ func (c *cli) record(f *recordFlags, command []string) error {
 	if err != nil {
 		return err
 	}
-	cfg.Signals = c.stopSignals(cfg.Output)
+	log, err := c.recordLog(f.logFormat)
+	if err != nil {
+		return err
+	}
+	events, closeEvents, err := c.openEvents(f.events)
+	if err != nil {
+		return err
+	}
+	defer closeEvents()
+	cfg.Events = events
+	cfg.Signals = c.stopSignals(cfg.Output, log)
 	if cfg.Flight != nil {
 		cfg.Snapshots = snapshotSignals()
 	}
-	log := c.messages()
 	cfg.Log = log
 	cfg.Stdout, cfg.Stderr = c.stdout, c.stderr
 	cfg.Ready = func() {
-		fmt.Fprintf(log, "forensic: recording %s into %s (SIGINT stops)\n", recordingWhat(cfg), cfg.Output)
+		log.Info(fmt.Sprintf("recording %s into %s (SIGINT stops)", recordingWhat(cfg), cfg.Output), "output", cfg.Output)
 	}
 	res, err := recorder.Run(context.Background(), cfg)
 	if err != nil {
@@ -254,21 +269,21 @@ func recordingWhat(cfg recorder.Config) string {
 
 // stopSignals turns the first SIGINT or SIGTERM into a stop request; a
 // second one exits at once (what was committed is already safe).
-func (c *cli) stopSignals(output string) <-chan os.Signal {
+func (c *cli) stopSignals(output string, log *slog.Logger) <-chan os.Signal {
 	sigs := make(chan os.Signal, 2)
 	signal.Notify(sigs, syscall.SIGINT, syscall.SIGTERM)
 	stop := make(chan os.Signal, 1)
 	go func() {
 		stop <- <-sigs
 		sig := <-sigs
-		c.note("forensic: second %v: exiting now; what was committed to %s is kept", sig, output)
+		log.Warn(fmt.Sprintf("second %v: exiting now; what was committed to %s is kept", sig, output))
 		os.Exit(130)
 	}()
 	return stop
 }
 
 // summary says on log what was recorded and how to look at it.
-func (c *cli) summary(log io.Writer, res *recorder.Result) {
+func (c *cli) summary(log *slog.Logger, res *recorder.Result) {
 	st := res.Stop.Stats
 	extra := ""
 	if procs, start, err := runFacts(res.Path); err == nil {
@@ -277,19 +292,23 @@ func (c *cli) summary(log io.Writer, res *recorder.Result) {
 			extra += " in " + human(time.Duration(res.Stop.Time-start))
 		}
 	}
-	fmt.Fprintf(log, "forensic: recorded %s, %s%s; stopped: %s\n", count(st.Events, "call", "calls"),
-		count(st.Samples, "sample", "samples"), extra, res.Stop.Reason)
+	stopped := slog.LevelInfo
+	if res.Stop.Error != "" {
+		stopped = slog.LevelError // disk full, a write error, a failed start
+	}
+	log.Log(context.Background(), stopped, fmt.Sprintf("recorded %s, %s%s; stopped: %s", count(st.Events, "call", "calls"),
+		count(st.Samples, "sample", "samples"), extra, res.Stop.Reason), "reason", res.Stop.Reason)
 	// Each kind of loss on its own, in the words analyze uses.
 	if lost := (&report.Loss{LostCalls: st.LostCalls, LostInflight: st.LostInflight, TooDeep: st.TooDeep,
 		Unmatched: st.Unmatched, LostProc: st.LostProc, Untracked: st.Untracked, DecodeErrors: st.DecodeErrors}).Lost(); len(lost) > 0 {
-		fmt.Fprintf(log, "forensic: not in the record: %s\n", strings.Join(lost, ", "))
+		log.Warn("not in the record: " + strings.Join(lost, ", "))
 	}
 	if d := res.Stop.TriggerDelay; d.Count > 0 {
-		fmt.Fprintf(log, "forensic: %s, delay from failure to sample: median %s, max %s\n",
+		log.Info(fmt.Sprintf("%s, delay from failure to sample: median %s, max %s",
 			count(uint64(d.Count), "failure-triggered sample", "failure-triggered samples"),
-			human(time.Duration(d.Median)), human(time.Duration(d.Max)))
+			human(time.Duration(d.Median)), human(time.Duration(d.Max))))
 	}
-	fmt.Fprintf(log, "forensic: to see what happened: forensic analyze %s\n", shellQuote(res.Path))
+	log.Info("to see what happened: forensic analyze " + shellQuote(res.Path))
 }
 
 // runFacts reads how many processes a finished run recorded and when it
@@ -302,4 +321,20 @@ func runFacts(path string) (procs int, start int64, err error) {
 	defer r.Close()
 	ps, err := r.Processes()
 	return len(ps), r.Run().ClockStart, err
+}
+
+// openEvents opens the --events stream: FILE appended to (created mode
+// 0600), or stdout for "-"; none when not asked for. done closes it.
+func (c *cli) openEvents(path string) (w *eventlog.Writer, done func(), err error) {
+	switch path {
+	case "":
+		return nil, func() {}, nil
+	case "-":
+		return eventlog.New(c.stdout), func() {}, nil
+	}
+	f, err := os.OpenFile(path, os.O_WRONLY|os.O_CREATE|os.O_APPEND, 0o600)
+	if err != nil {
+		return nil, nil, fmt.Errorf("--events: %w", err)
+	}
+	return eventlog.New(f), func() { f.Close() }, nil
 }

@@ -7,6 +7,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/retrivium/forensic/logging"
 	"github.com/retrivium/forensic/recorder"
 	"github.com/retrivium/forensic/store"
 )
@@ -32,7 +33,7 @@ func TestSummaryLosses(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			c := &cli{stdout: io.Discard, stderr: io.Discard, getenv: func(string) string { return "" }}
 			var b bytes.Buffer
-			c.summary(&b, &recorder.Result{Path: filepath.Join(t.TempDir(), "none.db"),
+			c.summary(logging.New(&b, logging.Options{Format: logging.Text}), &recorder.Result{Path: filepath.Join(t.TempDir(), "none.db"),
 				Stop: store.StopInfo{Reason: "signal", Stats: tt.st}})
 			for _, w := range tt.want {
 				if !strings.Contains(b.String(), w) {

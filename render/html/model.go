@@ -2,7 +2,6 @@ package html
 
 import (
 	"fmt"
-	"path/filepath"
 	"strings"
 	"time"
 
@@ -18,6 +17,8 @@ type page struct {
 	Header    header
 	Verdict   verdictView
 	Runs      *runsView
+	Headroom  *headroomView
+	Budgets   []budgetView
 	Evidence  evidenceView
 	Samples   *samplesView
 	Missing   []missingRow
@@ -73,6 +74,8 @@ func newPage(rep *report.Report) *page {
 		Header:    newHeader(rep, c),
 		Verdict:   newVerdict(rep, c),
 		Runs:      newRuns(rep),
+		Headroom:  newHeadroom(rep, c),
+		Budgets:   newBudgets(rep, c),
 		Evidence:  newEvidence(rep.Evidence, c),
 		Samples:   newSamples(rep.NearestSamples, c),
 		Missing:   newMissing(rep.Missing),
@@ -257,11 +260,12 @@ func statusClass(s string) string {
 	return "warn"
 }
 
-// procName is the executable's base name of pid, or "".
+// procName is pid's command line (its executable when no arguments were
+// recorded), or "".
 func procName(ps []report.ProcessInfo, pid uint32) string {
 	for _, p := range ps {
-		if p.PID == pid && p.Exe != "" {
-			return filepath.Base(p.Exe)
+		if p.PID == pid {
+			return p.CommandLine()
 		}
 	}
 	return ""

@@ -43,6 +43,13 @@ func rules() []rule {
 			"crashed: with no failed call, the attribution is none."},
 		{"unknown-is-not-zero", "A value NVML could not read (a failed or unsupported query) is shown as unavailable " +
 			"with its status, never as 0."},
+		{"pool-limit", "An allocation from a memory pool created with a maxSize is judged against that limit first: " +
+			"the pool's live traced allocations plus the request over maxSize is pool-exhausted, whatever the framebuffer had free."},
+		{"least-free-between-samples", "The least free memory of a view is the least of its samples and, between two " +
+			"samples, of each corrected by the traced calls since; exact only when both samples agree with the traced calls " +
+			"and nothing of unknown size came between, else a bound on the side that leaves least free."},
+		{"job-scope", "On a shared node, a selected job's verdict is its own processes' first failure; other jobs' " +
+			"processes stay in the memory views as neighbours, never the subject, and their exits are not its gaps."},
 	}
 }
 

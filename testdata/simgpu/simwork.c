@@ -49,7 +49,8 @@
  *   alloc-pitch W H E | alloc-pitch-v1 W H E   cuMemAllocPitch_v2 | cuMemAllocPitch
  *   alloc-managed SIZE                       cuMemAllocManaged (GLOBAL)
  *   alloc-async SIZE | alloc-async-ptsz SIZE cuMemAllocAsync(_ptsz) on stream 0
- *   pool-create                              cuMemPoolCreate on the current device
+ *   pool-create [MAXSIZE]                    cuMemPoolCreate on the current device; MAXSIZE
+ *                                            is the pool's maxSize (default 0: no limit)
  *   alloc-pool SIZE | alloc-pool-ptsz SIZE   cuMemAllocFromPoolAsync(_ptsz), last pool
  *   array W H | array-v1 W H                 cuArrayCreate_v2 | cuArrayCreate (FLOAT x1)
  *   array3d W H D | array3d-v1 W H D         cuArray3DCreate_v2 | cuArray3DCreate
@@ -811,7 +812,7 @@ NOINLINE int step_alloc_async(struct exec *e, int argc, char **argv)
     return 0;
 }
 
-static int pool_create(struct exec *e)
+static int pool_create(struct exec *e, uint64_t max_size)
 {
     CUmemPoolProps props;
     memset(&props, 0, sizeof(props));
@@ -819,7 +820,7 @@ static int pool_create(struct exec *e)
     props.handleTypes = CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR;
     props.location.type = CU_MEM_LOCATION_TYPE_DEVICE;
     props.location.id = cur_dev_or0();
-    props.maxSize = 0;
+    props.maxSize = (size_t)max_size;
     CUmemoryPool pool = NULL;
     if (CALL(cuMemPoolCreate, &pool, &props))
         return 1;
@@ -831,8 +832,10 @@ static int pool_create(struct exec *e)
 
 NOINLINE int step_pool_create(struct exec *e, int argc, char **argv)
 {
-    (void)argc; (void)argv;
-    return pool_create(e);
+    uint64_t max_size = 0; /* no limit but the device's memory */
+    if (argc > 1 && arg_u64(argv[0], argv[1], &max_size) != 0)
+        return 1;
+    return pool_create(e, max_size);
 }
 
 NOINLINE int step_alloc_pool(struct exec *e, int argc, char **argv)
@@ -1125,7 +1128,7 @@ NOINLINE int step_pool_import(struct exec *e, int argc, char **argv)
     CUmemPoolPtrExportData d;
     if (read_blob(argv[1], &d, sizeof(d)) != 0)
         return 1;
-    if (!e->last_pool && pool_create(e))
+    if (!e->last_pool && pool_create(e, 0))
         return 1;
     CUdeviceptr p = 0;
     if (CALL(cuMemPoolImportPointer, &p, e->last_pool, &d))
@@ -1755,7 +1758,7 @@ static const struct stepdef steps[] = {
     {"alloc-managed", 1, 1, 0, 1, step_alloc_managed},
     {"alloc-async", 1, 1, 0, 1, step_alloc_async},
     {"alloc-async-ptsz", 1, 1, 0, 1, step_alloc_async},
-    {"pool-create", 0, 0, 0, 1, step_pool_create},
+    {"pool-create", 0, 1, 0, 1, step_pool_create},
     {"alloc-pool", 1, 1, 0, 1, step_alloc_pool},
     {"alloc-pool-ptsz", 1, 1, 0, 1, step_alloc_pool},
     {"array", 2, 2, 0, 1, step_array},

@@ -1,0 +1,141 @@
+package analyze
+
+import (
+	"sort"
+	"strings"
+
+	"github.com/retrivium/forensic/cuda"
+	"github.com/retrivium/forensic/report"
+	"github.com/retrivium/forensic/store"
+)
+
+// Bounds of a budget part.
+const (
+	boundExact   = "exact"
+	boundAtMost  = "at-most"
+	boundAtLeast = "at-least"
+)
+
+// budgetAtFailure says where the framebuffer of the first failure's GPU
+// went, from the sample the verdict judged it by and the per-process
+// reading of the same round: the driver's reserved share, each listed
+// process's use (a recorded one split into its traced allocations and the
+// rest, its contexts above all, when the traced calls at the failure are
+// those the sample saw), the used memory no listed process holds, and
+// free. Every figure is one NVML round's, so the parts add up to the total.
+func (s *state) budgetAtFailure(j *judgement) {
+	fd := &j.cap
+	smp := fd.sample
+	if fd.view != viewFramebuffer || fd.mig != nil || smp == nil || smp.Total == nil || smp.Free == nil {
+		return
+	}
+	b := report.Budget{GPU: fd.gpu, GPUUUID: s.gpuUUID[fd.gpu], View: cuda.ViewFramebuffer.String(), At: "first-failure",
+		TimeNS: smp.Start, Total: *smp.Total}
+	src := apiOf(smp.API, smp.Struct)
+	rest := int64(*smp.Total) - int64(*smp.Free)
+	if smp.Reserved != nil {
+		b.Parts = append(b.Parts, report.BudgetPart{Kind: "reserved", Bytes: *smp.Reserved, Bound: boundExact, Source: src + " reserved"})
+		rest -= int64(*smp.Reserved)
+	}
+	restSrc := src + " used, less the processes NVML lists"
+	if smp.Reserved == nil {
+		restSrc += " (with the driver's reserved share: this struct has no reserved field)"
+	}
+	if ps := s.sameRound(j.f, smp); ps != nil {
+		parts := s.processParts(j, ps)
+		for _, p := range parts {
+			rest -= int64(p.Bytes)
+		}
+		b.Parts = append(b.Parts, parts...)
+	} else {
+		restSrc = src + " used (no per-process reading in the same round)"
+	}
+	if rest < 0 {
+		b.Note = "the processes NVML lists hold more than its used: the device and per-process queries of one round were not taken at one instant"
+		rest = 0
+	}
+	b.Parts = append(b.Parts, report.BudgetPart{Kind: "unattributed", Bytes: uint64(rest), Bound: boundExact, Source: restSrc},
+		report.BudgetPart{Kind: "free", Bytes: *smp.Free, Bound: boundExact, Source: src + " free"})
+	s.rep.Budget = append(s.rep.Budget, b)
+}
+
+// sameRound is the usable per-process reading of the failure's target
+// taken in the same round as the framebuffer sample smp, or nil.
+func (s *state) sameRound(f *failed, smp *store.Sample) *store.Sample {
+	t := s.samples.targetOf(f)
+	if t == nil {
+		return nil
+	}
+	ps := t.ref[store.KindProcesses]
+	if ps == nil || !ps.Usable() || ps.Round != smp.Round || ps.GPU.Index != smp.GPU.Index {
+		return nil
+	}
+	return ps
+}
+
+// processParts are the listed processes' shares, in pid order. A recorded
+// process is split into its traced allocations and the rest only when the
+// traced calls at the failure are exactly those the sample saw (the
+// failure triggered it and nothing traced changed in between).
+func (s *state) processParts(j *judgement, ps *store.Sample) []report.BudgetPart {
+	fd := &j.cap
+	aligned := fd.trigger != nil && fd.deltaExact && fd.delta == 0 && !fd.openLo && !fd.openHi
+	uses := append([]store.ProcUsage(nil), ps.Processes...)
+	sort.Slice(uses, func(a, b int) bool { return uses[a].PID < uses[b].PID })
+	var out []report.BudgetPart
+	for _, u := range uses {
+		if u.Used == nil {
+			continue // not available: it stays in the unattributed part
+		}
+		pid := u.PID
+		p := report.BudgetPart{PID: &pid, Bytes: *u.Used, Bound: boundExact, Source: apiOf(ps.API, ps.Struct)}
+		proc := s.processAt(pid, j.f.e.End)
+		if proc == nil {
+			p.Kind = "process-not-recorded"
+			out = append(out, p)
+			continue
+		}
+		p.Command = commandOf(proc)
+		traced, unsized := s.tracedAtFailure(pid, fd.gpu)
+		if !aligned || traced > *u.Used {
+			p.Kind = "process"
+			out = append(out, p)
+			continue
+		}
+		t := p
+		t.Kind, t.Bytes, t.Source = "traced", traced, "traced allocations live at the failure"
+		rest := p
+		rest.Kind, rest.Bytes = "untraced", *u.Used-traced
+		rest.Source = "the process's NVML use less its traced allocations: its CUDA contexts and memory no traced call sized"
+		if unsized {
+			t.Bound, rest.Bound = boundAtLeast, boundAtMost // allocations of unknown size are in the rest
+		}
+		out = append(out, t, rest)
+	}
+	return out
+}
+
+// tracedAtFailure is what a process held on a GPU's framebuffer from
+// traced calls at the first failure, and whether some of it had no size.
+func (s *state) tracedAtFailure(pid uint32, gpu int) (uint64, bool) {
+	var n uint64
+	unsized := false
+	for vk, lb := range s.replay.perProc[pid] {
+		if vk.gpu == gpu && vk.view == cuda.ViewFramebuffer {
+			n += lb.Bytes
+			unsized = unsized || lb.Unsized > 0
+		}
+	}
+	return n, unsized
+}
+
+// commandOf is a process's command line as recorded.
+func commandOf(p *store.Process) string {
+	if len(p.Args) > 0 {
+		return strings.Join(p.Args, " ")
+	}
+	if p.Exe != "" {
+		return p.Exe
+	}
+	return p.Comm
+}

@@ -1,0 +1,94 @@
+package html
+
+import (
+	"fmt"
+
+	"github.com/retrivium/forensic/report"
+)
+
+// headroomView is how close each GPU view came to running out.
+type headroomView struct {
+	NearMiss string // the near-miss sentence, "" when it was none
+	Rows     []headroomRow
+}
+
+// headroomRow is one view's least free memory.
+type headroomRow struct {
+	GPU, View, ViewLabel   string
+	Free, Total, Percent   string
+	FreeBytes, TotalBytes  uint64
+	Time, Wall, How, Note  string
+	Call, CallSize, CallBy string
+	Low                    bool // under the near-miss threshold
+}
+
+// newHeadroom prepares the headroom section; nil when the run has none.
+func newHeadroom(rep *report.Report, c clock) *headroomView {
+	if len(rep.Headroom) == 0 {
+		return nil
+	}
+	v := &headroomView{}
+	if rep.NearMiss {
+		v.NearMiss = fmt.Sprintf("Near miss: no call failed, but less than %g%% of a framebuffer was free at one moment.", rep.NearMissPercent)
+	}
+	for _, h := range rep.Headroom {
+		r := headroomRow{GPU: fmt.Sprintf("GPU %d", h.GPU), View: h.View, ViewLabel: "framebuffer",
+			Free: report.HumanBytes(h.LeastFree), Total: report.HumanBytes(h.Total), FreeBytes: h.LeastFree, TotalBytes: h.Total,
+			Percent: fmt.Sprintf("%.1f%%", h.Percent), Time: c.rel(h.AtNS), Wall: c.at(h.AtNS, wallShort), How: "exact", Note: h.Note,
+			Low: h.View == "framebuffer" && h.Percent < rep.NearMissPercent}
+		if h.MIG != nil {
+			r.GPU += fmt.Sprintf(" MIG %d", *h.MIG)
+		}
+		if h.View == "bar1" {
+			r.ViewLabel = "BAR1"
+		}
+		switch {
+		case !h.Exact:
+			r.How = "a bound"
+		case h.Source == "sample":
+			r.How = "as a sample read it"
+		}
+		if cl := h.Call; cl != nil {
+			r.Call, r.CallBy = cl.Symbol, fmt.Sprintf("pid %d", cl.PID)
+			if cl.Size != nil {
+				r.CallSize = report.HumanBytes(*cl.Size)
+			}
+		}
+		v.Rows = append(v.Rows, r)
+	}
+	return v
+}
+
+// budgetView is where a GPU view went at the failure: one row per part,
+// each with its share of the total for the stacked bar.
+type budgetView struct {
+	Title string
+	Rows  []budgetRow
+	Note  string
+}
+
+// budgetRow is one part of a budget.
+type budgetRow struct {
+	Kind, Who, Bytes, Bound, Source string
+	BytesRaw                        uint64
+	Percent                         string // of the total, for the bar's width
+}
+
+// newBudgets prepares the budgets of the report.
+func newBudgets(rep *report.Report, c clock) []budgetView {
+	var out []budgetView
+	for _, b := range rep.Budget {
+		v := budgetView{Title: fmt.Sprintf("GPU %d %s, %s in all, at %s", b.GPU, b.View, report.HumanBytes(b.Total), c.rel(b.TimeNS)),
+			Note: b.Note}
+		for _, p := range b.Parts {
+			r := budgetRow{Kind: p.Kind, Who: p.Command, Bytes: report.HumanBytes(p.Bytes), BytesRaw: p.Bytes, Bound: p.Bound,
+				Source: p.Source, Percent: fmt.Sprintf("%.2f", 100*float64(p.Bytes)/float64(max(b.Total, 1)))}
+			if p.PID != nil {
+				r.Who = fmt.Sprintf("pid %d %s", *p.PID, p.Command)
+			}
+			v.Rows = append(v.Rows, r)
+		}
+		out = append(out, v)
+	}
+	return out
+}

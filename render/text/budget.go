@@ -1,0 +1,51 @@
+package text
+
+import (
+	"fmt"
+
+	"github.com/retrivium/forensic/report"
+)
+
+// budgetLabels name a budget part's kind for people.
+var budgetLabels = map[string]string{
+	"reserved":             "driver reserved",
+	"traced":               "traced allocations",
+	"untraced":             "not sized by a call",
+	"process":              "process",
+	"process-not-recorded": "not recorded",
+	"unattributed":         "no listed process",
+	"free":                 "free",
+}
+
+// budget says where each budget's view went, part by part, adding up to
+// its total.
+func (t *writer) budget(rep *report.Report) {
+	for _, b := range rep.Budget {
+		view := "framebuffer"
+		if b.View == "bar1" {
+			view = "BAR1"
+		}
+		t.heading("BUDGET AT THE FAILURE")
+		t.wrap("  ", fmt.Sprintf("Where GPU %d's %s (%s) went, in the sample of the failure at %s: parts that add up to the total.",
+			b.GPU, view, report.HumanBytes(b.Total), t.rel(b.TimeNS)))
+		named := map[uint32]bool{}
+		for _, p := range b.Parts {
+			label := budgetLabels[p.Kind]
+			if label == "" {
+				label = p.Kind
+			}
+			if p.PID != nil {
+				label += fmt.Sprintf(" (pid %d)", *p.PID)
+			}
+			// A table line: its cells are short, so it fits 60 columns.
+			t.line("  %-34s %11s  %s", label, report.HumanBytes(p.Bytes), p.Bound)
+			if p.Command != "" && !named[*p.PID] {
+				named[*p.PID] = true
+				t.wrap("      ", p.Command)
+			}
+		}
+		if b.Note != "" {
+			t.wrap("  note: ", b.Note)
+		}
+	}
+}

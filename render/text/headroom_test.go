@@ -1,0 +1,110 @@
+package text
+
+import (
+	"bytes"
+	"strings"
+	"testing"
+	"unicode/utf8"
+
+	"github.com/retrivium/forensic/report"
+)
+
+func TestHeadroomSection(t *testing.T) {
+	size := uint64(512 << 20)
+	mig := 1
+	alloc := &report.Failure{Symbol: "cuMemAlloc_v2", Size: &size, PID: 4242,
+		Stack: &report.Stack{Frames: []report.Frame{{Address: 0x10}, {Function: "grow_kv_cache", Library: "app"}}}}
+	exact := report.Headroom{GPU: 0, View: "framebuffer", LeastFree: 512 << 20, Total: 16 << 30, Percent: 3.125,
+		AtNS: 1_500_000_000, Source: "sample and traced calls", Exact: true, Call: alloc}
+	bound := report.Headroom{GPU: 1, MIG: &mig, View: "framebuffer", LeastFree: 2 << 30, Total: 20 << 30, Percent: 10,
+		AtNS: 2_000_000_000, Source: "sample and traced calls", Note: "no sample was taken after it"}
+	read := report.Headroom{GPU: 0, View: "bar1", LeastFree: 252 << 20, Total: 256 << 20, Percent: 98.4, AtNS: 1_000_000_000,
+		Source: "sample", Exact: true}
+	cases := []struct {
+		name     string
+		rep      report.Report
+		want     []string // in this order
+		wantNot  []string
+		firstOut bool // the section comes before FAILURES (no failure)
+	}{
+		{"a near miss leads, with the call that brought it there",
+			report.Report{NearMiss: true, NearMissPercent: 5, Headroom: []report.Headroom{exact, read}},
+			[]string{"HEADROOM near miss: under 5% of a framebuffer was free",
+				"GPU 0 framebuffer: 512.0 MiB free of 16.00 GiB (3.1%) at +1.500 s, exact.",
+				"after cuMemAlloc_v2 of 512.0 MiB by pid 4242, in grow_kv_cache",
+				"GPU 0 BAR1: 252.0 MiB free of 256.0 MiB (98.4%) at +1.000 s, as a sample read it."},
+			[]string{"not exact"}, true},
+		{"a bound says why",
+			report.Report{NearMissPercent: 5, Headroom: []report.Headroom{bound}},
+			[]string{"GPU 1 MIG 1 framebuffer: 2.00 GiB free of 20.00 GiB (10.0%) at +2.000 s, a bound.",
+				"not exact: no sample was taken after it"},
+			[]string{"near miss"}, true},
+		{"after the failure when a call failed",
+			report.Report{FirstFailure: alloc, NearMissPercent: 5, Headroom: []report.Headroom{exact}},
+			[]string{"FIRST FAILURE", "HEADROOM"}, nil, false},
+		{"nothing without samples", report.Report{NearMissPercent: 5}, nil, []string{"HEADROOM"}, false},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			var b bytes.Buffer
+			if err := Write(&b, &tc.rep, Options{Width: 80}); err != nil {
+				t.Fatal(err)
+			}
+			out := b.String()
+			flat := strings.Join(strings.Fields(out), " ")
+			at := 0
+			for _, w := range tc.want {
+				i := strings.Index(flat[at:], w)
+				if i < 0 {
+					t.Fatalf("missing (or out of order) %q in:\n%s", w, out)
+				}
+				at += i + len(w)
+			}
+			for _, w := range tc.wantNot {
+				if strings.Contains(flat, w) {
+					t.Errorf("%q should not be said:\n%s", w, out)
+				}
+			}
+			if tc.firstOut && strings.Index(out, "HEADROOM") > strings.Index(out, "FAILURES") {
+				t.Errorf("a run with no failure shows its headroom before the failures list:\n%s", out)
+			}
+			for _, line := range strings.Split(out, "\n") {
+				if utf8.RuneCountInString(line) > 80 {
+					t.Errorf("line over 80 columns: %q", line)
+				}
+			}
+		})
+	}
+}
+
+func TestBudgetSectionNamesEachProcessOnce(t *testing.T) {
+	pid, other := uint32(4194304), uint32(77)
+	size := uint64(1 << 30)
+	cmd := "python serve.py --model " + strings.Repeat("very-long-model-name/", 6)
+	rep := report.Report{FirstFailure: &report.Failure{Symbol: "cuMemAlloc_v2", Size: &size}, NearMissPercent: 5,
+		Budget: []report.Budget{{GPU: 3, View: "framebuffer", TimeNS: 2_000_000_000, Total: 80 << 30, Parts: []report.BudgetPart{
+			{Kind: "reserved", Bytes: 1 << 30, Bound: "exact"},
+			{Kind: "traced", PID: &pid, Command: cmd, Bytes: 70 << 30, Bound: "at-least"},
+			{Kind: "untraced", PID: &pid, Command: cmd, Bytes: 512 << 20, Bound: "at-most"},
+			{Kind: "process-not-recorded", PID: &other, Bytes: 8 << 30, Bound: "exact"},
+			{Kind: "free", Bytes: 512 << 20, Bound: "exact"}}}}}
+	var b bytes.Buffer
+	if err := Write(&b, &rep, Options{Width: 80}); err != nil {
+		t.Fatal(err)
+	}
+	out := b.String()
+	for _, w := range []string{"BUDGET AT THE FAILURE", "GPU 3's framebuffer (80.00 GiB)", "traced allocations (pid 4194304)",
+		"70.00 GiB  at-least", "not sized by a call (pid 4194304)", "not recorded (pid 77)", "free"} {
+		if !strings.Contains(out, w) {
+			t.Errorf("missing %q:\n%s", w, out)
+		}
+	}
+	if n := strings.Count(strings.Join(strings.Fields(out), " "), "python serve.py"); n != 1 {
+		t.Errorf("the command line is said %d times, want once:\n%s", n, out)
+	}
+	for _, line := range strings.Split(out, "\n") {
+		if utf8.RuneCountInString(line) > 80 {
+			t.Errorf("line over 80 columns: %q", line)
+		}
+	}
+}

@@ -1,0 +1,35 @@
+package report
+
+// Budget is where one GPU view's memory went at one moment: parts that
+// add up to the view's total, each with where its figure comes from and
+// how sure it is.
+type Budget struct {
+	GPU     int    `json:"gpu"` // NVML index
+	GPUUUID string `json:"gpu_uuid,omitempty"`
+	View    string `json:"view"` // "framebuffer"
+	// At names the moment: "first-failure" (the sample that best reflects
+	// the state at the first failure); TimeNS is that sample's start.
+	At     string       `json:"at"`
+	TimeNS int64        `json:"time_ns"`
+	Total  uint64       `json:"total_bytes"`
+	Parts  []BudgetPart `json:"parts"`
+	// Note says why the parts do not add up to the total, when they do not.
+	Note string `json:"note,omitempty"`
+}
+
+// BudgetPart is one share of a budget.
+type BudgetPart struct {
+	// Kind is reserved (the driver's), traced (a recorded process's live
+	// traced allocations), untraced (a recorded process's memory no traced
+	// call sized: its contexts, above all), process (a recorded process's
+	// use, not split), process-not-recorded (a process the recording did
+	// not follow), unattributed (used memory no listed process holds) or
+	// free.
+	Kind    string  `json:"kind"`
+	PID     *uint32 `json:"pid"`
+	Command string  `json:"command,omitempty"`
+	Bytes   uint64  `json:"bytes"`
+	// Bound is exact, at-most or at-least.
+	Bound  string `json:"bound"`
+	Source string `json:"source"`
+}
