@@ -227,7 +227,7 @@ func (s *Session) loadProbes() error {
 		return err
 	}
 	if sc != nil {
-		fmt.Fprintf(s.cfg.Log, "forensic: --all limited to cgroup %s and the cgroups below\n", sc.describe())
+		s.cfg.Log.Info("--all limited to cgroup " + sc.describe() + " and the cgroups below")
 	}
 	s.objs = objs
 	s.onRelease(func() { objs.Close() })
