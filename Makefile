@@ -9,8 +9,8 @@
 #   make generate   rebuild the BPF object from bpf/forensic.bpf.c (needs clang, bpftool, libbpf-dev)
 #   make gpu-check  validation run on a real NVIDIA GPU (root; see scripts/gpu-check.sh)
 #
-# demo, test and bench first install the Debian packages they need and the
-# machine lacks (scripts/deps.sh holds the list).
+# demo, test, bench and generate first install the Debian packages they
+# need and the machine lacks (scripts/deps.sh holds the list).
 
 GO        ?= go
 BUILD     := build
@@ -109,6 +109,7 @@ bench:
 	scripts/bench.sh
 
 generate:
+	scripts/deps.sh generate
 	mkdir -p $(BUILD)/bpf
 	bpftool btf dump file /sys/kernel/btf/vmlinux format c > $(BUILD)/bpf/vmlinux.h
 	$(GO) generate ./bpf

@@ -13,7 +13,7 @@ import (
 // runInfo fills what the report says about the recording itself.
 func (s *state) runInfo() {
 	ri := report.RunInfo{Path: s.r.Path(), ID: s.run.ID, Mode: s.run.Mode, Command: s.run.Command, TargetPID: s.run.TargetPID,
-		Host: s.run.Hostname, Kernel: s.run.Kernel, Clock: s.run.Clock, StartNS: s.run.ClockStart,
+		Scope: s.run.Scope, Host: s.run.Hostname, Kernel: s.run.Kernel, Clock: s.run.Clock, StartNS: s.run.ClockStart,
 		WallStart: s.run.WallStart.UTC().Format(time.RFC3339Nano), Interval: int64(s.run.Interval),
 		Freeze: s.run.FreezeOnFailure, Schema: s.r.Schema(), Version: s.run.Version}
 	ri.EndNS = max(s.lastTime, s.lastRecord)

@@ -41,6 +41,9 @@ const volatile __u8 trace_all = 0;         /* record any process that calls in *
 const volatile __u8 freeze_on_failure = 0; /* SIGSTOP a process at a failed return */
 const volatile __u64 wakeup_every = 0;     /* successful calls per CPU between forced wake-ups */
 const volatile __u32 self_tgid = 0;        /* the recorder: never held at a mapping */
+/* --cgroup/--pod: a bit per cgroup v2 level (the root is level 0) at which
+ * scope_cgroups has a cgroup; 0 = no scope, every process may be recorded. */
+const volatile __u32 scope_levels = 0;
 
 struct {
 	__uint(type, BPF_MAP_TYPE_RINGBUF);
@@ -54,6 +57,16 @@ struct {
 	__type(key, __u32);
 	__type(value, __u32);
 } tracked SEC(".maps");
+
+/* With --all scoped to cgroups (--cgroup, --pod): the cgroup v2 ids whose
+ * processes, and their descendants' at any depth, may be recorded. Filled
+ * before any program is attached, never changed after. */
+struct {
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__uint(max_entries, FX_MAX_SCOPES);
+	__type(key, __u64);
+	__type(value, __u8);
+} scope_cgroups SEC(".maps");
 
 struct {
 	__uint(type, BPF_MAP_TYPE_ARRAY);
@@ -316,11 +329,32 @@ static __always_inline void emit_proc(__u8 what, struct task_struct *task, __s32
 	bpf_ringbuf_submit(p, BPF_RB_FORCE_WAKEUP);
 }
 
+/* in_scope says whether the current process may be recorded under --all:
+ * always without a scope; with one, when its cgroup is a scope cgroup or
+ * lies below one. A cgroup's ancestor at level L is the scope cgroup at
+ * that level it descends from, so one lookup per level that has a scope
+ * cgroup decides, for cgroups created after the start too. Called only
+ * where an untracked process would start being recorded (its first call,
+ * its first libcuda mapping), never per call of a recorded thread. */
+static __always_inline int in_scope(void)
+{
+	if (!scope_levels)
+		return 1;
+	for (int l = 0; l < FX_SCOPE_LEVELS; l++) {
+		if (!(scope_levels & (1u << l)))
+			continue;
+		__u64 id = bpf_get_current_ancestor_cgroup_id(l);
+		if (id && bpf_map_lookup_elem(&scope_cgroups, &id))
+			return 1;
+	}
+	return 0;
+}
+
 static __always_inline int admit(__u32 tgid)
 {
 	if (bpf_map_lookup_elem(&tracked, &tgid))
 		return 1;
-	if (!trace_all)
+	if (!trace_all || !in_scope())
 		return 0;
 	__u32 one = 1;
 	long err = bpf_map_update_elem(&tracked, &tgid, &one, BPF_NOEXIST);
@@ -818,8 +852,12 @@ int BPF_PROG(map_file, struct pt_regs *regs, long ret)
 	__u32 tgid = bpf_get_current_pid_tgid() >> 32;
 	if (tgid == self_tgid)
 		return 0;
-	if (!trace_all && !bpf_map_lookup_elem(&tracked, &tgid))
-		return 0;
+	if (!trace_all) {
+		if (!bpf_map_lookup_elem(&tracked, &tgid))
+			return 0;
+	} else if (scope_levels && !bpf_map_lookup_elem(&tracked, &tgid) && !in_scope()) {
+		return 0; /* --all, but outside the scope: never held */
+	}
 	__u64 addr = nr == NR_MMAP ? (__u64)ret : regs->di;
 	struct mapped m = {};
 	if (bpf_find_vma(bpf_get_current_task_btf(), addr, find_file, &m, 0) || !m.ok || !is_libcuda(m.name))

@@ -57,6 +57,10 @@ enum fx_const {
 	 * of each file's name. */
 	FX_MAX_VMAS = 128,
 	FX_VMA_NAME_LEN = 48,
+	/* Cgroups --all may be scoped to, and the cgroup v2 levels (the
+	 * root is 0) they may lie at. */
+	FX_MAX_SCOPES = 256,
+	FX_SCOPE_LEVELS = 32,
 };
 
 /* The BPF code indexes and bounds with these masks. */

@@ -83,6 +83,8 @@ const (
 	forensicFxConstFX_PY_LAYOUTS       forensicFxConst = 8
 	forensicFxConstFX_MAX_VMAS         forensicFxConst = 128
 	forensicFxConstFX_VMA_NAME_LEN     forensicFxConst = 48
+	forensicFxConstFX_MAX_SCOPES       forensicFxConst = 256
+	forensicFxConstFX_SCOPE_LEVELS     forensicFxConst = 32
 )
 
 type forensicFxCounter uint32
@@ -478,6 +480,7 @@ const (
 	forensicMapPyLayouts           = "py_layouts"
 	forensicMapPyProcs             = "py_procs"
 	forensicMapPyThreads           = "py_threads"
+	forensicMapScopeCgroups        = "scope_cgroups"
 	forensicMapStackProcs          = "stack_procs"
 	forensicMapStackScratch        = "stack_scratch"
 	forensicMapStackSites          = "stack_sites"
@@ -493,6 +496,7 @@ const (
 	forensicProgProcExit           = "proc_exit"
 	forensicProgProcFork           = "proc_fork"
 	forensicVarFreezeOnFailure     = "freeze_on_failure"
+	forensicVarScopeLevels         = "scope_levels"
 	forensicVarSelfTgid            = "self_tgid"
 	forensicVarStackBurst          = "stack_burst"
 	forensicVarStackRateNs         = "stack_rate_ns"
@@ -584,6 +588,7 @@ type forensicMapSpecs struct {
 	PyLayouts     *ebpf.MapSpec `ebpf:"py_layouts"`
 	PyProcs       *ebpf.MapSpec `ebpf:"py_procs"`
 	PyThreads     *ebpf.MapSpec `ebpf:"py_threads"`
+	ScopeCgroups  *ebpf.MapSpec `ebpf:"scope_cgroups"`
 	StackProcs    *ebpf.MapSpec `ebpf:"stack_procs"`
 	StackScratch  *ebpf.MapSpec `ebpf:"stack_scratch"`
 	StackSites    *ebpf.MapSpec `ebpf:"stack_sites"`
@@ -599,6 +604,7 @@ type forensicMapSpecs struct {
 // It can be passed ebpf.CollectionSpec.Assign.
 type forensicVariableSpecs struct {
 	FreezeOnFailure     *ebpf.VariableSpec `ebpf:"freeze_on_failure"`
+	ScopeLevels         *ebpf.VariableSpec `ebpf:"scope_levels"`
 	SelfTgid            *ebpf.VariableSpec `ebpf:"self_tgid"`
 	StackBurst          *ebpf.VariableSpec `ebpf:"stack_burst"`
 	StackRateNs         *ebpf.VariableSpec `ebpf:"stack_rate_ns"`
@@ -656,6 +662,7 @@ type forensicMaps struct {
 	PyLayouts     *ebpf.Map `ebpf:"py_layouts"`
 	PyProcs       *ebpf.Map `ebpf:"py_procs"`
 	PyThreads     *ebpf.Map `ebpf:"py_threads"`
+	ScopeCgroups  *ebpf.Map `ebpf:"scope_cgroups"`
 	StackProcs    *ebpf.Map `ebpf:"stack_procs"`
 	StackScratch  *ebpf.Map `ebpf:"stack_scratch"`
 	StackSites    *ebpf.Map `ebpf:"stack_sites"`
@@ -676,6 +683,7 @@ func (m *forensicMaps) Close() error {
 		m.PyLayouts,
 		m.PyProcs,
 		m.PyThreads,
+		m.ScopeCgroups,
 		m.StackProcs,
 		m.StackScratch,
 		m.StackSites,
@@ -692,6 +700,7 @@ func (m *forensicMaps) Close() error {
 // It can be passed to loadForensicObjects or ebpf.CollectionSpec.LoadAndAssign.
 type forensicVariables struct {
 	FreezeOnFailure     *ebpf.Variable `ebpf:"freeze_on_failure"`
+	ScopeLevels         *ebpf.Variable `ebpf:"scope_levels"`
 	SelfTgid            *ebpf.Variable `ebpf:"self_tgid"`
 	StackBurst          *ebpf.Variable `ebpf:"stack_burst"`
 	StackRateNs         *ebpf.Variable `ebpf:"stack_rate_ns"`

@@ -63,9 +63,44 @@ type Options struct {
 	// StackRate a second on average (default 64), StackBurst at once
 	// (default 256).
 	StackRate, StackBurst int
+	// Scope, when not empty, limits TraceAll to the processes of these
+	// cgroup v2 cgroups and of the cgroups below them: any other process
+	// is neither recorded nor held at a mapping, decided in the kernel.
+	Scope []Cgroup
 	// maxTracked replaces the size of the tracked-process map (tests fill
 	// it to see what the probes count when it is full).
 	maxTracked uint32
+}
+
+// Cgroup is a cgroup v2 cgroup a recording is scoped to: its id (the
+// inode number of its directory) and its level (the root is level 0, its
+// children 1, ...).
+type Cgroup struct {
+	ID    uint64
+	Level int
+}
+
+// MaxScopes and ScopeLevels bound a scope: at most MaxScopes cgroups, each
+// at a level below ScopeLevels.
+const (
+	MaxScopes   = int(forensicFxConstFX_MAX_SCOPES)
+	ScopeLevels = int(forensicFxConstFX_SCOPE_LEVELS)
+)
+
+// scopeLevels is the bit set of the levels the scope's cgroups lie at,
+// what the probes read as scope_levels (0: no scope).
+func scopeLevels(scope []Cgroup) (uint32, error) {
+	if len(scope) > MaxScopes {
+		return 0, fmt.Errorf("%d cgroups to scope to, at most %d", len(scope), MaxScopes)
+	}
+	var levels uint32
+	for _, c := range scope {
+		if c.Level < 0 || c.Level >= ScopeLevels {
+			return 0, fmt.Errorf("cgroup %d is at level %d, the probes look %d levels deep", c.ID, c.Level, ScopeLevels)
+		}
+		levels |= 1 << c.Level
+	}
+	return levels, nil
 }
 
 // Objects are the loaded program and its maps.
@@ -131,6 +166,16 @@ func Load(opts Options) (*Objects, error) {
 	if err := set(forensicVarFreezeOnFailure, boolByte(opts.FreezeOnFailure)); err != nil {
 		return nil, err
 	}
+	levels, err := scopeLevels(opts.Scope)
+	if err != nil {
+		return nil, err
+	}
+	if len(opts.Scope) > 0 && !opts.TraceAll {
+		return nil, errors.New("a cgroup scope applies to TraceAll only")
+	}
+	if err := set(forensicVarScopeLevels, levels); err != nil {
+		return nil, err
+	}
 	// The recorder never holds itself at a mapping.
 	if err := set(forensicVarSelfTgid, uint32(os.Getpid())); err != nil {
 		return nil, err
@@ -166,6 +211,12 @@ func Load(opts Options) (*Objects, error) {
 	if err := o.fillPyLayouts(); err != nil {
 		o.Close()
 		return nil, err
+	}
+	for _, c := range opts.Scope {
+		if err := o.objs.ScopeCgroups.Put(c.ID, uint8(1)); err != nil {
+			o.Close()
+			return nil, fmt.Errorf("scope to cgroup %d: %w", c.ID, err)
+		}
 	}
 	for id := range cuda.Symbols {
 		cfg, err := SymCfg(&cuda.Symbols[id], opts.StackAll)

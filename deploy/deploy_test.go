@@ -198,6 +198,7 @@ func checkMounts(t *testing.T, pod corev1.PodSpec, c corev1.Container) {
 		{"/sys/kernel/btf", "/sys/kernel/btf", true},
 		{"/etc/machine-id", "/etc/machine-id", true},
 		{"/driver/lib", "/usr/lib/x86_64-linux-gnu", true},
+		{"/host/sys/fs/cgroup", "/sys/fs/cgroup", true},
 	}
 	for _, w := range want {
 		m, ok := mounts[w.path]

@@ -68,6 +68,12 @@ type Config struct {
 	Command []string
 	PID     int
 	All     bool
+	// Cgroups and Pods limit All to the processes of these cgroup v2
+	// cgroups (a path, absolute or relative to the cgroup v2 mount) and
+	// Kubernetes pods (NAMESPACE/NAME), and of the cgroups below them;
+	// other processes are neither recorded nor held.
+	Cgroups []string
+	Pods    []string
 	// LibCUDA lists the libcuda files to attach to, and only those; empty:
 	// the files the recorded processes map, attached as they map them.
 	LibCUDA []string
@@ -161,6 +167,9 @@ func (c *Config) defaults() error {
 	}
 	if c.Output == "" {
 		return errors.New("no output file: give -o run.db")
+	}
+	if (len(c.Cgroups) > 0 || len(c.Pods) > 0) && !c.All {
+		return errors.New("--cgroup and --pod limit --all: give --all too")
 	}
 
 	if c.Interval == 0 {

@@ -34,6 +34,8 @@ type Session struct {
 	events, holdRing *ringbuf.Reader
 	lifeLinks        []link.Link
 	hook             link.Link
+	// scope limits --all to some cgroups (nil: none).
+	scope *scope
 
 	q        *queue
 	att      *attacher
@@ -117,7 +119,7 @@ func New(cfg Config) (*Session, error) {
 		triggers: make(chan triggerReq, 4096), ctx: context.Background(), held: newHeldFile(held, "/proc")}
 	s.fz.held, s.fz.log = s.held, cfg.Log
 	s.files = newFileIndex(s.ids)
-	for _, step := range []func() error{s.createRun, s.loadProbes, s.openNVML, s.openKmsg, s.listen, s.listenMetrics, s.attachStart} {
+	for _, step := range []func() error{s.resolveScope, s.createRun, s.loadProbes, s.openNVML, s.openKmsg, s.listen, s.listenMetrics, s.attachStart} {
 		if err := step(); err != nil {
 			s.release()
 			return nil, err
@@ -186,6 +188,7 @@ func (s *Session) createRun() error {
 		s.run.Mode, s.run.TargetPID = "pid", uint32(cfg.PID)
 	default:
 		s.run.Mode = "all"
+		s.run.Scope = s.scope.paths()
 	}
 	names := make([]string, len(cuda.Symbols))
 	for i, sym := range cuda.Symbols {
@@ -206,13 +209,25 @@ func (s *Session) createRun() error {
 	return nil
 }
 
+// resolveScope resolves --cgroup and --pod before anything is created: a
+// pod not on the node is an error with nothing left behind.
+func (s *Session) resolveScope() error {
+	sc, err := resolveScope("/proc", "/proc/self/mountinfo", s.cfg.Cgroups, s.cfg.Pods)
+	s.scope = sc
+	return err
+}
+
 // loadProbes loads the BPF programs, opens both rings and attaches the
 // lifecycle tracepoints. No uprobe is attached yet.
 func (s *Session) loadProbes() error {
+	sc := s.scope
 	objs, err := bpf.Load(bpf.Options{TraceAll: s.cfg.All, FreezeOnFailure: s.cfg.Freeze,
-		RingBytes: s.cfg.RingBytes, StackAll: s.cfg.Stacks})
+		RingBytes: s.cfg.RingBytes, StackAll: s.cfg.Stacks, Scope: sc.cgroups()})
 	if err != nil {
 		return err
+	}
+	if sc != nil {
+		s.cfg.Log.Info("--all limited to cgroup " + sc.describe() + " and the cgroups below")
 	}
 	s.objs = objs
 	s.onRelease(func() { objs.Close() })

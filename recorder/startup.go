@@ -38,6 +38,9 @@ func (s *Session) attachStart() error {
 	}
 	scan := scanLibCUDA("/proc", pids, s.cfg.All)
 	delete(scan, uint32(os.Getpid()))
+	if err := s.scope.filter(scan); err != nil {
+		return err
+	}
 	// Every process that mapped a libcuda after the hook went in is held,
 	// and its hold is in the ring already: the hook runs as the mapping
 	// system call returns, before the mapping can be seen in /proc.
@@ -67,6 +70,9 @@ func (s *Session) attachExplicit() error {
 	if s.cfg.All {
 		scan := scanLibCUDA("/proc", nil, true)
 		delete(scan, uint32(os.Getpid()))
+		if err := s.scope.filter(scan); err != nil {
+			return err
+		}
 		s.markLate(scan, nil)
 		s.recordRunning(scan)
 	}

@@ -126,11 +126,14 @@ type Judged struct {
 
 // RunInfo summarizes the recording.
 type RunInfo struct {
-	Path         string   `json:"path"`
-	ID           string   `json:"id"`
-	Mode         string   `json:"mode"`
-	Command      []string `json:"command,omitempty"`
-	TargetPID    uint32   `json:"target_pid,omitempty"`
+	Path      string   `json:"path"`
+	ID        string   `json:"id"`
+	Mode      string   `json:"mode"`
+	Command   []string `json:"command,omitempty"`
+	TargetPID uint32   `json:"target_pid,omitempty"`
+	// Scope lists the cgroup directories an "all" run was limited to
+	// (record --all --cgroup/--pod), each with the cgroups below it.
+	Scope        []string `json:"scope,omitempty"`
 	Host         string   `json:"host"`
 	Kernel       string   `json:"kernel"`
 	Clock        string   `json:"clock"`

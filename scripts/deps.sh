@@ -5,6 +5,7 @@
 #   scripts/deps.sh build    make, make demo: a C compiler and its headers
 #   scripts/deps.sh test     make test: build, plus what the tests use
 #   scripts/deps.sh bench    make bench: build, plus bpftrace
+#   scripts/deps.sh generate make generate: build, plus clang, llvm, bpftool, libbpf
 #
 # The list below is the only place a dependency is named. One line each:
 # what to look for (a command on PATH, or an absolute path), the Debian
@@ -29,10 +30,14 @@ chromium                                         chromium                test   
 promtool                                         prometheus              test   # promtool checks the metrics and the alert rules; the e2e alert test runs its server
 debootstrap                                      debootstrap             test   # make roots: the Debian trixie root the container tests run Python 3.13 in
 bpftrace                                         bpftrace                bench  # the per-call cost is compared with bpftrace
+clang                                            clang                   generate  # compiles bpf/forensic.bpf.c (the object is committed: go build needs none of these)
+llvm-strip                                       llvm                    generate  # bpf2go strips the debug sections of the object
+bpftool                                          bpftool                 generate  # dumps the BTF of the kernel to vmlinux.h
+/usr/include/bpf/bpf_helpers.h                   libbpf-dev              generate  # the BPF helper headers
 '
 
 if (($# == 0)); then
-	echo "usage: scripts/deps.sh build|test|bench..." >&2
+	echo "usage: scripts/deps.sh build|test|bench|generate..." >&2
 	exit 2
 fi
 want=" build $* "

@@ -37,9 +37,12 @@ type RunInfo struct {
 	Hostname   string    `json:"hostname"`
 	Kernel     string    `json:"kernel"`
 	// Mode is "spawn" (forensic record -- CMD), "pid" or "all".
-	Mode        string   `json:"mode"`
-	Command     []string `json:"command,omitempty"`
-	TargetPID   uint32   `json:"target_pid,omitempty"`
+	Mode      string   `json:"mode"`
+	Command   []string `json:"command,omitempty"`
+	TargetPID uint32   `json:"target_pid,omitempty"`
+	// Scope lists the cgroup directories an "all" run was limited to
+	// (--cgroup, --pod), each with the cgroups below it; empty: none.
+	Scope       []string `json:"scope,omitempty"`
 	RecorderPID int      `json:"recorder_pid"`
 	// Interval is the NVML sampling period; FlushInterval the longest an
 	// event waits before it is committed.

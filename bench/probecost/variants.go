@@ -18,7 +18,7 @@ const regsSP = 152
 
 // maps are the maps the variants use, shaped like forensic's.
 type maps struct {
-	hash, percpu, ring, task *ebpf.Map
+	hash, percpu, ring, task, scope *ebpf.Map
 }
 
 func newMaps() (maps, error) {
@@ -41,12 +41,24 @@ func newMaps() (maps, error) {
 		m.close()
 		return m, fmt.Errorf("task storage map: %w", err)
 	}
+	// forensic's scope_cgroups: cgroup ids, filled with ids no process
+	// is in (the lookup misses, as for a process outside the scope).
+	if m.scope, err = ebpf.NewMap(&ebpf.MapSpec{Type: ebpf.Hash, KeySize: 8, ValueSize: 1, MaxEntries: 256}); err != nil {
+		m.close()
+		return m, err
+	}
+	for id := uint64(1 << 40); id < 1<<40+16; id++ {
+		if err := m.scope.Put(id, uint8(1)); err != nil {
+			m.close()
+			return m, err
+		}
+	}
 	return m, nil
 }
 
 func (m maps) close() error {
 	var errs []error
-	for _, mp := range []*ebpf.Map{m.hash, m.percpu, m.ring, m.task} {
+	for _, mp := range []*ebpf.Map{m.hash, m.percpu, m.ring, m.task, m.scope} {
 		if mp != nil {
 			errs = append(errs, mp.Close())
 		}
@@ -70,6 +82,7 @@ func variants() []*variant {
 		{name: "pid_tgid", what: "`bpf_get_current_pid_tgid`", insns: call(asm.FnGetCurrentPidTgid)},
 		{name: "cookie", what: "`bpf_get_attach_cookie`", insns: call(asm.FnGetAttachCookie)},
 		{name: "hash", what: "`bpf_get_current_pid_tgid` + hash map lookup by thread id, hit (per-thread state in a hash map)", insns: hashLookup},
+		{name: "scope", what: "`bpf_get_current_ancestor_cgroup_id` + hash map lookup by cgroup id, miss (one level of the --cgroup/--pod scope check)", insns: scopeLookup},
 		{name: "task_btf", what: "`bpf_get_current_task_btf` alone", insns: call(asm.FnGetCurrentTaskBtf)},
 		{name: "task", what: "`bpf_get_current_task_btf` + `bpf_task_storage_get` (per-thread state in task-local storage)", insns: taskStorage},
 		{name: "percpu", what: "per-CPU array lookup (the verifier inlines it)", insns: percpuLookup},
@@ -117,6 +130,22 @@ func hashLookup(m maps) asmProg {
 		asm.Mov.Imm(asm.R0, 0).WithSymbol("out"),
 		asm.Return(),
 	}...)
+}
+
+// scopeLookup: one level of forensic's scope check (in_scope): the
+// current task's ancestor cgroup at level 0 (the root, which every task
+// has: the kernel reads the ancestor from an array, the same work at any
+// level the task's cgroup reaches), looked up among the scope's cgroup ids.
+func scopeLookup(m maps) asmProg {
+	return append(asmProg{
+		asm.Mov.Imm(asm.R1, 0),
+		asm.FnGetCurrentAncestorCgroupId.Call(),
+		asm.StoreMem(asm.RFP, -8, asm.R0, asm.DWord),
+		asm.LoadMapPtr(asm.R1, m.scope.FD()),
+		asm.Mov.Reg(asm.R2, asm.RFP),
+		asm.Add.Imm(asm.R2, -8),
+		asm.FnMapLookupElem.Call(),
+	}, ret0()...)
 }
 
 func taskStorage(m maps) asmProg {

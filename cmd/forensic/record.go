@@ -7,6 +7,7 @@ import (
 	"os"
 	"os/signal"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"syscall"
@@ -26,7 +27,8 @@ const recordLong = `Records COMMAND and every process it starts (or a running pr
 --pid, or every process that uses libcuda with --all) into a new run.db:
 each call of libcuda's allocation, mapping, release and context functions,
 NVML samples of framebuffer and BAR1 (periodically and at each failure),
-and the NVRM/Xid lines of the kernel log.
+and the NVRM/Xid lines of the kernel log. --cgroup and --pod limit --all to
+the processes of some cgroups or Kubernetes pods (and the cgroups below).
 
 Flags come before COMMAND: everything from COMMAND's name on is COMMAND's,
 with or without --. Recording needs root (CAP_BPF and CAP_PERFMON,
@@ -68,6 +70,13 @@ type recordFlags struct {
 }
 
 func (c *cli) recordCommand() *cobra.Command {
+	cmd, _ := c.recordCommandFlags()
+	return cmd
+}
+
+// recordCommandFlags builds the record command and the flags it parses
+// into.
+func (c *cli) recordCommandFlags() (*cobra.Command, *recordFlags) {
 	f := &recordFlags{ring: uint64(bpf.DefaultRingBytes), reserve: store.DefaultReserve, keepSamples: 36000}
 	f.cfg.Interval, f.cfg.FlushInterval, f.cfg.FreezeLimit = 100*time.Millisecond, 100*time.Millisecond, 50*time.Millisecond
 	cmd := &cobra.Command{
@@ -75,7 +84,7 @@ func (c *cli) recordCommand() *cobra.Command {
 		Short: "record a workload's CUDA calls and GPU memory (root)",
 		Long:  recordLong,
 		Annotations: map[string]string{
-			"synopsis": "record [flags] -o FILE --pid PID\nrecord [flags] -o FILE --all",
+			"synopsis": "record [flags] -o FILE --pid PID\nrecord [flags] -o FILE --all [--cgroup PATH]... [--pod NS/NAME]...",
 			"exit":     recordExit,
 		},
 		Example: `  sudo forensic record -o run.db -- python train.py --batch 64
@@ -92,6 +101,8 @@ func (c *cli) recordCommand() *cobra.Command {
 	fs.BoolVarP(&cfg.Force, "force", "f", false, "replace an existing run.db (never a live recording, a directory or a file that is not a run)")
 	fs.IntVarP(&cfg.PID, "pid", "p", 0, "record this running process (`PID`) and the children it starts")
 	fs.BoolVarP(&cfg.All, "all", "a", false, "record every process on the host that maps a libcuda")
+	fs.StringArrayVar(&cfg.Cgroups, "cgroup", nil, "with --all, record only the processes of this cgroup v2 `PATH` and the cgroups below it (repeatable; relative to the cgroup v2 mount)")
+	fs.StringArrayVar(&cfg.Pods, "pod", nil, "with --all, record only the processes of this Kubernetes pod, `NAMESPACE/NAME`, running on this node (repeatable)")
 	fs.BoolVar(&cfg.AsRoot, "as-root", false, "under sudo, run COMMAND as root instead of the invoking user")
 	fs.StringArrayVar(&cfg.LibCUDA, "libcuda", nil, "libcuda `FILE` to attach to (repeatable; default: search)")
 	fs.StringVar(&cfg.NVML, "libnvidia-ml", "", "libnvidia-ml.so.1 `FILE` to sample through (default: the loader's)")
@@ -111,7 +122,7 @@ func (c *cli) recordCommand() *cobra.Command {
 	fs.StringVar(&f.events, "events", "", "append one JSON line per failed call to `FILE` (- for stdout), for log shippers (docs/flight.md)")
 	f.flight.add(fs)
 	f.fs = fs
-	return cmd
+	return cmd, f
 }
 
 // config checks what flags alone cannot and completes the recorder's
@@ -129,10 +140,22 @@ func (c *cli) config(f *recordFlags, command []string) (recorder.Config, error) 
 		return cfg, usageErr("a command cannot be combined with --pid or --all")
 	case cfg.PID == 0 && !cfg.All && len(command) == 0:
 		return cfg, usageErr("nothing to record: give -- COMMAND, --pid PID or --all")
+	case (len(cfg.Cgroups) > 0 || len(cfg.Pods) > 0) && !cfg.All:
+		return cfg, usageErr("--cgroup and --pod limit --all: give --all too")
 	case f.fs.Changed("keep-previous") && len(command) > 0 && isCount(command[0]):
 		return cfg, usageErr("give the count as --keep-previous=%s (%s would be the command to run)", command[0], command[0])
 	case f.keepSamples < 1:
 		return cfg, usageErr("--keep-samples %d: keep at least 1", f.keepSamples)
+	}
+	for _, p := range cfg.Pods {
+		if _, _, err := recorder.ParsePod(p); err != nil {
+			return cfg, usageErr("%v", err)
+		}
+	}
+	for _, p := range cfg.Cgroups {
+		if p == "" {
+			return cfg, usageErr("--cgroup: give a cgroup's path")
+		}
 	}
 	if err := outputNotDir(cfg.Output, f.flight.on); err != nil {
 		return cfg, err
@@ -236,6 +259,8 @@ func recordingWhat(cfg recorder.Config) string {
 	switch {
 	case cfg.PID != 0:
 		return fmt.Sprintf("pid %d", cfg.PID)
+	case cfg.All && len(cfg.Cgroups)+len(cfg.Pods) > 0:
+		return "every process using libcuda in " + strings.Join(append(slices.Clone(cfg.Cgroups), cfg.Pods...), ", ")
 	case cfg.All:
 		return "every process using libcuda"
 	}

@@ -173,6 +173,8 @@ func (t *writer) header(rep *report.Report) {
 	what := r.Mode
 	if r.TargetPID != 0 {
 		what += fmt.Sprintf(" %d", r.TargetPID)
+	} else if len(r.Scope) > 0 {
+		what += " in " + strings.Join(r.Scope, ", ")
 	}
 	end := r.Ended
 	if r.StopReason != "" {
