@@ -22,7 +22,7 @@ export CGO_CFLAGS ?= -Wno-deprecated-declarations
 
 GO_SRC := $(shell find . -name '*.go' -not -path './build/*' -not -path './.git/*') go.mod go.sum bpf/forensic_x86_bpfel.o
 
-.PHONY: all simgpu nvidia-libs test test-race e2e-race fuzz-smoke test-unit demo bench generate gpu-check clean
+.PHONY: all simgpu nvidia-libs roots test test-race e2e-race fuzz-smoke test-unit demo bench generate gpu-check clean
 
 all: bin/forensic simgpu
 
@@ -51,12 +51,20 @@ $(NVIDIA)/libcuda.so.1:
 $(NVIDIA550)/libcuda.so.1:
 	scripts/fetch-nvidia-libs.sh $(NVIDIA550) trixie
 
+# A minimal Debian trixie root with its python3 (3.13), made once with
+# debootstrap from the archive this machine's apt uses: the e2e tests run
+# Python in it under chroot and in a pivot_root'd mount namespace.
+roots: build/roots/trixie/.complete
+
+build/roots/trixie/.complete:
+	scripts/make-root.sh build/roots/trixie trixie
+
 # Every test, with the end-to-end tests required: a missing prerequisite
 # (root, the simulator, the NVIDIA libraries) fails instead of skipping.
 # Then the e2e suite once more, against the -race build of the binary.
 test:
 	scripts/deps.sh test
-	$(MAKE) --no-print-directory all nvidia-libs
+	$(MAKE) --no-print-directory all nvidia-libs roots
 	$(GO) vet ./...
 	FORENSIC_REQUIRE_E2E=1 $(GO) test -count=1 -timeout 12m ./...
 	$(MAKE) --no-print-directory fuzz-smoke
@@ -66,7 +74,7 @@ test:
 # FORENSIC_BIN names).
 test-race:
 	scripts/deps.sh test
-	$(MAKE) --no-print-directory all nvidia-libs
+	$(MAKE) --no-print-directory all nvidia-libs roots
 	$(MAKE) --no-print-directory e2e-race
 
 # A race makes the binary exit 66, which fails the test that ran it. The

@@ -121,7 +121,7 @@ func Analyze(r Source, opts Options) (*report.Report, error) {
 	}
 	s.pickFirst()
 	s.runInfo()
-	if err := s.context(); err != nil {
+	if err := s.runRecords(); err != nil {
 		return nil, err
 	}
 	s.phases() // before the passes that fill per-phase values

@@ -84,7 +84,8 @@ type finding struct {
 	opaque         *opaqueRel
 	// setAside says why the sample this failure triggered was not the
 	// reference: a release of unknown size came between.
-	setAside string
+	setAside   string
+	setAsideBy *opaqueRel
 	// miss is the decisive missing evidence when capacity is unknown.
 	miss *report.Missing
 	// pool is the memory pool with a maximum size the allocation drew
@@ -342,6 +343,7 @@ func (s *state) judgeView(f *failed, fd *finding) {
 	fd.rangedBetween = best.ranged
 	fd.openLo, fd.openHi, fd.opaque = best.down, best.up, best.opaque
 	if c := cands[0]; c.smp != best.smp && c.opaque != nil && fd.trigger == nil {
+		fd.setAsideBy = c.opaque
 		fd.setAside = fmt.Sprintf("the sample this failure triggered, %s after it, came after pid %d %s",
 			report.Duration(c.smp.Start-f.e.End), c.opaque.pid, c.opaque.why)
 	}
@@ -710,7 +712,7 @@ func (fd *finding) evidence(s *state) []report.Evidence {
 	if fd.reconciled() {
 		at.Source = src + ", corrected by traced calls"
 		at.Rule = ruleReconcile
-		at.Note = fd.reconcileNote()
+		at.Note, at.Brief = fd.reconcileNote(), fd.reconcileBrief()
 		switch {
 		case fd.openLo && fd.openHi:
 			at.Value = nil
@@ -721,15 +723,17 @@ func (fd *finding) evidence(s *state) []report.Evidence {
 			at.Text = fd.freeText()
 		}
 	} else {
-		at.Note = fd.sampleLabel()
+		at.Note, at.Brief = fd.sampleLabel(), fd.sampleBrief()
 	}
 	if fd.setAside != "" {
 		at.Note += "; " + fd.setAside
+		at.Brief = fmt.Sprintf("%s; its own sample came after pid %d's %s", at.Brief, fd.setAsideBy.pid, fd.setAsideBy.event())
 	}
 	out = append(out, at)
 	if fd.reconciled() {
 		out = append(out, report.Evidence{Field: fd.view.String() + " free as sampled", Value: ptr(fd.seen), Unit: "bytes",
-			Source: src, Status: smp.Status.Name, TimeNS: smp.Start, GPU: &g, Scope: smp.Scope, Note: fd.sampleLabel()})
+			Source: src, Status: smp.Status.Name, TimeNS: smp.Start, GPU: &g, Scope: smp.Scope, Note: fd.sampleLabel(),
+			Brief: fd.sampleBrief()})
 	}
 	return append(out, fd.viewEvidence(src, g)...)
 }
@@ -753,7 +757,9 @@ func (fd *finding) viewEvidence(src string, g int) []report.Evidence {
 		out = append(out, row("framebuffer reserved", smp.Reserved, "held by the driver; no allocation can use it"))
 	}
 	if smp.Used != nil {
-		out = append(out, row("framebuffer used as sampled", smp.Used, fd.sampleLabel()))
+		used := row("framebuffer used as sampled", smp.Used, fd.sampleLabel())
+		used.Brief = fd.sampleBrief()
+		out = append(out, used)
 	}
 	return out
 }
@@ -802,6 +808,34 @@ func abs(v int64) int64 {
 		return -v
 	}
 	return v
+}
+
+// sampleBrief is sampleLabel in a few words, for the default text
+// report: when the sample was taken, and what untraced release lies
+// between it and the failure.
+func (fd *finding) sampleBrief() string {
+	smp := fd.sample
+	when := fmt.Sprintf("sampled %s before the failure", report.Duration(max(fd.failAt, smp.End)-smp.End))
+	if fd.trigger != nil {
+		when = fmt.Sprintf("sampled %s after the failure", report.Duration(smp.Start-fd.trigger.End))
+	}
+	if o := fd.opaque; o != nil {
+		when += fmt.Sprintf(", across pid %d's %s", o.pid, o.event())
+	}
+	return when
+}
+
+// reconcileBrief is reconcileNote in a few words.
+func (fd *finding) reconcileBrief() string {
+	what := "corrected by the traced calls in between"
+	if o := fd.opaque; o != nil {
+		what = fmt.Sprintf("corrected for pid %d's %s", o.pid, o.event())
+	}
+	smp := fd.sample
+	if fd.trigger != nil {
+		return fmt.Sprintf("%s; sampled %s after the failure", what, report.Duration(smp.Start-fd.trigger.End))
+	}
+	return fmt.Sprintf("%s; sampled %s before the failure", what, report.Duration(max(fd.failAt, smp.End)-smp.End))
 }
 
 // reconcileNote explains a reconciled value.

@@ -349,3 +349,238 @@ func TestLongIntervalReconcilesEveryChange(t *testing.T) {
 		t.Errorf("capacity %s, want %s (3 GiB free at the sample, 2.5 GiB allocated since): %s", got, report.CapFBExhausted, rep.Verdict)
 	}
 }
+
+// allocFreeSyms are the symbols of tests that allocate and free: 0 cuMemAlloc_v2, 1 cuMemFree_v2.
+var allocFreeSyms = []string{"cuMemAlloc_v2", "cuMemFree_v2"}
+
+// triggered marks a sample as taken because of pid 7's failure at end.
+func triggered(smp store.Sample, end int64) store.Sample {
+	smp.Triggers = []store.Trigger{{PID: 7, TID: 7, Symbol: "cuMemAlloc_v2", End: end}}
+	return smp
+}
+
+// exitAt is an exit with status code at t.
+func exitAt(t int64, code int) *store.Exit { return &store.Exit{Time: t, Code: &code} }
+
+// A sample on the far side of a release the replay cannot size (the exit
+// of a process already running when recording started, a free of memory
+// allocated before it) is not reconciled as if exact: the nearest usable
+// sample on the near side decides, or capacity is unknown.
+func TestUntracedReleaseBetweenSampleAndFailure(t *testing.T) {
+	fail := tClock + 300*ms
+	oom := call(0, fail, 2, cuda.Fields{Has: cuda.FieldSize, Size: 2 * gib})
+	// 16 GiB; the process holds 15 GiB from before recording: 1 GiB free.
+	before := fbSample(tClock+260*ms, 15*gib)
+	after := triggered(fbSample(fail+ms, 0), fail) // after its exit: all free
+	late := func(exit *store.Exit) []store.Process {
+		return []store.Process{{PID: 7, Start: tClock, Exe: "/bin/app", Root: true, AttachedLate: true, Exit: exit,
+			Devices: []store.DeviceMap{{Ordinal: 0, GPU: 0, Method: "uuid"}}}}
+	}
+	cases := []struct {
+		name    string
+		events  []store.Event
+		samples []store.Sample
+		procs   []store.Process
+		want    report.Capacity
+		inText  string // in the decisive row's note or the missing evidence
+	}{
+		{"exit after the failure, a sample before it", []store.Event{oom}, []store.Sample{before, after},
+			late(exitAt(fail+ms/2, 1)), report.CapFBExhausted, "came after pid 7 exited"},
+		{"exit after the failure, no sample before it", []store.Event{oom}, []store.Sample{after},
+			late(exitAt(fail+ms/2, 1)), report.CapUnknown, "pid 7 exited"},
+		{"free of memory from before the record", []store.Event{oom, free(1, fail+ms/2, 0xdead0000)}, []store.Sample{after},
+			late(exitAt(fail+50*ms, 1)), report.CapUnknown, "allocated before the record"},
+		{"the process exits after the sample", []store.Event{oom}, []store.Sample{before, triggered(fbSample(fail+ms, 15*gib), fail), listing7(fail+ms, 15*gib)},
+			late(exitAt(fail+2*ms, 1)), report.CapFBExhausted, "taken because of this failure"},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			rep := runSpec{symbols: allocFreeSyms, events: c.events, samples: c.samples, procs: c.procs,
+				workload: exitAt(fail+ms, 1)}.analyze(t, nil)
+			if rep.Capacity == nil || *rep.Capacity != c.want {
+				t.Fatalf("capacity %v, want %s: %s", rep.Capacity, c.want, rep.Verdict)
+			}
+			var text []string
+			for _, e := range rep.Evidence {
+				if e.Decisive {
+					text = append(text, e.Note)
+				}
+			}
+			for _, m := range rep.Missing {
+				text = append(text, m.What)
+			}
+			if !strings.Contains(strings.Join(text, " / "), c.inText) {
+				t.Errorf("%q is not said: %q", c.inText, text)
+			}
+			if strings.Contains(rep.Verdict, "had room") {
+				t.Errorf("the verdict says had room: %s", rep.Verdict)
+			}
+		})
+	}
+}
+
+// A sticky code (a kernel's fault left on the context) is not judged
+// against free memory, and the verdict says why.
+func TestStickyCodeGetsNoCapacity(t *testing.T) {
+	fail := tClock + 300*ms
+	rep := runSpec{symbols: allocFreeSyms, events: []store.Event{
+		alloc(0, tClock+100*ms, gib, 0xa000),
+		call(0, fail, 700, cuda.Fields{Has: cuda.FieldSize, Size: gib}),
+	}, samples: []store.Sample{triggered(fbSample(fail+ms, gib), fail)}}.analyze(t, nil)
+	if rep.Capacity == nil || *rep.Capacity != report.CapNotApplicable {
+		t.Fatalf("capacity %v, want not-applicable: %s", rep.Capacity, rep.Verdict)
+	}
+	if rep.Attribution != report.AttrMissingEvidence || !strings.Contains(rep.Verdict, "sticky") {
+		t.Errorf("attribution %s, verdict %q: want missing-evidence, saying sticky", rep.Attribution, rep.Verdict)
+	}
+}
+
+// A call the driver refused for want of a current context, on a thread
+// with none, ran on no GPU; the same call in a context ran on its GPU.
+func TestNoContextNoGPU(t *testing.T) {
+	for _, ctx := range []uint32{0, 1} {
+		e := call(0, tClock+100*ms, 201, cuda.Fields{Has: cuda.FieldSize, Size: gib})
+		e.Ctx = ctx
+		rep := runSpec{symbols: allocFreeSyms, events: []store.Event{e}}.analyze(t, nil)
+		ff := rep.FirstFailure
+		onGPU := ff.GPUIndex != nil || strings.Contains(rep.Verdict, "GPU 0")
+		if onGPU != (ctx != 0) {
+			t.Errorf("context %d: gpu %v, mapping %q, verdict %q", ctx, ff.GPUIndex, ff.GPUMapping, rep.Verdict)
+		}
+		if ctx == 0 && (ff.GPUMapping != report.MappingNoContext || ff.CUDADevice != -1) {
+			t.Errorf("no context: mapping %q, CUDA device %d", ff.GPUMapping, ff.CUDADevice)
+		}
+	}
+}
+
+// bar1Of is a successful BAR1 sample of one GPU at t: free of a 256 MiB
+// aperture.
+func bar1Of(gpu int, t int64, free uint64, trig ...store.Trigger) store.Sample {
+	s := memSample(store.KindBAR1, -1, t, 256*mibB, 0, free, trig...)
+	s.GPU.Index, s.API = gpu, "nvmlDeviceGetBAR1MemoryInfo"
+	return s
+}
+
+// decisiveRow is the evidence row the verdict compared the request with.
+func decisiveRow(rep *report.Report) *report.Evidence {
+	for i := range rep.Evidence {
+		if rep.Evidence[i].Decisive {
+			return &rep.Evidence[i]
+		}
+	}
+	return nil
+}
+
+// freeRow is the "BAR1 free at the failure" evidence row.
+func freeRow(rep *report.Report) *report.Evidence {
+	for i := range rep.Evidence {
+		if rep.Evidence[i].Field == "BAR1 free at the failure" {
+			return &rep.Evidence[i]
+		}
+	}
+	return nil
+}
+
+// A mapping through another GPU's aperture (an import of memory exported
+// from GPU 1 by a process on GPU 0, or peer access from GPU 0 to a context
+// on GPU 1) is judged on that GPU's BAR1, from a sample of that GPU: never
+// on the caller's sample labelled with the other GPU's index.
+func TestApertureOfAnotherGPU(t *testing.T) {
+	key := []byte("0123456789abcdef0123456789abcdef")
+	failAt := tClock + 300*msNS
+	trigIPC := store.Trigger{PID: 8, TID: 8, Symbol: "cuIpcOpenMemHandle_v2", End: failAt}
+	trigPeer := store.Trigger{PID: 8, TID: 8, Symbol: "cuCtxEnablePeerAccess", End: failAt}
+	two := []store.DeviceMap{{Ordinal: 0, GPU: 0, Method: "uuid"}, {Ordinal: 1, GPU: 1, Method: "uuid"}}
+	exporter := []store.Event{
+		{Symbol: 0, PID: 7, TID: 7, Start: tClock + 99*msNS, End: tClock + 100*msNS, Ctx: 1, Dev: 1, Stack: -1,
+			Fields: cuda.Fields{Has: cuda.FieldSize | cuda.FieldPtr, Size: 64 * mibB, Ptr: 0x1000}},
+		{Symbol: 1, PID: 7, TID: 7, Start: tClock + 109*msNS, End: tClock + 110*msNS, Ctx: 1, Dev: 1, Stack: -1,
+			Fields: cuda.Fields{Has: cuda.FieldTarget | cuda.FieldKey, Target: 0x1000, Key: key}},
+	}
+	ipcOpen := store.Event{Symbol: 2, PID: 8, TID: 8, Start: failAt - 1000, End: failAt, Result: 205, Ctx: 1, Dev: 0, Stack: -1,
+		Fields: cuda.Fields{Has: cuda.FieldKey | cuda.FieldFlags, Key: key, Flags: 1}}
+	peer := func(ctx uint64) store.Event {
+		return store.Event{Symbol: 3, PID: 8, TID: 8, Start: failAt - 1000, End: failAt, Result: 205, Ctx: 1, Dev: 0, Stack: -1,
+			Fields: cuda.Fields{Has: cuda.FieldPtr | cuda.FieldPeer | cuda.FieldFlags, Ptr: ctx, Peer: ctx}}
+	}
+	ctxs := []store.Context{{Index: 1, Handle: 0xa000, Device: 0}, {Index: 2, Handle: 0xb000, Device: 1}}
+	tests := []struct {
+		name     string
+		event    store.Event
+		samples  []store.Sample
+		capacity report.Capacity
+		gpu      int    // of the "BAR1 free at the failure" row (-1: no row)
+		free     uint64 // its value
+		decisive bool
+		steps    string // in the next steps
+		noSteps  string // not in the next steps
+	}{
+		{"import, both GPUs in the failure's round", ipcOpen,
+			[]store.Sample{bar1Of(0, failAt+300_000, 252*mibB, trigIPC), bar1Of(1, failAt+340_000, 52*mibB, trigIPC)},
+			report.CapBAR1Exhausted, 1, 52 * mibB, true, "resizable BAR1", ""},
+		{"import, only the caller's GPU in the failure's round", ipcOpen,
+			[]store.Sample{bar1Of(1, failAt-10*msNS, 52*mibB), bar1Of(0, failAt+300_000, 252*mibB, trigIPC)},
+			report.CapBAR1Exhausted, 1, 52 * mibB, true, "", ""},
+		{"import, the exporter's GPU never sampled", ipcOpen,
+			[]store.Sample{bar1Of(0, failAt+300_000, 252*mibB, trigIPC)},
+			report.CapUnknown, -1, 0, false, "", "had room"},
+		{"import, the exporter's GPU had room", ipcOpen,
+			[]store.Sample{bar1Of(0, failAt+300_000, 0, trigIPC), bar1Of(1, failAt+340_000, 200*mibB, trigIPC)},
+			report.CapBAR1HadRoom, 1, 200 * mibB, true, "", ""},
+		{"peer access, the peer's aperture full", peer(0xb000),
+			[]store.Sample{bar1Of(0, failAt+300_000, 124*mibB, trigPeer), bar1Of(1, failAt+340_000, 0, trigPeer)},
+			report.CapBAR1Exhausted, 1, 0, true, "", "exporting process"},
+		{"peer access, size unknown: nothing decisive", peer(0xb000),
+			[]store.Sample{bar1Of(0, failAt+300_000, 124*mibB, trigPeer), bar1Of(1, failAt+340_000, 24*mibB, trigPeer)},
+			report.CapUnknown, 1, 24 * mibB, false, "before and after enabling peer access", "exporting process"},
+		{"peer access, the peer context's GPU unknown", peer(0xc000),
+			[]store.Sample{bar1Of(0, failAt+300_000, 0, trigPeer), bar1Of(1, failAt+340_000, 0, trigPeer)},
+			report.CapUnknown, -1, 0, false, "before the process creates its contexts", "exporting process"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			procs := []store.Process{
+				{PID: 7, Start: tClock, Exe: "/bin/exporter", Root: true, Devices: two},
+				{PID: 8, Start: tClock, Exe: "/bin/importer", Devices: two, Contexts: ctxs},
+			}
+			rep := runSpec{symbols: []string{"cuMemAlloc_v2", "cuIpcGetMemHandle", "cuIpcOpenMemHandle_v2", "cuCtxEnablePeerAccess"},
+				events: append(append([]store.Event(nil), exporter...), tt.event), samples: tt.samples, procs: procs}.analyze(t, nil)
+			if rep.Capacity == nil || *rep.Capacity != tt.capacity {
+				t.Fatalf("capacity %s, want %s: %s", capText(rep), tt.capacity, rep.Verdict)
+			}
+			row := freeRow(rep)
+			switch {
+			case tt.gpu < 0 && row != nil:
+				t.Errorf("a BAR1 free row for an aperture never sampled: %+v", *row)
+			case tt.gpu >= 0 && (row == nil || row.GPU == nil || *row.GPU != tt.gpu || row.Value == nil || *row.Value != tt.free):
+				t.Fatalf("BAR1 free row %+v, want GPU %d with %d MiB", row, tt.gpu, tt.free/mibB)
+			case row != nil && row.Decisive != tt.decisive:
+				t.Errorf("BAR1 free row decisive %v, want %v (capacity %s)", row.Decisive, tt.decisive, tt.capacity)
+			}
+			if d := decisiveRow(rep); d != nil && !tt.decisive {
+				t.Errorf("%q marked decisive although capacity is %s", d.Field, tt.capacity)
+			}
+			if rep.NearestSamples != nil && tt.gpu >= 0 && rep.NearestSamples.GPU != tt.gpu {
+				t.Errorf("samples around the failure are of GPU %d, want the aperture's GPU %d", rep.NearestSamples.GPU, tt.gpu)
+			}
+			if ap := rep.FirstFailure.ApertureGPU; tt.gpu >= 0 && (ap == nil || *ap != tt.gpu) {
+				t.Errorf("first failure's aperture GPU %v, want %d", ap, tt.gpu)
+			}
+			steps := strings.Join(rep.NextSteps, " | ")
+			if tt.steps != "" && !strings.Contains(steps, tt.steps) {
+				t.Errorf("next steps %q do not say %q", steps, tt.steps)
+			}
+			if tt.noSteps != "" && strings.Contains(steps+rep.Verdict, tt.noSteps) {
+				t.Errorf("verdict or next steps say %q: %s | %s", tt.noSteps, rep.Verdict, steps)
+			}
+		})
+	}
+}
+
+// capText is a report's capacity as text ("null" when none).
+func capText(rep *report.Report) string {
+	if rep.Capacity == nil {
+		return "null"
+	}
+	return string(*rep.Capacity)
+}

@@ -141,12 +141,46 @@ func (s *state) failureList() {
 		ff.Stack = s.stack(s.first)
 	}
 	s.rep.FirstFailure = ff
+	if m := pythonGap(ff); m != nil {
+		s.rep.Missing = append(s.rep.Missing, *m)
+	}
+}
+
+// pythonGap says that the first failure's stack lacks Python frames its
+// process had (a CPython process whose frames were not read, or only in
+// part), so that a report without them is never taken for one of a
+// program that is no Python; nil when nothing is missing.
+func pythonGap(ff *report.Failure) *report.Missing {
+	st := ff.Stack
+	if st == nil || st.Python == "" || st.Python == "ok" {
+		return nil
+	}
+	fix := "the native frames still name the code that called CUDA; the Python line that asked is not known"
+	switch {
+	case st.Python == "not-captured" || strings.Contains(st.Python, "was not located"):
+		fix = "record the program from its start (forensic record -- CMD) or attach before it loads CUDA: " +
+			"its interpreter was found only after this call; " + fix
+	case strings.HasPrefix(st.Python, "not read: "):
+		fix = "this CPython's frames are not read (supported: 3.10 to 3.13, release builds); " + fix
+	case st.Python == "truncated":
+		fix = "the innermost frames are shown; the outermost were beyond what the probe reads"
+	}
+	return &report.Missing{What: fmt.Sprintf("Python frames of the first failure's stack (pid %d): %s", ff.PID, pythonText(st.Python)), Fix: fix}
 }
 
 // stack returns a failure's user stack: its capture unwound (with its
 // Python frames), else the kernel's frame-pointer walk symbolized; nil
 // when neither was recorded.
 func (s *state) stack(f *failed) *report.Stack {
+	st := s.rawStack(f)
+	if st != nil {
+		st.UserFrame = userFrame(st.Frames)
+	}
+	return st
+}
+
+// rawStack is stack without the user's frame marked.
+func (s *state) rawStack(f *failed) *report.Stack {
 	if st := s.capturedStack(f); st != nil {
 		return st
 	}
@@ -158,11 +192,18 @@ func (s *state) stack(f *failed) *report.Stack {
 		return &report.Stack{Frames: []report.Frame{}, Partial: true, Note: "stack not stored"}
 	}
 	var maps []store.Mapping
-	if p := s.processAt(f.e.PID, f.e.End); p != nil {
+	p := s.processAt(f.e.PID, f.e.End)
+	if p != nil {
 		maps = p.Maps
 	}
 	st := s.opts.Symbolizer.Symbolize(frames, s.files(), maps)
 	st.Method = "frame-pointers"
+	if p != nil && p.Python != nil {
+		// A CPython process: its Python frames are read only with a
+		// capture, which this call has not.
+		st.Python = "no-capture"
+		st.PythonVersion, st.PythonBuild, st.PythonFile = pythonBuild(p.Python)
+	}
 	for i := range st.Frames {
 		if st.Frames[i].Language == "" {
 			st.Frames[i].Language = report.LangNative

@@ -195,3 +195,29 @@ func TestFlightRecordedCount(t *testing.T) {
 		})
 	}
 }
+
+// What is live at the first failure is counted by kind, so a report can
+// name a mapping a mapping; and the verdict on a recovered failure before
+// a bad exit reads as English.
+func TestLiveKindsAndRecoveredWording(t *testing.T) {
+	fail := tClock + 300*ms
+	evs := []store.Event{
+		alloc(0, tClock+100*ms, gib, 0xa000), alloc(0, tClock+150*ms, gib, 0xb000),
+		call(0, fail, 2, cuda.Fields{Has: cuda.FieldSize, Size: 10 * gib}),
+		alloc(0, fail+20*ms, 10*gib, 0xc000),
+	}
+	x := exitAt(fail+100*ms, 1)
+	procs := []store.Process{{PID: 7, Start: tClock, Exe: "/bin/app", Root: true, Exit: x,
+		Devices: []store.DeviceMap{{Ordinal: 0, GPU: 0, Method: "uuid"}}}}
+	rep := runSpec{symbols: allocFreeSyms, events: evs, procs: procs, workload: x}.analyze(t, nil)
+	if len(rep.LiveAtFailure) != 1 {
+		t.Fatalf("live %+v", rep.LiveAtFailure)
+	}
+	l := rep.LiveAtFailure[0]
+	if len(l.Kinds) != 1 || l.Kinds[0] != (report.KindCount{Kind: "device-pointer", Count: 2}) {
+		t.Errorf("kinds %+v, want 2 device-pointer", l.Kinds)
+	}
+	if !strings.Contains(rep.Verdict, "after it recovered from each of its failed calls") || strings.Contains(rep.Verdict, "call of its") {
+		t.Errorf("verdict %q", rep.Verdict)
+	}
+}

@@ -9,7 +9,7 @@ import (
 	"strings"
 
 	"github.com/retrivium/forensic/cuda"
-	"github.com/retrivium/forensic/fleet"
+	"github.com/retrivium/forensic/jobenv"
 	"github.com/retrivium/forensic/report"
 	"github.com/retrivium/forensic/store"
 )
@@ -87,7 +87,7 @@ func jobLabel(p *store.Process) (id, by string) {
 	if name := p.Env["POD_NAME"]; name != "" {
 		return "pod:" + p.Env["POD_NAMESPACE"] + "/" + name, report.JobByPod
 	}
-	if id := fleet.ParseJobEnv(p.Env).JobID; id != "" {
+	if id := jobenv.Parse(p.Env).JobID; id != "" {
 		return "job:" + id, report.JobByVariable
 	}
 	if containerCgroup(p.Cgroup) {

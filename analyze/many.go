@@ -7,6 +7,7 @@ import (
 	"strings"
 
 	"github.com/retrivium/forensic/fleet"
+	"github.com/retrivium/forensic/jobenv"
 	"github.com/retrivium/forensic/report"
 	"github.com/retrivium/forensic/store"
 )
@@ -210,10 +211,10 @@ func analyzeFile(path string, opts Options) (*report.Report, error) {
 func fleetRun(rep *report.Report) fleet.Run {
 	ri := &rep.Run
 	fr := fleet.Run{Path: ri.Path, ID: ri.ID, Host: ri.Host, BootID: ri.BootID, Rank: ri.Rank, WorldSize: ri.WorldSize,
-		JobID: fleet.JobID(ri.JobID), StartNS: ri.StartNS, EndNS: max(ri.EndNS, ri.StartNS+ri.DurationNS)}
+		JobID: jobenv.ID(ri.JobID), StartNS: ri.StartNS, EndNS: max(ri.EndNS, ri.StartNS+ri.DurationNS)}
 	var jobIDs []string
 	for _, p := range rep.Processes {
-		j := fleet.ParseJobEnv(p.Env)
+		j := jobenv.Parse(p.Env)
 		if j.JobID != "" && !slices.Contains(jobIDs, j.JobID) {
 			jobIDs = append(jobIDs, j.JobID)
 		}
@@ -380,7 +381,7 @@ func explainOrder(rep *report.Report, order fleet.Result, own string) {
 	}
 	verdict := strings.Join(lead, " ") + " " + own
 	if len(hidden) > 0 {
-		verdict += " The record cannot establish it as the first failure of the job: " + whats(hidden) + "."
+		verdict += " This may not be the job's first failure: " + whats(hidden) + "."
 	}
 	rep.Verdict = verdict
 }
@@ -459,7 +460,7 @@ func recoveredInJob(f *report.Failure) string {
 	if f.Size != nil {
 		what += " of " + report.HumanBytes(*f.Size)
 	}
-	return fmt.Sprintf("The job's first failed operation, %s by pid %d in %s (%s), was recovered: the same process later succeeded at the same operation for at least the same size, so no failure in another run is its consequence.",
+	return fmt.Sprintf("The job's first failed operation, %s by pid %d in %s (%s), was recovered. The same process later succeeded at the same operation for at least the same size. So no failure in another run is its consequence.",
 		what, f.PID, f.RunPath, f.ResultName)
 }
 
@@ -482,10 +483,10 @@ func hiddenByOrder(order fleet.Result) []report.Missing {
 	}
 	if len(order.MissingRanks) > 0 {
 		hidden = append(hidden, report.Missing{Decisive: true,
-			What: fmt.Sprintf("no run was given for %s of the job's %d: the rank that failed first is often the one whose file is missing (its node crashed or rebooted, it was not recorded, or its run.db was not gathered)",
-				report.Ranks(order.MissingRanks), *order.WorldSize),
+			What: fmt.Sprintf("no run was given for %s of the job's %d, and the rank that failed first is often the one whose file is missing",
+				report.RankRanges(order.MissingRanks), *order.WorldSize),
 			Fix: fmt.Sprintf("gather the run.db of %s (from the node that ran it, even if that node crashed) and analyze it with the others; if it was not recorded, record every rank next time (forensic record --all on each node)",
-				report.Ranks(order.MissingRanks))})
+				report.RankRanges(order.MissingRanks))})
 	}
 	return hidden
 }
@@ -512,28 +513,26 @@ func afterText(cs []report.Consequence) string {
 	}
 	say := func(k int, one, many string) string {
 		if k == 1 {
-			return one
+			return "1 " + one
 		}
-		return fmt.Sprintf(many, k)
+		return fmt.Sprintf("%d %s", k, many)
 	}
 	var parts []string
 	if k := n[report.RelationSameGPU]; k > 0 {
-		parts = append(parts, say(k, "a failure in another run on the same GPU came after it (likely a consequence)",
-			"%d failures in other runs on the same GPU came after it (likely consequences)"))
+		parts = append(parts, say(k, "on the same GPU (likely a consequence)", "on the same GPU (likely consequences)"))
 	}
 	if k := n[report.RelationSameJob]; k > 0 {
-		parts = append(parts, say(k, "a failure in another run came after it, tied to it only by the job (possibly a consequence)",
-			"%d failures in other runs came after it, tied to it only by the job (possibly consequences)"))
+		parts = append(parts, say(k, "tied to it only by the job (possibly a consequence)", "tied to it only by the job (possibly consequences)"))
 	}
 	if k := n[report.RelationIndependent]; k > 0 {
-		parts = append(parts, say(k, "another run also failed after it, for a reason of its own (not a consequence)",
-			"%d other runs also failed after it, for reasons of their own (not consequences)"))
+		parts = append(parts, say(k, "for a reason of its own (not a consequence)", "for reasons of their own (not consequences)"))
 	}
 	if len(parts) == 0 {
 		return ""
 	}
-	s := strings.Join(parts, "; ")
-	return strings.ToUpper(s[:1]) + s[1:] + "."
+	// One short sentence, however many runs: the RUNS section and --json
+	// have each one.
+	return "Later failures in other runs: " + strings.Join(parts, "; ") + "."
 }
 
 func rankName(r *int) string {

@@ -4,6 +4,7 @@ import (
 	"math"
 	"slices"
 	"sort"
+	"strings"
 	"time"
 
 	"github.com/retrivium/forensic/cuda"
@@ -388,6 +389,20 @@ type opaqueRel struct {
 	ctx  bool // it frees (or, acquire, takes) a CUDA context's own memory
 	// acquire: it took memory rather than freed it.
 	acquire bool
+}
+
+// event names the release in two or three words ("exit", "context
+// release"), for the short tags of the default text report.
+func (o *opaqueRel) event() string {
+	switch {
+	case strings.HasPrefix(o.why, "exited"):
+		return "exit"
+	case o.ctx && o.acquire:
+		return "context creation"
+	case o.ctx:
+		return "context release"
+	}
+	return "release of unknown size"
 }
 
 // logOpaque keeps a release of unknown size that lies near a failure.

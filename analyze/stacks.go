@@ -179,6 +179,9 @@ func (s *state) capturedStack(f *failed) *report.Stack {
 		notes = append(notes, fmt.Sprintf("the walk stopped after %d frames: %s (%s)", len(n.Frames), stop.Text(), n.Detail))
 	}
 	st.Python = n.Python
+	if proc := s.processAt(n.PID, n.Time); proc != nil && n.Python != "" {
+		st.PythonVersion, st.PythonBuild, st.PythonFile = pythonBuild(proc.Python)
+	}
 	st.Frames = mergePython(nativeFrames(n.Frames), n.PyFrames)
 	if n.Python != "" && n.Python != "ok" {
 		notes = append(notes, pythonText(n.Python))
@@ -190,6 +193,20 @@ func (s *state) capturedStack(f *failed) *report.Stack {
 	}
 	st.Note = strings.Join(notes, "; ")
 	return st
+}
+
+// pythonBuild says which CPython a process ran, as the recorder located
+// it: its version, "static" (in the executable) or "shared" (a
+// libpython3.X.so), and its file as the process named it.
+func pythonBuild(py *store.Python) (version, build, file string) {
+	if py == nil || py.Version == "" {
+		return "", "", ""
+	}
+	build = "static"
+	if strings.HasPrefix(filepath.Base(py.Path), "libpython") {
+		build = "shared"
+	}
+	return py.Version, build, py.Path
 }
 
 // nativeFrames converts a named stack's native frames.
@@ -264,6 +281,8 @@ func pythonText(status string) string {
 		return "Python frames incomplete: a read of the interpreter's memory failed"
 	case "not-captured":
 		return "no Python frames: the interpreter was not located yet when the call returned"
+	case "no-capture":
+		return "no Python frames: the call's stack was not captured"
 	}
 	return "Python frames " + status
 }

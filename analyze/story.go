@@ -14,8 +14,17 @@ import (
 const bar1Explained = "BAR1 is the PCIe window through which the CPU and other GPUs reach this GPU's memory: a separate, usually much smaller space than the framebuffer, never room for allocations."
 
 // story writes a judgement's verdict in two or three sentences, from the
-// judgement alone.
+// judgement alone, then where in the user's code the call was made.
 func (s *state) story(j *judgement) string {
+	text := s.storyText(j)
+	if where := report.CalledFrom(s.stack(j.f)); where != "" {
+		text += " It was " + where + "."
+	}
+	return text
+}
+
+// storyText is the verdict's account of the failure itself.
+func (s *state) storyText(j *judgement) string {
 	f := j.f
 	var b strings.Builder
 	gpu, mig, method := s.gpuOfCall(&f.e)
@@ -49,6 +58,10 @@ func (s *state) story(j *judgement) string {
 	switch j.attribution {
 	case report.AttrMissingEvidence:
 		switch {
+		case len(j.hidden) > 0 && capacityEvidenced(j.cap.capacity):
+			// The numbers are sound; only its place as the first failure is
+			// not: the numbers first, then the one uncertain thing.
+			fmt.Fprintf(&b, "%s This may not be the first failure: %s.", s.capacitySentence(j), whats(j.hidden))
 		case len(j.hidden) > 0:
 			fmt.Fprintf(&b, "The record cannot establish it as the first failure: %s.", whats(j.hidden))
 		case j.res.Meaning == cuda.MeaningSticky:
@@ -74,6 +87,16 @@ func (s *state) story(j *judgement) string {
 	}
 	fmt.Fprintf(&b, "It is %s. %s", kind, s.capacitySentence(j))
 	return b.String()
+}
+
+// capacityEvidenced reports whether a capacity finding rests on a
+// compared value (a view exhausted or with room), not on a gap.
+func capacityEvidenced(c report.Capacity) bool {
+	switch c {
+	case report.CapFBExhausted, report.CapFBHadRoom, report.CapBAR1Exhausted, report.CapBAR1HadRoom:
+		return true
+	}
+	return false
 }
 
 // firstName names what the first failure is: the first failed operation;
@@ -123,7 +146,7 @@ func (s *state) capacitySentence(j *judgement) string {
 	case report.CapFBExhausted:
 		return fmt.Sprintf("The %s was exhausted: %s free at the failure, %s requested.", fd.fbName(), free, report.HumanBytes(fd.size))
 	case report.CapFBHadRoom:
-		return fmt.Sprintf("The %s had room (%s free at the failure, %s requested), so the limit was elsewhere: %s.",
+		return fmt.Sprintf("The %s had room: %s free at the failure, %s requested. %s",
 			fd.fbName(), free, report.HumanBytes(fd.size), s.elsewhere(j))
 	case report.CapBAR1Exhausted:
 		return s.bar1Sentence(fd, "The mapping did not fit in the aperture. ") + " " + bar1Explained + " Framebuffer free does not help a mapping."
@@ -203,12 +226,12 @@ func (fd *finding) freeText() string {
 // room for. Not the driver's reserved memory nor other processes' usage:
 // NVML's free already leaves both out.
 func (s *state) elsewhere(j *judgement) string {
-	limit := "a per-process limit (a framework's memory pool or fraction, an MPS client's or a container's GPU memory limit)"
+	limit := "" // the next steps name the usual per-process limits
 	if p := s.procs[j.f.e.PID]; p != nil && p.Env["CUDA_MPS_PIPE_DIRECTORY"] != "" {
-		limit = "a per-process limit (the process is an MPS client, CUDA_MPS_PIPE_DIRECTORY is set, and MPS can cap each client's memory; or a framework's pool or a container's limit)"
+		limit = "The process is an MPS client (CUDA_MPS_PIPE_DIRECTORY is set), and MPS can cap each client's memory; a framework's pool or a container's limit can too."
 	}
-	return "not the driver's reserved memory or other processes' usage, which NVML's free already leaves out, but fragmentation of the free memory, " +
-		limit + ", or an injected fault"
+	return "NVML's free already leaves out the driver's reserved memory and other processes' usage. " +
+		strings.TrimSpace("So the limit was elsewhere: fragmentation of the free memory, a per-process limit, or an injected fault. "+limit)
 }
 
 // grantedPeers lists, for an access grant, the granted devices other than

@@ -216,11 +216,12 @@ func (s *state) recoveredNote(j *judgement, subject bool) string {
 	if subject {
 		return "It was recovered: " + how + "."
 	}
+	how = "The" + strings.TrimPrefix(how, "the")
 	what := j.f.name
 	if j.f.e.Has&cuda.FieldSize != 0 {
 		what += " of " + report.HumanBytes(j.f.e.Size)
 	}
-	return fmt.Sprintf("The %s, %s by pid %d at %s (%s), was recovered: %s.",
+	return fmt.Sprintf("The %s, %s by pid %d at %s (%s), was recovered. %s.",
 		s.firstName(), what, j.f.e.PID, s.rel(j.f.e.End), j.res.Name, how)
 }
 

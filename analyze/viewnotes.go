@@ -118,7 +118,7 @@ func (s *state) peakNote(vk viewKey, traced *fieldAcc, w *peakWatch, sampled uin
 	if n := len(traced.peakSpans); n > 1 {
 		when = fmt.Sprintf("%d times, first %s", n, when)
 	}
-	note := fmt.Sprintf("%s: no sample was taken while the traced processes' device memory was at its peak (%s, %s), so framebuffer used (at most %s in any sample) does not show it.",
+	note := fmt.Sprintf("%s: no sample was taken while the traced processes' device memory was at its peak (%s, %s). So framebuffer used (at most %s in any sample) does not show it.",
 		where, report.HumanBytes(traced.peak.v), when, report.HumanBytes(sampled))
 	var near []string
 	if b := w.before; b != nil {

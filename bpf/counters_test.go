@@ -7,21 +7,18 @@ import (
 	"testing"
 
 	"github.com/retrivium/forensic/internal/e2eenv"
-	"github.com/retrivium/forensic/store"
 )
 
 // Every counter of enum fx_counter has a row, and each row fills its own
-// store.Stats field: setting one counter changes exactly one field.
+// Stats field: setting one counter changes exactly one field.
 func TestCountersTable(t *testing.T) {
 	seen := map[string]int{}
 	for i, c := range counters {
-		if c.store == nil {
+		if c.set == nil {
 			t.Fatalf("counter %d has no row in the counters table", i)
 		}
-		var s Stats
-		s[i] = 1_000_000_007
-		var got store.Stats
-		s.Store(&got)
+		var got Stats
+		c.set(&got, 1_000_000_007)
 		v := reflect.ValueOf(got)
 		var changed []string
 		for f := 0; f < v.NumField(); f++ {
@@ -40,6 +37,9 @@ func TestCountersTable(t *testing.T) {
 		if n := v.FieldByName(changed[0]); n.CanInt() && n.Int() != 1_000_000_007 || n.CanUint() && n.Uint() != 1_000_000_007 {
 			t.Errorf("counter %d: %s = %v", i, changed[0], n)
 		}
+	}
+	if n := reflect.TypeOf(Stats{}).NumField(); len(seen) != n {
+		t.Errorf("%d counters fill %d of Stats's %d fields", len(counters), len(seen), n)
 	}
 }
 
@@ -61,11 +61,9 @@ func TestSumCPUs(t *testing.T) {
 		cpu(map[forensicFxCounter]uint64{forensicFxCounterFX_CTR_LOST_CALLS: 3, forensicFxCounterFX_CTR_LOST_FIRST_NS: 300,
 			forensicFxCounterFX_CTR_LOST_LAST_NS: 700, forensicFxCounterFX_CTR_UNTRACKED: 1, forensicFxCounterFX_CTR_UNTRACKED_FIRST_NS: 42}),
 	})
-	var st store.Stats
-	got.Store(&st)
-	want := store.Stats{LostCalls: 5, LostFirst: 300, LostLast: 900, Untracked: 1, UntrackedFirst: 42}
-	if st != want {
-		t.Fatalf("combined = %+v, want %+v", st, want)
+	want := Stats{LostCalls: 5, LostFirst: 300, LostLast: 900, Untracked: 1, UntrackedFirst: 42}
+	if got != want {
+		t.Fatalf("combined = %+v, want %+v", got, want)
 	}
 }
 
@@ -92,12 +90,10 @@ func TestUntrackedCounted(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	st, err := o.Stats()
+	s, err := o.Stats()
 	if err != nil {
 		t.Fatal(err)
 	}
-	var s store.Stats
-	st.Store(&s)
 	if s.Untracked < 3 || s.UntrackedFirst <= 0 {
 		t.Fatalf("untracked = %d, first at %d; want at least 3 and a time", s.Untracked, s.UntrackedFirst)
 	}

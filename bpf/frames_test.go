@@ -12,7 +12,6 @@ import (
 
 	"github.com/retrivium/forensic/cuda"
 	"github.com/retrivium/forensic/internal/e2eenv"
-	"github.com/retrivium/forensic/store"
 )
 
 // buildNest compiles testdata/nest.c into a program whose cuMemAlloc_v2
@@ -159,12 +158,10 @@ func TestNestedAndAbandonedCalls(t *testing.T) {
 				cuda.Symbols[w.sym].Name, w.depth, w.result, w.flags, w.out)
 		}
 	}
-	st, err := o.Stats()
+	s, err := o.Stats()
 	if err != nil {
 		t.Fatal(err)
 	}
-	var s store.Stats
-	st.Store(&s)
 	if s.Calls != 5 || s.Unmatched != 0 || s.LostCalls != 0 || s.TooDeep != 0 {
 		t.Errorf("counters %+v; want 5 calls, nothing unmatched or lost", s)
 	}

@@ -13,7 +13,8 @@ import (
 	"github.com/retrivium/forensic/internal/e2eenv"
 )
 
-// The families issue 3 names: every one must have at least one row.
+// wantFamilies are the allocation, mapping, release and context families
+// the recorder must trace: every one must have at least one row.
 var wantFamilies = []string{
 	"cuMemAlloc", "cuMemAllocPitch", "cuMemAllocManaged", "cuMemAllocAsync", "cuMemAllocFromPoolAsync",
 	"cuMemCreate", "cuMemPoolCreate", "cuArrayCreate", "cuArray3DCreate", "cuMipmappedArrayCreate",

@@ -46,9 +46,10 @@ func (o Op) Primary() bool {
 	return o == OpAllocation || o == OpHostAllocation || o == OpMapping || o == OpContext
 }
 
-// BAR1 says whether a call's path can use the BAR1 aperture (rule 7 of
-// DESIGN.md: peer access over PCIe, IPC of another device's memory, CPU or
-// third-party-device mapping of device memory).
+// BAR1 says whether a call's path can use the BAR1 aperture: peer access
+// over PCIe, IPC of another device's memory, CPU or third-party-device
+// mapping of device memory (the bar1-only-on-aperture-paths rule in
+// docs/rules.md).
 type BAR1 uint8
 
 const (

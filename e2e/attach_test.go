@@ -2,10 +2,10 @@ package e2e
 
 import (
 	"bytes"
-	"errors"
+	"fmt"
 	"os"
-	"os/exec"
 	"path/filepath"
+	"regexp"
 	"sort"
 	"strconv"
 	"strings"
@@ -13,32 +13,11 @@ import (
 	"testing"
 	"time"
 
+	"github.com/retrivium/forensic/internal/e2eenv"
 	"github.com/retrivium/forensic/internal/elfnote"
 	"github.com/retrivium/forensic/report"
 	"github.com/retrivium/forensic/store"
 )
-
-// recordFound runs `forensic record` WITHOUT --libcuda: the recorder must
-// find the libcuda files the workload maps by itself.
-func (w *world) recordFound(flags []string, command ...string) result {
-	w.t.Helper()
-	db := filepath.Join(w.dir, "run.db")
-	args := append([]string{"record", "-o", db, "--force", "--libnvidia-ml", simNVML}, flags...)
-	args = append(append(args, "--"), command...)
-	cmd := exec.Command(binPath, args...)
-	cmd.Env = w.environ()
-	var out, errb bytes.Buffer
-	cmd.Stdout, cmd.Stderr = &out, &errb
-	err := cmd.Run()
-	code := 0
-	var ee *exec.ExitError
-	if errors.As(err, &ee) {
-		code = ee.ExitCode()
-	} else if err != nil {
-		w.t.Fatalf("forensic record: %v", err)
-	}
-	return result{db: db, code: code, stderr: errb.String(), stdout: out.String()}
-}
 
 // copyLib puts a private copy of the simulated libcuda in a new directory.
 func (w *world) copyLib(name string) string {
@@ -137,7 +116,7 @@ func TestAttachWhatTheWorkloadMaps(t *testing.T) {
 				script += `; fork { load ` + third + `; init; use 0; alloc 2M; free }; wait`
 				want = append(want, third)
 			}
-			res := w.recordFound(nil, simwork, script)
+			res := w.recordAs(foundAtMapping, nil, simwork, script)
 			if res.code != 0 {
 				t.Fatalf("exit %d: %s", res.code, res.stderr)
 			}
@@ -166,7 +145,7 @@ func mapsFile(pid int, path string) bool {
 // without --libcuda: every call, the verdict, and the file it loaded.
 func TestAttachThroughRpath(t *testing.T) {
 	w := newWorld(t)
-	res := w.recordFound(nil, filepath.Join(simDir, "scenarios", "weights_oom"))
+	res := w.recordAs(foundAtMapping, nil, filepath.Join(simDir, "scenarios", "weights_oom"))
 	if res.code != 1 {
 		t.Fatalf("exit %d, want the workload's 1: %s", res.code, res.stderr)
 	}
@@ -182,7 +161,7 @@ func TestAttachThroughRpath(t *testing.T) {
 // hooked call was seen and what it can mean.
 func TestNoCallSeenWarns(t *testing.T) {
 	w := newWorld(t)
-	res := w.recordFound(nil, "/bin/true")
+	res := w.recordAs(foundAtMapping, nil, "/bin/true")
 	if res.code != 0 {
 		t.Fatalf("exit %d: %s", res.code, res.stderr)
 	}
@@ -191,9 +170,17 @@ func TestNoCallSeenWarns(t *testing.T) {
 		t.Errorf("want one warning line about no call seen, got:\n%s", res.stderr)
 	}
 	w2 := newWorld(t)
-	res = w2.recordFound(nil, simwork, "init; use 0; alloc 1M; free")
-	if strings.Contains(res.stderr, "no libcuda call was seen") {
-		t.Errorf("warned although calls were recorded:\n%s", res.stderr)
+	res = w2.recordAs(foundAtMapping, nil, simwork, "init; use 0; alloc 1M; free")
+	// With calls, the summary counts them, and the line where the warning
+	// would be says which libcuda was attached.
+	total := 0
+	for _, n := range w2.callsMade() {
+		total += n
+	}
+	summary := fmt.Sprintf("forensic: recorded %d calls, ", total)
+	if !regexp.MustCompile(`forensic: attached \S+libcuda\.so\.1 .*mapped by pid \d+`).MatchString(res.stderr) ||
+		!strings.Contains(res.stderr, summary) {
+		t.Errorf("want the attached libcuda and %q, got:\n%s", summary, res.stderr)
 	}
 }
 
@@ -210,8 +197,7 @@ func TestAllAttachedLateEveryTime(t *testing.T) {
 	var verdicts []string
 	for i := 0; i < 10; i++ {
 		db := filepath.Join(w.dir, "all.db")
-		cmd := exec.Command(binPath, "record", "-o", db, "--force", "--all", "--duration", "400ms", "--libnvidia-ml", simNVML)
-		cmd.Env = w.environ()
+		cmd := binCommand(bin{w: w}, "record", "-o", db, "--force", "--all", "--duration", "400ms", "--libnvidia-ml", simNVML)
 		if out, err := cmd.CombinedOutput(); err != nil {
 			t.Fatalf("run %d: %v\n%s", i, err, out)
 		}
@@ -347,5 +333,143 @@ func TestRecordPIDAttachesWhatItMaps(t *testing.T) {
 		if p.PID == uint32(target.Process.Pid) && !p.AttachedLate {
 			t.Error("the target is not marked as attached late")
 		}
+	}
+}
+
+// Calls through unversioned, _v2 and _ptsz names are each recorded under
+// their own name, with sizes read at the right width.
+func TestVersionedNames(t *testing.T) {
+	w := newWorld(t)
+	res := w.record(nil, simwork, `init; use 0;
+		alloc-v1 1M; alloc 2M; alloc-async 3M; alloc-async-ptsz 4M; alloc-pitch-v1 1000 4 4; alloc-pitch 1000 4 4;
+		alloc-host-v1 64K; alloc-host 64K; host-register-v1 64K; host-register 64K; array-v1 16 16; array 16 16;
+		pool-create; alloc-pool 1M; alloc-pool-ptsz 1M; gfx; gfx-ptsz; map-array; map-array-ptsz;
+		ctx-v1 0; ctx-pop; ctx-v3 0; ctx-pop; uuid-v1 0; uuid 0; pci 0; free-all`)
+	if res.code != 0 {
+		t.Fatalf("exit %d: %s", res.code, res.stderr)
+	}
+	w.checkComplete(res.db)
+	_, evs, _ := stored(t, res.db)
+	sizes := map[string]uint64{}
+	for _, e := range evs {
+		if e.Result == 0 && e.Has&1 != 0 {
+			sizes[e.Name] = e.Size
+		}
+	}
+	for sym, want := range map[string]uint64{"cuMemAlloc": 1 << 20, "cuMemAlloc_v2": 2 << 20,
+		"cuMemAllocAsync": 3 << 20, "cuMemAllocAsync_ptsz": 4 << 20, "cuMemAllocPitch": 1024 * 4,
+		"cuMemAllocPitch_v2": 1024 * 4, "cuMemAllocHost": 64 << 10, "cuArrayCreate": 16 * 16 * 4, "cuArrayCreate_v2": 16 * 16 * 4} {
+		if sizes[sym] != want {
+			t.Errorf("%s size %d, want %d", sym, sizes[sym], want)
+		}
+	}
+}
+
+// --pid on a process already running: its later calls and those of the
+// child it starts are recorded; its earlier ones cannot be, and the
+// analysis says so.
+func TestRecordPID(t *testing.T) {
+	w := newWorld(t)
+	target := w.startWorkload(`init; use 0; alloc 1M; wait-signal; alloc 2M; fork { init; use 0; alloc 3M }; wait; free-all`)
+	waitFor(5*time.Second, func() bool { return exists(w.state) })
+	time.Sleep(200 * time.Millisecond) // let it make its first calls
+	rec, db, stderr := w.startRecorder("--libcuda", simCUDA, "--pid", strconv.Itoa(target.Process.Pid))
+	target.Process.Signal(syscall.SIGUSR1)
+	waitExit(t, target, 20*time.Second)
+	waitExit(t, rec, 20*time.Second)
+	_, evs, stop := stored(t, db)
+	if stop == nil || stop.Reason != "target-exited" {
+		t.Fatalf("stop = %+v; recorder said:\n%s", stop, stderr)
+	}
+	var sizes []uint64
+	pids := map[uint32]bool{}
+	for _, e := range evs {
+		pids[e.PID] = true
+		if e.Name == "cuMemAlloc_v2" {
+			sizes = append(sizes, e.Size)
+		}
+	}
+	if len(sizes) != 2 || sizes[0] != 2<<20 || sizes[1] != 3<<20 {
+		t.Errorf("allocations recorded %v, want the 2 MiB after attaching and the child's 3 MiB (not the 1 MiB before)", sizes)
+	}
+	if len(pids) != 2 || !pids[uint32(target.Process.Pid)] {
+		t.Errorf("events from pids %v, want the target and its child", pids)
+	}
+	rep, _ := analyzeJSON(t, db)
+	late := false
+	for _, p := range rep.Processes {
+		if p.PID == uint32(target.Process.Pid) {
+			late = p.AttachedLate
+		}
+	}
+	if !late {
+		t.Error("the target is not marked as attached late")
+	}
+	if rep.Attribution != report.AttrMissingEvidence {
+		t.Errorf("attribution %s: calls before attaching are unknown, want missing-evidence", rep.Attribution)
+	}
+}
+
+// NVIDIA's real libcuda on a machine without a GPU: cuInit fails with
+// CUDA_ERROR_NO_DEVICE and later calls with CUDA_ERROR_NOT_INITIALIZED.
+// Every call is recorded with the real library's result code; NVIDIA's
+// real NVML cannot start, which is recorded as evidence too.
+func TestRealNVIDIALibraries(t *testing.T) {
+	realCUDA := filepath.Join(nvidiaDir, "libcuda.so.1")
+	realNVML := filepath.Join(nvidiaDir, "libnvidia-ml.so.1")
+	e2eenv.Need(t, exists(realCUDA) && exists(realNVML), "NVIDIA's libraries are not in build/nvidia (run make nvidia-libs)")
+	w := newWorld(t)
+	db := filepath.Join(w.dir, "run.db")
+	cmd := binCommand(bin{}, "record", "-o", db, "--libcuda", realCUDA, "--libnvidia-ml", realNVML, "--",
+		simwork, `init; use 0; alloc 1M; alloc-host 1M; host-register 1M; vmm 2M; free-all`)
+	cmd.Env = w.environ("SIMWORK_LIBCUDA=" + realCUDA)
+	out, err := cmd.CombinedOutput()
+	if err != nil {
+		t.Fatalf("record: %v\n%s", err, out)
+	}
+	w.checkComplete(db)
+	_, evs, _ := stored(t, db)
+	results := map[string]int32{}
+	for _, e := range evs {
+		if e.Depth == 0 {
+			results[e.Name] = e.Result
+		}
+	}
+	if results["cuInit"] != 100 {
+		t.Errorf("cuInit result %d, want 100 (CUDA_ERROR_NO_DEVICE)", results["cuInit"])
+	}
+	if results["cuMemAlloc_v2"] != 3 {
+		t.Errorf("cuMemAlloc_v2 result %d, want 3 (CUDA_ERROR_NOT_INITIALIZED)", results["cuMemAlloc_v2"])
+	}
+	rep, _ := analyzeJSON(t, db)
+	if rep.Attribution != report.AttrNotMemory || deref(rep.Capacity) != string(report.CapNotApplicable) {
+		t.Errorf("verdict %s / %s, want not-memory / not-applicable", rep.Attribution, deref(rep.Capacity))
+	}
+	if rep.Cause == nil || rep.Cause.Symbol != "cuInit" || rep.Cause.ResultName != "CUDA_ERROR_NO_DEVICE" {
+		t.Errorf("cause %+v, want the failed cuInit", rep.Cause)
+	}
+	if !strings.Contains(rep.Verdict, "cuInit") {
+		t.Errorf("verdict does not name cuInit: %s", rep.Verdict)
+	}
+	nvml := false
+	for _, m := range rep.Missing {
+		if strings.Contains(m.What, "NVML did not initialize") && strings.Contains(m.What, "NVML_ERROR_") {
+			nvml = true
+		}
+	}
+	if !nvml {
+		t.Errorf("the failed NVML initialization is not listed as missing: %+v", rep.Missing)
+	}
+	if len(rep.Coverage) != 1 || len(rep.Coverage[0].Hooked) < 60 || rep.Coverage[0].BuildID == "" {
+		t.Errorf("coverage of the real libcuda: %+v", rep.Coverage)
+	}
+	r, err := store.Open(db)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer r.Close()
+	inv, _ := r.Inventory()
+	if inv == nil || inv.Init.Code == 0 || inv.Init.Name == "" {
+		t.Errorf("inventory does not record the failed nvmlInit: %+v", inv)
 	}
 }

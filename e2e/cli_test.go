@@ -2,7 +2,7 @@ package e2e
 
 import (
 	"bytes"
-	"errors"
+	"encoding/json"
 	"fmt"
 	"os"
 	"os/exec"
@@ -23,35 +23,6 @@ import (
 
 // The command line as users meet it: parsing, exit statuses, --force,
 // sudo, file modes and help.
-
-// ran is one finished forensic command.
-type ran struct {
-	code           int
-	stdout, stderr string
-}
-
-// forensic runs the binary with env added to the test's environment (the
-// world's first when w is set) and, when cred is set, as that user.
-func forensic(t *testing.T, w *world, env []string, cred *syscall.Credential, args ...string) ran {
-	t.Helper()
-	cmd := exec.Command(binPath, args...)
-	cmd.Env = append(os.Environ(), env...)
-	if w != nil {
-		cmd.Env = append(w.environ(), env...)
-	}
-	if cred != nil {
-		cmd.SysProcAttr = &syscall.SysProcAttr{Credential: cred}
-		cmd.Dir = "/"
-	}
-	var out, errb bytes.Buffer
-	cmd.Stdout, cmd.Stderr = &out, &errb
-	err := cmd.Run()
-	var ee *exec.ExitError
-	if err != nil && !errors.As(err, &ee) {
-		t.Fatalf("forensic %v: %v", args, err)
-	}
-	return ran{code: cmd.ProcessState.ExitCode(), stdout: out.String(), stderr: errb.String()}
-}
 
 func lines(s string) []string { return strings.Split(strings.TrimRight(s, "\n"), "\n") }
 
@@ -81,7 +52,7 @@ func TestCLIRecordStopsAtCommand(t *testing.T) {
 			os.Remove(a)
 			os.Remove(saved)
 			args := append(append(sim(a), dash...), script, "-o", b, "--force")
-			r := forensic(t, w, nil, nil, args...)
+			r := runBin(t, bin{w: w}, args...)
 			if r.code != 0 {
 				t.Fatalf("exit %d: %s", r.code, r.stderr)
 			}
@@ -103,7 +74,7 @@ func TestCLIRecordStopsAtCommand(t *testing.T) {
 		})
 	}
 	// ls -la: the command's own short flags are not record's.
-	r := forensic(t, w, nil, nil, append(sim(filepath.Join(w.dir, "ls.db")), "ls", "-la", w.dir)...)
+	r := runBin(t, bin{w: w}, append(sim(filepath.Join(w.dir, "ls.db")), "ls", "-la", w.dir)...)
 	if r.code != 0 || !strings.Contains(r.stdout, "args.sh") {
 		t.Fatalf("record ls -la: exit %d\nstdout %s\nstderr %s", r.code, r.stdout, r.stderr)
 	}
@@ -154,7 +125,7 @@ func TestCLIExitStatus(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			os.Remove(db)
-			r := forensic(t, w, nil, nil, tt.args...)
+			r := runBin(t, bin{w: w}, tt.args...)
 			if r.code != tt.code {
 				t.Fatalf("exit %d, want %d\n%s", r.code, tt.code, r.stderr)
 			}
@@ -183,10 +154,10 @@ func TestCLIExitStatus(t *testing.T) {
 		code   int
 	}{{"init; use 0; alloc 1M; free-all", 0}, {"init; use 0; until-fail { alloc 4G }; free-all", 3}} {
 		res := w.record(nil, simwork, tc.script)
-		if r := forensic(t, nil, nil, nil, "analyze", "--exit-code", res.db); r.code != tc.code {
+		if r := runBin(t, bin{}, "analyze", "--exit-code", res.db); r.code != tc.code {
 			t.Errorf("analyze --exit-code after %q: exit %d, want %d: %s", tc.script, r.code, tc.code, r.stderr)
 		}
-		if r := forensic(t, nil, nil, nil, "analyze", res.db); r.code != 0 {
+		if r := runBin(t, bin{}, "analyze", res.db); r.code != 0 {
 			t.Errorf("analyze without --exit-code: exit %d", r.code)
 		}
 	}
@@ -199,8 +170,7 @@ func TestCLIForce(t *testing.T) {
 	w := newWorld(t)
 	at := func(n string) string { return filepath.Join(w.dir, n) }
 	// A live recording, held until the test releases it.
-	live := exec.Command(binPath, append(sim(at("live.db")), "sh", "-c", "while [ ! -e "+at("go")+" ]; do sleep 0.05; done")...)
-	live.Env = w.environ()
+	live := binCommand(bin{w: w}, append(sim(at("live.db")), "sh", "-c", "while [ ! -e "+at("go")+" ]; do sleep 0.05; done")...)
 	var liveErr bytes.Buffer
 	live.Stderr = &liveErr
 	if err := live.Start(); err != nil {
@@ -216,7 +186,7 @@ func TestCLIForce(t *testing.T) {
 	os.WriteFile(at("notes.txt"), []byte("precious\n"), 0o644)
 	os.Mkdir(at("dir.db"), 0o755)
 	os.WriteFile(at("dir.db/inside"), []byte("kept"), 0o644)
-	if r := forensic(t, w, nil, nil, append(sim(at("old.db")), "true")...); r.code != 0 {
+	if r := runBin(t, bin{w: w}, append(sim(at("old.db")), "true")...); r.code != 0 {
 		t.Fatalf("first recording: %s", r.stderr)
 	}
 	oldID := runID(t, at("old.db"))
@@ -233,7 +203,7 @@ func TestCLIForce(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			before, _ := os.Stat(at(tt.name))
-			r := forensic(t, w, nil, nil, append(sim(at(tt.name)), "--force", "true")...)
+			r := runBin(t, bin{w: w}, append(sim(at(tt.name)), "--force", "true")...)
 			if r.code != tt.code || !strings.Contains(r.stderr, tt.mention) {
 				t.Fatalf("exit %d (want %d), stderr %q, want it to name %q", r.code, tt.code, r.stderr, tt.mention)
 			}
@@ -259,7 +229,7 @@ func TestCLIForce(t *testing.T) {
 	if err := live.Wait(); err != nil {
 		t.Fatalf("the live recording: %v\n%s", err, liveErr.String())
 	}
-	if r := forensic(t, nil, nil, nil, "analyze", "--json", at("live.db")); r.code != 0 {
+	if r := runBin(t, bin{}, "analyze", "--json", at("live.db")); r.code != 0 {
 		t.Errorf("the live recording is not readable after --force was refused: %s", r.stderr)
 	}
 }
@@ -342,7 +312,7 @@ func TestCLISudo(t *testing.T) {
 	}
 	identity := `echo "$(id -u) $(id -g)"; id -G; echo "$HOME|$USER|$LOGNAME"; ` +
 		`while [ ! -e ` + at("go") + ` ]; do sleep 0.05; done`
-	rec := exec.Command(binPath, append(sim(at("run.db")), "sh", "-c", identity)...)
+	rec := binCommand(bin{}, append(sim(at("run.db")), "sh", "-c", identity)...)
 	rec.Env = append(w.environ(), sudoEnv...)
 	var out, errb bytes.Buffer
 	rec.Stdout, rec.Stderr = &out, &errb
@@ -362,7 +332,7 @@ func TestCLISudo(t *testing.T) {
 		cred *syscall.Credential
 		ok   bool
 	}{{"root", nil, true}, {"the invoking user", them, true}, {"nobody", nobody, false}} {
-		r := forensic(t, nil, nil, m.cred, "mark", "--run", at("run.db"), "by", m.who)
+		r := runBin(t, bin{cred: m.cred}, "mark", "--run", at("run.db"), "by", m.who)
 		marked := regexp.MustCompile(`^marked "by ` + m.who + `" at \+\d+\.\d{3} s into the recording\n$`).MatchString(r.stdout)
 		if m.ok != (r.code == 0 && marked) {
 			t.Errorf("mark by %s: exit %d, stdout %q, stderr %q", m.who, r.code, r.stdout, r.stderr)
@@ -395,7 +365,7 @@ func TestCLISudo(t *testing.T) {
 	os.WriteFile(at("report.html"), []byte("old"), 0o644)
 	for _, args := range [][]string{{"report", at("run.db"), "-o", at("report.html")},
 		{"export", "--format", "perfetto", at("run.db"), "-o", at("trace.json")}} {
-		if r := forensic(t, nil, sudoEnv, nil, args...); r.code != 0 {
+		if r := runBin(t, bin{env: sudoEnv}, args...); r.code != 0 {
 			t.Fatalf("%v: %s", args, r.stderr)
 		}
 	}
@@ -405,7 +375,7 @@ func TestCLISudo(t *testing.T) {
 		}
 	}
 	// Without sudo: root's, still 0600.
-	if r := forensic(t, nil, nil, nil, "report", at("run.db"), "-o", at("root.html")); r.code != 0 {
+	if r := runBin(t, bin{}, "report", at("run.db"), "-o", at("root.html")); r.code != 0 {
 		t.Fatal(r.stderr)
 	}
 	if fu, _, mode := owner(t, at("root.html")); fu != 0 || mode != 0o600 {
@@ -413,7 +383,7 @@ func TestCLISudo(t *testing.T) {
 	}
 
 	// --as-root keeps the workload root's; the run is still the user's.
-	r := forensic(t, w, sudoEnv, nil, append(sim(at("root.db")), "--as-root", "id", "-u")...)
+	r := runBin(t, bin{w: w, env: sudoEnv}, append(sim(at("root.db")), "--as-root", "id", "-u")...)
 	if r.code != 0 || strings.TrimSpace(r.stdout) != "0" {
 		t.Errorf("--as-root: exit %d, id -u %q", r.code, r.stdout)
 	}
@@ -443,7 +413,7 @@ func TestCLIHelp(t *testing.T) {
 	for _, c := range commands {
 		for _, args := range [][]string{{c.name, "--help"}, {"help", c.name}, {c.name, "-h"}} {
 			args = slices.DeleteFunc(args, func(s string) bool { return s == "" })
-			r := forensic(t, nil, nil, nil, args...)
+			r := runBin(t, bin{}, args...)
 			if r.code != 0 || r.stderr != "" || !strings.Contains(r.stdout, "Usage:\n  "+c.synopsis+"\n") {
 				t.Errorf("forensic %v: exit %d, stderr %q, no synopsis %q in\n%s", args, r.code, r.stderr, c.synopsis, r.stdout)
 				continue
@@ -460,9 +430,214 @@ func TestCLIHelp(t *testing.T) {
 		}
 	}
 	for _, shell := range []string{"bash", "zsh", "fish"} {
-		r := forensic(t, nil, nil, nil, "completion", shell)
+		r := runBin(t, bin{}, "completion", shell)
 		if r.code != 0 || !strings.Contains(r.stdout, "forensic") || len(r.stdout) < 1000 {
 			t.Errorf("completion %s: exit %d, %d bytes: %s", shell, r.code, len(r.stdout), r.stderr)
 		}
+	}
+}
+
+// make demo's script ends with commands to run on its recording (record
+// suggests one too): the file they name is still there, and analyzes.
+func TestDemoKeepsItsRecording(t *testing.T) {
+	newWorld(t)
+	cmd := exec.Command(filepath.Join(repo, "scripts", "demo.sh"))
+	cmd.Env = append(os.Environ(), "COLUMNS=80")
+	out, err := cmd.CombinedOutput()
+	if err != nil {
+		t.Fatalf("demo: %v\n%s", err, out)
+	}
+	m := regexp.MustCompile(`forensic analyze (\S+)`).FindAllStringSubmatch(string(out), -1)
+	if len(m) == 0 {
+		t.Fatalf("the demo suggests no analyze command:\n%s", out)
+	}
+	for _, s := range m {
+		db := s[1]
+		if !filepath.IsAbs(db) {
+			db = filepath.Join(repo, db)
+		}
+		if b, err := binCommand(bin{}, "analyze", db).CombinedOutput(); err != nil {
+			t.Errorf("the demo suggests forensic analyze %s, which fails: %v\n%s", s[1], err, b)
+		}
+	}
+	for i, l := range strings.Split(string(out), "\n") {
+		if utf8.RuneCountInString(l) > 80 {
+			t.Errorf("demo line %d is %d columns: %q", i+1, utf8.RuneCountInString(l), l)
+		}
+	}
+}
+
+// An output that collides with an existing file, and a shell without
+// completion, are said in words on one line, never as a system call's
+// error.
+func TestOutputErrorsInWords(t *testing.T) {
+	w := newWorld(t)
+	res := w.record(nil, simwork, "init")
+	if res.code != 0 {
+		t.Fatalf("exit %d: %s", res.code, res.stderr)
+	}
+	for _, tt := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"record", "--flight", "-o", res.db, "--", "true"}, res.db + " is a file: --flight records into a directory"},
+		{[]string{"export", "--format", "parquet", res.db, "-o", res.db}, res.db + " is a file: --format parquet writes a directory"},
+		{[]string{"completion", "tcsh"}, "tcsh is not supported: the shells with completion are bash, zsh and fish"},
+	} {
+		out, err := binCommand(bin{}, tt.args...).CombinedOutput()
+		if err == nil || !strings.Contains(string(out), tt.want) || strings.Contains(string(out), "not a directory") {
+			t.Errorf("forensic %s: %v, said %q; want %q", strings.Join(tt.args, " "), err, out, tt.want)
+		}
+	}
+	r, err := store.Open(res.db)
+	if err != nil {
+		t.Fatalf("the run.db is no longer readable: %v", err)
+	}
+	r.Close()
+}
+
+// The command line's messages on mistakes a user makes: a directory given
+// as the run.db, a ring size whose suggestion is refused, a temporary
+// file's name, a misleading export, cobra's and Go's jargon, flags with
+// type names for values.
+func TestCommandLineMessages(t *testing.T) {
+	w := newWorld(t)
+	good := w.record(nil, simwork, "init; use 0; alloc 1M; alloc 100G; exit 1").db
+	dir := filepath.Join(w.dir, "out")
+	runs := filepath.Join(w.dir, "runs")
+	os.MkdirAll(dir, 0o755)
+	os.MkdirAll(runs, 0o755)
+	for _, n := range []string{"a.db", "b.db"} {
+		os.WriteFile(filepath.Join(runs, n), mustRead(t, good), 0o600)
+	}
+	tests := []struct {
+		name    string
+		args    []string
+		code    int
+		want    string
+		notWant string
+	}{
+		{"-o a directory", append(sim(dir), "true"), 1, dir + " is a directory: give the run.db file to create", "file exists"},
+		{"-o a directory, --force", append(sim(dir), "--force", "true"), 1, dir + " is a directory", "not replaced"},
+		{"--ring-size 1000", append(sim(filepath.Join(w.dir, "r.db")), "--ring-size", "1000", "true"), 2, "did you mean 512MiB or 1GiB?", "1000MiB"},
+		{"an output in a missing directory", []string{"report", good, "-o", "/nonexistent/dir/x.html"}, 1,
+			"writing /nonexistent/dir/x.html: its directory /nonexistent/dir does not exist", ".x.html."},
+		{"export a directory of two runs", []string{"export", runs}, 2, "2 runs (", "not a forensic run database"},
+		{"help with two words", []string{"help", "record", "extra"}, 2, "help explains one command at a time (got record extra)", "arg(s)"},
+		{"a pid that is not a number", []string{"record", "--pid", "abc", "-o", "x.db"}, 2, `--pid: "abc" is not a whole number`, "strconv"},
+		{"inventory with an argument", []string{"inventory", "x"}, 2, "inventory takes no arguments", "unknown command"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			r := runBin(t, bin{w: w}, tt.args...)
+			if r.code != tt.code || !strings.Contains(r.stderr, tt.want) || strings.Contains(r.stderr, tt.notWant) {
+				t.Errorf("exit %d (want %d), stderr %q: want %q, not %q", r.code, tt.code, r.stderr, tt.want, tt.notWant)
+			}
+			if n := len(lines(r.stderr)); n > 2 {
+				t.Errorf("%d lines of stderr", n)
+			}
+		})
+	}
+	// What a refused --ring-size suggests is accepted.
+	if r := runBin(t, bin{w: w}, append(sim(filepath.Join(w.dir, "r.db")), "--ring-size", "512MiB", "true")...); r.code != 0 {
+		t.Errorf("the suggested --ring-size 512MiB: exit %d %s", r.code, r.stderr)
+	}
+	// A directory holding one run exports it; analyze names the directory.
+	os.Remove(filepath.Join(runs, "b.db"))
+	trace := filepath.Join(w.dir, "t.pftrace")
+	if r := runBin(t, bin{w: w}, "export", runs, "-o", trace); r.code != 0 || !exists(trace) {
+		t.Errorf("export of a directory with one run: exit %d %s", r.code, r.stderr)
+	}
+	os.WriteFile(filepath.Join(runs, "b.db"), mustRead(t, good), 0o600)
+	if r := runBin(t, bin{w: w}, "analyze", runs); !strings.HasPrefix(r.stdout, "forensic analyze "+runs+" (2 files)\n") {
+		t.Errorf("analyze %s: header %q", runs, lines(r.stdout)[0])
+	}
+	// Every flag value has a placeholder, never a Go type.
+	for _, c := range []string{"record", "analyze", "report", "export", "inventory", "mark", "snapshot"} {
+		r := runBin(t, bin{}, "help", c)
+		if m := regexp.MustCompile(`(?m)^\s+(-\w, )?--[\w-]+ (string|int|uint|float|duration|strings|stringArray)\b`).FindString(r.stdout); m != "" {
+			t.Errorf("help %s: %q", c, m)
+		}
+	}
+	if r := runBin(t, bin{}, "help", "export"); !strings.Contains(r.stdout, "--format FORMAT") {
+		t.Errorf("help export lacks --format FORMAT")
+	}
+}
+
+// A locked run is refused with words that fit every command that reads
+// it, not only analyze.
+func TestLockedRunNamedByEveryCommand(t *testing.T) {
+	w := newWorld(t)
+	db, gate := filepath.Join(w.dir, "live.db"), filepath.Join(w.dir, "go")
+	live := binCommand(bin{w: w}, append(sim(db), "sh", "-c", "while [ ! -e "+gate+" ]; do sleep 0.05; done")...)
+	if err := live.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer func() {
+		os.WriteFile(gate, nil, 0o600)
+		live.Wait()
+	}()
+	if !waitFor(20*time.Second, func() bool { _, err := os.Stat(db); return err == nil }) {
+		t.Fatal("the live recording did not start")
+	}
+	time.Sleep(300 * time.Millisecond)
+	for _, args := range [][]string{{"report", db, "-o", filepath.Join(w.dir, "l.html")}, {"export", db, "-o", filepath.Join(w.dir, "l.pftrace")}} {
+		r := runBin(t, bin{}, args...)
+		if r.code != 1 || !strings.Contains(r.stderr, "it can be read once the recording stops") || strings.Contains(r.stderr, "analyze it") {
+			t.Errorf("%s of a live run: exit %d, %q", args[0], r.code, r.stderr)
+		}
+	}
+}
+
+// record's messages on a pipe stay one line each, COLUMNS or not, each
+// with its time and level (wrapping for a terminal is the logWriter's
+// unit test); the line that says which libcuda was attached at a
+// process's first mapping comes before anything that process prints;
+// inventory fits 80 columns.
+func TestRecordMessagesAreWholeLogLines(t *testing.T) {
+	w := newWorld(t)
+	for i := range 5 {
+		db := filepath.Join(w.dir, fmt.Sprintf("m%d.db", i))
+		// No --libcuda: the library is attached when the workload maps it.
+		r := runBin(t, bin{w: w, env: []string{"COLUMNS=80"}}, "record", "-o", db, "--libnvidia-ml", simNVML, "--",
+			simwork, "init; use 0; alloc 100G; exit 1")
+		if r.code != 1 {
+			t.Fatalf("record: exit %d\n%s", r.code, r.stderr)
+		}
+		said := strings.Join(strings.Fields(r.stderr), " ") // as if unwrapped
+		attached, failed := strings.Index(said, "forensic: attached "+simCUDA), strings.Index(said, "simwork: cuMemAlloc_v2 ->")
+		if attached < 0 || failed < 0 || attached > failed {
+			t.Errorf("run %d: the attach line does not come before the workload's own output:\n%s", i, r.stderr)
+		}
+		logLine := regexp.MustCompile(`^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{3}Z (INFO |WARN |ERROR) forensic: `)
+		for _, l := range lines(r.stderr) {
+			if strings.HasPrefix(l, "simwork:") {
+				continue // the workload's own
+			}
+			if !logLine.MatchString(l) {
+				t.Errorf("run %d: %q is not one whole log line", i, l)
+			}
+		}
+	}
+	// Without a terminal, each message stays on one line.
+	r := runBin(t, bin{w: w}, "record", "-o", filepath.Join(w.dir, "n.db"), "--libnvidia-ml", simNVML, "--", simwork, "print hello")
+	for _, l := range lines(r.stderr) {
+		if strings.HasPrefix(l, " ") {
+			t.Errorf("a message was wrapped for a log: %q", r.stderr)
+			break
+		}
+	}
+	inv := runBin(t, bin{w: w, env: []string{"SIMGPU_DEVICES=2", "SIMGPU_MIG=2"}}, "inventory", "--libnvidia-ml", simNVML)
+	if inv.code != 0 {
+		t.Fatalf("inventory: %s", inv.stderr)
+	}
+	for _, l := range lines(inv.stdout) {
+		if utf8.RuneCountInString(l) > 80 && !strings.HasPrefix(l, "NVML /") {
+			t.Errorf("inventory: %d columns: %q", utf8.RuneCountInString(l), l)
+		}
+	}
+	var raw map[string]any
+	if out, err := binCommand(bin{}, "inventory", "--json", "--libnvidia-ml", simNVML).Output(); err != nil || json.Unmarshal(out, &raw) != nil {
+		t.Errorf("inventory --json: %v", err)
 	}
 }

@@ -2,7 +2,6 @@ package e2e
 
 import (
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -25,7 +24,7 @@ func TestMarkersMakePhases(t *testing.T) {
 	db := filepath.Join(w.dir, "run.db")
 	mark := func(args ...string) {
 		t.Helper()
-		out, err := exec.Command(binPath, append([]string{"mark"}, args...)...).CombinedOutput()
+		out, err := binCommand(bin{}, append([]string{"mark"}, args...)...).CombinedOutput()
 		if err != nil || !strings.HasPrefix(string(out), "marked") {
 			t.Fatalf("forensic mark %v: %v %s", args, err, out)
 		}

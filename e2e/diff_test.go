@@ -48,8 +48,7 @@ func (w *world) recordServe(name, extra string) string {
 	w.t.Helper()
 	db := filepath.Join(w.dir, name+".db")
 	job := w.serveJob(name, db, extra)
-	cmd := exec.Command(binPath, "record", "-o", db, "--libcuda", simCUDA, "--libnvidia-ml", simNVML, "--stacks", "--", job)
-	cmd.Env = w.environ()
+	cmd := binCommand(bin{w: w}, "record", "-o", db, "--libcuda", simCUDA, "--libnvidia-ml", simNVML, "--stacks", "--", job)
 	if out, err := cmd.CombinedOutput(); err != nil && cmd.ProcessState.ExitCode() < 0 {
 		w.t.Fatalf("record %s: %v: %s", name, err, out)
 	}
@@ -59,7 +58,7 @@ func (w *world) recordServe(name, extra string) string {
 // diffJSON runs `forensic diff --json` and decodes it.
 func diffJSON(t *testing.T, runs ...string) *report.Diff {
 	t.Helper()
-	out, err := exec.Command(binPath, append([]string{"diff", "--json"}, runs...)...).Output()
+	out, err := binCommand(bin{}, append([]string{"diff", "--json"}, runs...)...).Output()
 	if err != nil {
 		var ee *exec.ExitError
 		if errorsAs(err, &ee) {
@@ -126,7 +125,7 @@ func TestDiffNamesExtraAllocation(t *testing.T) {
 			t.Errorf("phases of marked runs not compared: %s", n)
 		}
 	}
-	txt, err := exec.Command(binPath, "diff", good, bad).Output()
+	txt, err := binCommand(bin{}, "diff", good, bad).Output()
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -269,7 +268,7 @@ func TestDiffRefusesWhatItCannotCompare(t *testing.T) {
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
-			r := forensic(t, nil, nil, nil, append([]string{"diff"}, c.args...)...)
+			r := runBin(t, bin{}, append([]string{"diff"}, c.args...)...)
 			// A usage error (status 2) is followed by where to read the usage.
 			lines := strings.Split(strings.TrimSpace(r.stderr), "\n")
 			if r.code != c.code || (c.code == 1 && len(lines) != 1) || !strings.Contains(lines[0], c.says) || r.stdout != "" {
@@ -279,7 +278,7 @@ func TestDiffRefusesWhatItCannotCompare(t *testing.T) {
 	}
 	bad := w.recordServe("bad", "alloc 2G;")
 	page := filepath.Join(w.dir, "diff.html")
-	if r := forensic(t, nil, nil, nil, "diff", good1, bad, "-o", page); r.code != 0 {
+	if r := runBin(t, bin{}, "diff", good1, bad, "-o", page); r.code != 0 {
 		t.Fatalf("diff -o: exit %d: %s", r.code, r.stderr)
 	}
 	html, err := os.ReadFile(page)

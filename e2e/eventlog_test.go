@@ -16,7 +16,7 @@ func TestEventsOnStdoutAndTextLog(t *testing.T) {
 	w := newWorld(t)
 	db := filepath.Join(w.dir, "ev.db")
 	script := `"$S" 'init; use 0; alloc 1M; alloc 100G; alloc 200G; exit 0' > /dev/null 2>&1`
-	r := forensic(t, w, []string{"COLUMNS=40", "S=" + simwork}, nil,
+	r := runBin(t, bin{w: w, env: []string{"COLUMNS=40", "S=" + simwork}},
 		append(sim(db), "--events", "-", "--", "/bin/sh", "-c", script)...)
 	if r.code != 0 {
 		t.Fatalf("record: exit %d\n%s", r.code, r.stderr)

@@ -375,3 +375,26 @@ func checkFleetOrder(t *testing.T, runs []fleetRun) {
 		t.Errorf("missing ranks %v, want [4]", res.MissingRanks)
 	}
 }
+
+// checkGPUUUIDJoin: every call and failure that names a GPU names its UUID
+// (never empty), the UUID the samples carry, so a fleet query joins them.
+func checkGPUUUIDJoin(t *testing.T, db *sql.DB, out string) {
+	t.Helper()
+	src := func(table string) string {
+		return fmt.Sprintf("read_parquet('%s/%s/*/*/*.parquet', hive_partitioning=true)", out, table)
+	}
+	for _, table := range []string{"calls", "failures"} {
+		var withGPU, noUUID, joined int64
+		q := fmt.Sprintf(`SELECT count(*), count(*) FILTER (WHERE gpu_uuid IS NULL OR gpu_uuid = ''),
+			count(*) FILTER (WHERE EXISTS (SELECT 1 FROM %s s WHERE s.host = c.host AND s.run = c.run
+				AND s.gpu = c.gpu AND s.gpu_uuid = c.gpu_uuid))
+			FROM %s c WHERE gpu IS NOT NULL`, src("samples"), src(table))
+		if err := db.QueryRow(q).Scan(&withGPU, &noUUID, &joined); err != nil {
+			t.Fatalf("%s: %v", table, err)
+		}
+		if withGPU == 0 || noUUID != 0 || joined != withGPU {
+			t.Errorf("%s: %d rows name a GPU, %d of them without its UUID, %d join the samples on gpu_uuid",
+				table, withGPU, noUUID, joined)
+		}
+	}
+}

@@ -54,9 +54,8 @@ func (w *world) startRecording(dir string, env []string, args ...string) *record
 		w.t.Fatal(err)
 	}
 	defer logf.Close()
-	rp := &recordingProc{cmd: exec.Command(binPath, args...), logPath: logf.Name(), done: make(chan struct{})}
+	rp := &recordingProc{cmd: binCommand(bin{w: w, env: env}, args...), logPath: logf.Name(), done: make(chan struct{})}
 	rp.cmd.Dir = dir
-	rp.cmd.Env = w.environ(env...)
 	rp.cmd.Stdout, rp.cmd.Stderr = logf, logf
 	if err := rp.cmd.Start(); err != nil {
 		w.t.Fatal(err)
@@ -288,9 +287,8 @@ func TestFlightRestartsKeepEveryRecording(t *testing.T) {
 	sizes := []string{"100G", "200G", "300G", "400G"}
 	var ids []string
 	for i, size := range sizes {
-		cmd := exec.Command(binPath, "record", "--flight", "-o", dir, "--keep-previous", "--libcuda", simCUDA,
+		cmd := binCommand(bin{w: w}, "record", "--flight", "-o", dir, "--keep-previous", "--libcuda", simCUDA,
 			"--libnvidia-ml", simNVML, "--", simwork, "init; use 0; alloc 1M; alloc "+size)
-		cmd.Env = w.environ()
 		out, err := cmd.CombinedOutput()
 		var ee *exec.ExitError
 		if err != nil && !errors.As(err, &ee) {

@@ -12,6 +12,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"slices"
 	"strconv"
 	"strings"
@@ -67,9 +68,8 @@ func (w *world) startFlight(script string, flags ...string) *flightRun {
 	args := append([]string{"record", "--flight", "-o", fr.dir, "--libnvidia-ml", simNVML,
 		"--metrics-addr", fr.metrics}, flags...)
 	args = append(args, "--", "/bin/sh", "-c", script)
-	fr.cmd = exec.Command(binPath, args...)
+	fr.cmd = binCommand(bin{w: w, env: []string{"S=" + simwork}}, args...)
 	fr.cmd.Dir = fr.work
-	fr.cmd.Env = w.environ("S=" + simwork)
 	fr.cmd.Stdout, fr.cmd.Stderr = &fr.log, &fr.log
 	if err := fr.cmd.Start(); err != nil {
 		w.t.Fatal(err)
@@ -158,7 +158,7 @@ func clockLines(path string) []int64 {
 // returns the report and what it said on stderr.
 func analyzeDir(t *testing.T, dir string) (*report.Report, string) {
 	t.Helper()
-	cmd := exec.Command(binPath, "analyze", "--json", dir)
+	cmd := binCommand(bin{}, "analyze", "--json", dir)
 	var out, errb bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &out, &errb
 	if err := cmd.Run(); err != nil {
@@ -403,7 +403,7 @@ func (fr *flightRun) checkSnapshotCopy(f1 []int64) {
 		snaps, _ := flight.Snapshots(fr.dir)
 		return len(snaps) == 1 && strings.Contains(fr.log.String(), "snapshot of the live segment: "+snaps[0].Path)
 	})
-	out, err := exec.Command(binPath, "snapshot", fr.dir).CombinedOutput()
+	out, err := binCommand(bin{}, "snapshot", fr.dir).CombinedOutput()
 	path, ok := strings.CutPrefix(strings.TrimSpace(string(out)), "wrote ")
 	if err != nil || !ok || !exists(path) {
 		t.Fatalf("forensic snapshot: %v: %s", err, out)
@@ -476,7 +476,7 @@ func (fr *flightRun) checkEnd(f1, f2 []int64, keep time.Duration) {
 		len(x.Segments), len(x.Dropped), fl.EventsRead, fl.EventsRecorded, len(rep.Processes))
 	// The other readers take the directory as one recording too.
 	for _, args := range [][]string{{"report", fr.dir, "-o", "flight.html"}, {"export", fr.dir, "-o", "flight.pftrace"}} {
-		cmd := exec.Command(binPath, args...)
+		cmd := binCommand(bin{}, args...)
 		cmd.Dir = fr.work
 		out, err := cmd.CombinedOutput()
 		st, serr := os.Stat(filepath.Join(fr.work, args[len(args)-1]))
@@ -550,8 +550,7 @@ func TestFlightRestart(t *testing.T) {
 	dir := filepath.Join(w.dir, "flight")
 	record := func(flags ...string) (int, string) {
 		args := append([]string{"record", "--flight", "-o", dir, "--libcuda", simCUDA, "--libnvidia-ml", simNVML}, flags...)
-		cmd := exec.Command(binPath, append(args, "--", simwork, "init; use 0; alloc 1M; free")...)
-		cmd.Env = w.environ()
+		cmd := binCommand(bin{w: w}, append(args, "--", simwork, "init; use 0; alloc 1M; free")...)
 		out, err := cmd.CombinedOutput()
 		var ee *exec.ExitError
 		if errors.As(err, &ee) {
@@ -584,6 +583,127 @@ func TestFlightRestart(t *testing.T) {
 		rep, _ := analyzeDir(t, d)
 		if rep.Run.Ended != "clean" || rep.Run.Events != 6 {
 			t.Errorf("%s: ended %q with %d events, want a clean recording of the six calls (init, use, alloc, free)", d, rep.Run.Ended, rep.Run.Events)
+		}
+	}
+}
+
+// A flight recording in small segments whose
+// workload fails twice is copied as an operator would, and a segment is
+// removed from the copy. Without its last segment the recording is not
+// said to have stopped uncleanly: segment N is missing and its records are
+// lost, named once, with advice to restore it, and stderr says so.
+// Without the segment of the first failure, the second cannot be
+// established as the first. Given with a run.db of another job, the
+// flight recording is analyzed apart.
+func TestFlightLostSegmentNamed(t *testing.T) {
+	w := newWorld(t)
+	fr := w.startFlight(`"$S" 'init; use 0; alloc 1G; sleep 1500; alloc 100G; sleep 2500; alloc 200G; sleep 2500'`,
+		"--segment-age", "1s", "--libcuda", simCUDA)
+	select {
+	case err := <-fr.done:
+		if err != nil {
+			t.Fatalf("record: %v\n%s", err, fr.log.String())
+		}
+	case <-time.After(60 * time.Second):
+		t.Fatalf("the flight recording did not end:\n%s", fr.log.String())
+	}
+	x, err := flight.ReadIndex(fr.dir)
+	if err != nil || len(x.Segments) < 4 {
+		t.Fatalf("index %+v %v: want several segments", x, err)
+	}
+	var failed []int
+	for i, s := range x.Segments {
+		if s.Failures > 0 {
+			failed = append(failed, i)
+		}
+	}
+	if len(failed) != 2 || failed[1] == len(x.Segments)-1 {
+		t.Fatalf("segments %+v: want the two failures in two segments before the last", x.Segments)
+	}
+	last := x.Segments[len(x.Segments)-1]
+	cp := copyDir(t, fr.dir, filepath.Join(w.dir, "copy-last"), last.File)
+	out, stderr, code := runBin(t, bin{}, "analyze", cp).outputs()
+	if code != 0 || !strings.Contains(stderr, "segment "+itoa(int(last.Seq))+" is missing") {
+		t.Errorf("analyze without the last segment: exit %d, stderr %q", code, stderr)
+	}
+	// The recorder stopped cleanly: the header says so, whatever the copy
+	// lost afterwards.
+	if header, _, _ := strings.Cut(out, "\nVERDICT"); !regexp.MustCompile(`, clean, `).MatchString(strings.Join(strings.Fields(header), " ")) {
+		t.Errorf("without its last segment the header does not say the recording ended clean:\n%s", header)
+	}
+	if !strings.Contains(out, "segment "+itoa(int(last.Seq))+" is missing: its records are lost") ||
+		strings.Count(out, filepath.Base(last.File)) != 1 {
+		t.Errorf("the missing segment is not named once as lost records:\n%s", out)
+	}
+	js, _, _ := runBin(t, bin{}, "analyze", "--json", cp).outputs()
+	rep := decodeReport(t, []byte(js))
+	if rep.Run.Ended != "clean" || rep.Run.Flight == nil || !slices.Equal(rep.Run.Flight.SegmentsLost, []uint64{last.Seq}) {
+		t.Errorf("ended %q, flight %+v; want clean with segment %d lost", rep.Run.Ended, rep.Run.Flight, last.Seq)
+	}
+
+	first := x.Segments[failed[0]]
+	cp = copyDir(t, fr.dir, filepath.Join(w.dir, "copy-first"), first.File)
+	js, _, _ = runBin(t, bin{}, "analyze", "--json", cp).outputs()
+	rep = decodeReport(t, []byte(js))
+	if rep.Attribution != report.AttrMissingEvidence || !hasMissing(rep.Missing, "segment "+itoa(int(first.Seq))+" is missing") {
+		t.Errorf("without the first failure's segment: attribution %s, missing %+v", rep.Attribution, rep.Missing)
+	}
+
+	other := filepath.Join(w.dir, "other.db")
+	w.recordJob(w.dir, map[string][]string{"other.db": {"SLURM_JOB_ID=77"}}, map[string]string{"other.db": "init; use 0; alloc 100G"})
+	if _, stderr, code := runBin(t, bin{}, "analyze", "--json", fr.dir, other).outputs(); code != 1 || !strings.Contains(stderr, "2 runs are 2 separate jobs") {
+		t.Errorf("a flight recording with another job's run.db: exit %d, %q", code, stderr)
+	}
+}
+
+// copyDir copies a flight recording's directory without one file.
+func copyDir(t *testing.T, from, to, without string) string {
+	t.Helper()
+	err := filepath.WalkDir(from, func(p string, d os.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		rel, _ := filepath.Rel(from, p)
+		if d.IsDir() {
+			return os.MkdirAll(filepath.Join(to, rel), 0o700)
+		}
+		if rel == without || !d.Type().IsRegular() {
+			return nil
+		}
+		data, err := os.ReadFile(p)
+		if err != nil {
+			return err
+		}
+		return os.WriteFile(filepath.Join(to, rel), data, 0o600)
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return to
+}
+
+// A flight recording's report says flight mode and how its segments were
+// read, not just the mode its command was recorded in.
+func TestFlightHeaderSaysHowItWasRead(t *testing.T) {
+	w := newWorld(t)
+	script := `"$S" 'init; use 0; alloc 1G; sleep 1500; alloc 100G; sleep 1500'`
+	fr := w.startFlight(script, "--segment-age", "1s")
+	select {
+	case err := <-fr.done:
+		if err != nil {
+			t.Fatalf("record: %v\n%s", err, fr.log.String())
+		}
+	case <-time.After(60 * time.Second):
+		t.Fatal("the flight recording did not end")
+	}
+	page := filepath.Join(w.dir, "flight.html")
+	if r := runBin(t, bin{}, "report", fr.dir, "-o", page); r.code != 0 {
+		t.Fatalf("report: %s", r.stderr)
+	}
+	text := strings.Join(strings.Fields(pageText(string(mustRead(t, page)))), " ")
+	for _, want := range []string{"recorded flight mode (spawn)", "segments read", "deleted nothing"} {
+		if !strings.Contains(text, want) {
+			t.Errorf("the header lacks %q", want)
 		}
 	}
 }

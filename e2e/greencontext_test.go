@@ -1,7 +1,6 @@
 package e2e
 
 import (
-	"os/exec"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -48,7 +47,7 @@ func TestRealDriversCoverageAndGreenContexts(t *testing.T) {
 			e2eenv.Need(t, exists(realCUDA) && exists(realNVML), "NVIDIA's driver-"+tt.driver+" libraries are not in "+tt.dir+" (run make nvidia-libs)")
 			w := newWorld(t)
 			db := filepath.Join(w.dir, "run.db")
-			cmd := exec.Command(binPath, "record", "-o", db, "--libcuda", realCUDA, "--libnvidia-ml", realNVML, "--",
+			cmd := binCommand(bin{}, "record", "-o", db, "--libcuda", realCUDA, "--libnvidia-ml", realNVML, "--",
 				simwork, `init; green 0; alloc 1M`)
 			cmd.Env = w.environ("SIMWORK_LIBCUDA=" + realCUDA)
 			if out, err := cmd.CombinedOutput(); err != nil {

@@ -13,11 +13,13 @@ import (
 	"bytes"
 	"encoding/json"
 	"errors"
+	"io"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"strconv"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -97,57 +99,154 @@ func (w *world) environ(extra ...string) []string {
 	return append(append(os.Environ(), w.env...), extra...)
 }
 
-// result is one finished `forensic record`.
-type result struct {
-	db     string
-	code   int
-	stderr string
-	stdout string
+// Running the binary under test. Every test runs bin/forensic through
+// these, the way a user runs it; binCommand is the one place its command
+// is made, so FORENSIC_BIN, the world's environment and a user's
+// credentials apply the same way everywhere:
+//
+//	runBin(t, bin{...}, args...)     run it to the end: exit status, stdout, stderr
+//	binCommand(bin{...}, args...)    its *exec.Cmd, for a run in the background
+//	                                 or one whose streams the test reads
+//	w.record(flags, command...)      record command on the world's simulated GPU
+//	w.recordAs(how, flags, cmd...)   record otherwise: libcuda found at mapping,
+//	                                 or NVIDIA's real libraries
+//	w.startRecorder(flags...)        a recorder in the background, once it records
+//	analyzeJSON(t, db)               analyze --json, decoded (analyzeJSONBytes: and as written)
+//	textAt80(t, db)                  analyze's text at 80 columns without colour
+
+// bin says how a test runs the binary, beyond its arguments.
+type bin struct {
+	w    *world              // run in this world's environment (nil: the test's own)
+	env  []string            // more environment, after the world's
+	cred *syscall.Credential // run as this user, from the root directory
 }
+
+// binCommand is the command that runs the binary under test with args.
+func binCommand(b bin, args ...string) *exec.Cmd {
+	cmd := exec.Command(binPath, args...)
+	cmd.Env = append(os.Environ(), b.env...)
+	if b.w != nil {
+		cmd.Env = append(b.w.environ(), b.env...)
+	}
+	if b.cred != nil {
+		cmd.SysProcAttr = &syscall.SysProcAttr{Credential: b.cred}
+		cmd.Dir = "/"
+	}
+	return cmd
+}
+
+// ran is one finished run of the binary.
+type ran struct {
+	code           int
+	stdout, stderr string
+	pid            int // the process's id
+}
+
+// outputs is r as three values: stdout, stderr and the exit status.
+func (r ran) outputs() (string, string, int) { return r.stdout, r.stderr, r.code }
+
+// runBin runs the binary with args to the end. An exit status is the
+// result, not an error; a binary that cannot start fails the test.
+func runBin(t *testing.T, b bin, args ...string) ran {
+	t.Helper()
+	cmd := binCommand(b, args...)
+	var out, errb bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &out, &errb
+	if err := cmd.Start(); err != nil {
+		t.Fatalf("forensic %v: %v", args, err)
+	}
+	err := cmd.Wait()
+	var ee *exec.ExitError
+	if err != nil && !errors.As(err, &ee) {
+		t.Fatalf("forensic %v: %v", args, err)
+	}
+	return ran{code: cmd.ProcessState.ExitCode(), stdout: out.String(), stderr: errb.String(), pid: cmd.Process.Pid}
+}
+
+// result is one finished `forensic record`: its run.db and how it ended
+// (pid is the recorder's own).
+type result struct {
+	db string
+	ran
+}
+
+// recording says how w.recordAs points the recorder at libcuda and NVML.
+type recording int
+
+const (
+	// onSim names the simulated libcuda and libnvidia-ml (w.record).
+	onSim recording = iota
+	// foundAtMapping names the simulated libnvidia-ml only: the recorder
+	// must find libcuda where the workload maps it and hold the workload
+	// there until its probes are in.
+	foundAtMapping
+	// onReal adds nothing: the flags name NVIDIA's real libraries.
+	onReal
+)
 
 // record runs `forensic record` on the simulated GPU with flags, then the
 // workload command.
 func (w *world) record(flags []string, command ...string) result {
 	w.t.Helper()
+	return w.recordAs(onSim, flags, command...)
+}
+
+// recordAs runs `forensic record -o DIR/run.db --force`, the libraries
+// as how says, then flags, then the workload command (after --, when
+// there is one).
+func (w *world) recordAs(how recording, flags []string, command ...string) result {
+	w.t.Helper()
 	db := filepath.Join(w.dir, "run.db")
-	args := append([]string{"record", "-o", db, "--force", "--libcuda", simCUDA, "--libnvidia-ml", simNVML}, flags...)
+	args := []string{"record", "-o", db, "--force"}
+	switch how {
+	case onSim:
+		args = append(args, "--libcuda", simCUDA, "--libnvidia-ml", simNVML)
+	case foundAtMapping:
+		args = append(args, "--libnvidia-ml", simNVML)
+	}
+	args = append(args, flags...)
 	if len(command) > 0 {
 		args = append(append(args, "--"), command...)
 	}
-	cmd := exec.Command(binPath, args...)
-	cmd.Env = w.environ()
-	var out, errb bytes.Buffer
-	cmd.Stdout, cmd.Stderr = &out, &errb
-	err := cmd.Run()
-	code := 0
-	var ee *exec.ExitError
-	if errors.As(err, &ee) {
-		code = ee.ExitCode()
-	} else if err != nil {
-		w.t.Fatalf("forensic record: %v", err)
-	}
-	return result{db: db, code: code, stderr: errb.String(), stdout: out.String()}
+	return result{db: db, ran: runBin(w.t, bin{w: w}, args...)}
 }
 
 // analyzeJSON runs `forensic analyze --json` and decodes the contract both
 // as the typed report and as a generic map (for key-level checks).
 func analyzeJSON(t *testing.T, db string) (*report.Report, map[string]any) {
 	t.Helper()
-	out, err := exec.Command(binPath, "analyze", "--json", db).Output()
-	if err != nil {
-		var ee *exec.ExitError
-		if errors.As(err, &ee) {
-			t.Fatalf("forensic analyze --json %s: %v: %s", db, err, ee.Stderr)
-		}
-		t.Fatal(err)
+	rep, raw, _ := analyzeJSONBytes(t, db)
+	return rep, raw
+}
+
+// analyzeJSONBytes is analyzeJSON that also returns the report as analyze
+// wrote it (for golden comparisons).
+func analyzeJSONBytes(t *testing.T, db string) (*report.Report, map[string]any, []byte) {
+	t.Helper()
+	r := runBin(t, bin{}, "analyze", "--json", db)
+	if r.code != 0 {
+		t.Fatalf("forensic analyze --json %s: exit status %d: %s", db, r.code, r.stderr)
 	}
 	var rep report.Report
-	if err := json.Unmarshal(out, &rep); err != nil {
+	if err := json.Unmarshal([]byte(r.stdout), &rep); err != nil {
 		t.Fatalf("analyze --json is not a report: %v", err)
 	}
 	var raw map[string]any
-	json.Unmarshal(out, &raw)
-	return &rep, raw
+	json.Unmarshal([]byte(r.stdout), &raw)
+	return &rep, raw, []byte(r.stdout)
+}
+
+// textAt80 runs `forensic analyze` at 80 columns without colour and
+// returns what it printed, stdout and stderr together.
+func textAt80(t *testing.T, db string) string {
+	t.Helper()
+	cmd := binCommand(bin{env: []string{"COLUMNS=80"}}, "analyze", "--no-color", db)
+	out, err := cmd.CombinedOutput()
+	var ee *exec.ExitError
+	if err != nil && !errors.As(err, &ee) {
+		t.Fatalf("analyze: %v\n%s", err, out)
+	}
+	return string(out)
 }
 
 // callsMade reads the workloads' own count of hooked calls, per symbol.
@@ -251,4 +350,109 @@ func waitFor(d time.Duration, cond func() bool) bool {
 		time.Sleep(20 * time.Millisecond)
 	}
 	return cond()
+}
+
+// callsByPID reads the workloads' own count of hooked calls, per process.
+func (w *world) callsByPID() map[uint32]int {
+	made := map[uint32]int{}
+	w.callLog(func(pid uint32, _ string, n int) { made[pid] += n })
+	return made
+}
+
+// processesOf reads the process records of a run.db.
+func processesOf(t *testing.T, db string) []store.Process {
+	t.Helper()
+	r, err := store.Open(db)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer r.Close()
+	ps, err := r.Processes()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return ps
+}
+
+// script writes a bash script into the world's directory.
+func (w *world) script(name, body string) string {
+	w.t.Helper()
+	p := filepath.Join(w.dir, name)
+	if err := os.WriteFile(p, []byte("#!/bin/bash\nS="+simwork+"\n"+body), 0o755); err != nil {
+		w.t.Fatal(err)
+	}
+	return p
+}
+
+// valText shows an optional value in a message.
+func valText(v *uint64) string {
+	if v == nil {
+		return "none"
+	}
+	return strconv.FormatUint(*v, 10)
+}
+
+func firstLines(s string, n int) string {
+	lines := strings.SplitN(s, "\n", n+1)
+	return strings.Join(lines[:min(n, len(lines))], "\n")
+}
+
+// startWorkload runs simwork outside the recorder, as an unrelated process.
+func (w *world) startWorkload(script string) *exec.Cmd {
+	w.t.Helper()
+	cmd := exec.Command(simwork, script)
+	cmd.Env = w.environ()
+	cmd.Stdout, cmd.Stderr = io.Discard, io.Discard
+	if err := cmd.Start(); err != nil {
+		w.t.Fatal(err)
+	}
+	w.t.Cleanup(func() { cmd.Process.Kill(); cmd.Wait() })
+	return cmd
+}
+
+// startRecorder runs `forensic record` in the background and waits until
+// it says it is recording.
+func (w *world) startRecorder(flags ...string) (*exec.Cmd, string, *strings.Builder) {
+	w.t.Helper()
+	db := filepath.Join(w.dir, "run.db")
+	args := append([]string{"record", "-o", db, "--force", "--libnvidia-ml", simNVML}, flags...)
+	cmd := binCommand(bin{w: w}, args...)
+	var stderr strings.Builder
+	pr, pw := io.Pipe()
+	cmd.Stderr = pw
+	if err := cmd.Start(); err != nil {
+		w.t.Fatal(err)
+	}
+	ready := make(chan struct{})
+	go func() {
+		sc := bufio.NewScanner(pr)
+		once := false
+		for sc.Scan() {
+			stderr.WriteString(sc.Text() + "\n")
+			if !once && strings.Contains(sc.Text(), "recording") {
+				once = true
+				close(ready)
+			}
+		}
+	}()
+	select {
+	case <-ready:
+	case <-time.After(20 * time.Second):
+		cmd.Process.Kill()
+		w.t.Fatalf("recorder not ready: %s", stderr.String())
+	}
+	w.t.Cleanup(func() { cmd.Process.Kill(); cmd.Wait(); pw.Close() })
+	return cmd, db, &stderr
+}
+
+func waitExit(t *testing.T, cmd *exec.Cmd, d time.Duration) {
+	t.Helper()
+	done := make(chan error, 1)
+	go func() { done <- cmd.Wait() }()
+	select {
+	case <-done:
+	case <-time.After(d):
+		cmd.Process.Kill()
+		t.Fatalf("%s did not exit within %v", cmd.Path, d)
+	}
 }

@@ -3,7 +3,6 @@ package e2e
 import (
 	"encoding/json"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"regexp"
 	"strconv"
@@ -79,7 +78,7 @@ func TestHeadroomNearMissMatchesTheGPUsOwnAccounting(t *testing.T) {
 	if !strings.Contains(rep.Verdict, "Near miss") || !strings.Contains(rep.Verdict, "512.0 MiB") {
 		t.Errorf("verdict %q does not give the near miss's numbers", rep.Verdict)
 	}
-	text := exec.Command(binPath, "analyze", "--no-color", res.db)
+	text := binCommand(bin{}, "analyze", "--no-color", res.db)
 	text.Env = append(w.environ(), "COLUMNS=80")
 	out, err := text.Output()
 	if err != nil {
@@ -111,7 +110,7 @@ func TestHeadroomNearMissThreshold(t *testing.T) {
 		flag string
 		want bool
 	}{{"5", false}, {"10", true}} {
-		out, err := exec.Command(binPath, "analyze", "--json", "--near-miss", tc.flag, res.db).Output()
+		out, err := binCommand(bin{}, "analyze", "--json", "--near-miss", tc.flag, res.db).Output()
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -128,7 +127,7 @@ func TestHeadroomNearMissThreshold(t *testing.T) {
 		}
 	}
 	for _, bad := range []string{"0", "100", "-3", "x"} {
-		cmd := exec.Command(binPath, "analyze", "--near-miss", bad, res.db)
+		cmd := binCommand(bin{}, "analyze", "--near-miss", bad, res.db)
 		out, err := cmd.CombinedOutput()
 		if err == nil || strings.Count(strings.TrimSpace(string(out)), "\n") > 0 && !strings.Contains(string(out), "near-miss") {
 			t.Errorf("--near-miss %s: %v, %q: want a refusal naming the flag", bad, err, out)

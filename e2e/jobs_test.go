@@ -1,204 +1,229 @@
 package e2e
 
 import (
-	"encoding/json"
-	"fmt"
 	"os"
-	"os/exec"
+	"path/filepath"
 	"slices"
-	"strconv"
 	"strings"
-	"syscall"
+	"sync"
 	"testing"
-	"time"
 
 	"github.com/retrivium/forensic/report"
 )
 
-// sharedNode records two jobs on one simulated GPU with --all, each a
-// process tree started apart after the recorder: job A (a root whose
-// forked child fails a 20 GiB allocation after 400 ms) and job B (started
-// later, failing a 30 GiB allocation at once, so before A's). It returns
-// the run.db and the two roots' pids.
-func sharedNode(t *testing.T) (db string, a, b int) {
-	w := newWorld(t, "SIMGPU_FB_TOTAL=16G")
-	rec, db, stderr := w.startRecorder("--all", "--libcuda", simCUDA)
-	jobA := exec.Command(simwork, "init; use 0; alloc 1G; fork { init; use 0; alloc 1G; sleep 400; alloc 20G; sleep 100 }; sleep 50; wait; free-all")
-	jobA.Env = w.environ()
-	if err := jobA.Start(); err != nil {
-		t.Fatal(err)
+// Jobs of several runs (ranks) analyzed together: which failure is first
+// across the runs, what ties a later failure to it, and runs of other
+// jobs kept apart.
+
+// Rank 0 of job j2 runs out of framebuffer, frees its
+// cache and retries: recovered. Rank 1 dies afterwards of a BAR1 mapping
+// larger than its whole aperture. The job's verdict leads with rank 1's
+// unrecovered failure, judged by its run; rank 0's recovered failure stays
+// the subject but is nobody's consequence, and "no later failure went
+// unrecovered" is not said of the job.
+func TestJobRecoveredRankIsNoConsequence(t *testing.T) {
+	w := newWorld(t, "SIMGPU_FB_TOTAL=8G")
+	dir := filepath.Join(w.dir, "job2")
+	os.MkdirAll(dir, 0o755)
+	job := func(rank string, extra ...string) []string {
+		return append([]string{"TORCHELASTIC_RUN_ID=j2", "RANK=" + rank, "WORLD_SIZE=2"}, extra...)
 	}
-	time.Sleep(100 * time.Millisecond)
-	jobB := exec.Command(simwork, "init; use 0; alloc 2G; alloc 30G; sleep 100; free-all")
-	jobB.Env = w.environ()
-	if err := jobB.Start(); err != nil {
-		t.Fatal(err)
+	w.recordJob(dir, map[string][]string{
+		"rank0.db": job("0"),
+		"rank1.db": job("1", "SIMGPU_STATE="+filepath.Join(w.dir, "rank1.state"), "SIMGPU_DEVICES=2", "SIMGPU_BAR1_TOTAL=64M"),
+	}, map[string]string{
+		"rank0.db": "init; use 0; alloc 3G; alloc 3G; alloc 2G; free; free; alloc 2G; sleep 600; exit 1",
+		"rank1.db": "init; use 0; sleep 300; vmm 128M 0 1; exit 1",
+	})
+	out, _, code := runBin(t, bin{}, "analyze", "--json", dir).outputs()
+	if code != 0 {
+		t.Fatalf("analyze --json: exit %d", code)
 	}
-	waitExit(t, jobA, 20*time.Second)
-	waitExit(t, jobB, 20*time.Second)
-	rec.Process.Signal(syscall.SIGINT)
-	waitExit(t, rec, 20*time.Second)
-	if !exists(db) {
-		t.Fatalf("no run.db: %s", stderr)
+	if err := report.ValidateReportJSON([]byte(out)); err != nil {
+		t.Errorf("the job's report does not match the schema: %v", err)
 	}
-	return db, jobA.Process.Pid, jobB.Process.Pid
+	rep := decodeReport(t, []byte(out))
+	f, u := rep.FirstFailure, rep.FirstUnrecovered
+	if f == nil || !f.Recovered || !strings.HasSuffix(f.RunPath, "rank0.db") {
+		t.Fatalf("first failure %+v, want rank 0's recovered allocation", f)
+	}
+	if u == nil || !strings.HasSuffix(u.RunPath, "rank1.db") || u.Symbol != "cuMemSetAccess" || u.Attribution != report.AttrMapping {
+		t.Fatalf("first unrecovered %+v, want rank 1's mapping failure judged by its run", u)
+	}
+	if rep.UnrecoveredOrder != "certain" || len(rep.Consequences) != 0 {
+		t.Errorf("unrecovered order %q, consequences %+v: want certain, none of a recovered failure", rep.UnrecoveredOrder, rep.Consequences)
+	}
+	lead, _, _ := strings.Cut(rep.Verdict, "In that run")
+	if !strings.Contains(lead, "the first failure no process recovered from is rank 1") ||
+		strings.Contains(rep.Verdict, "No later failure went unrecovered") || strings.Contains(rep.Verdict, "likely a consequence") {
+		t.Errorf("the verdict does not lead with rank 1's unrecovered failure: %s", rep.Verdict)
+	}
+	text, _, _ := runBin(t, bin{env: []string{"COLUMNS=80"}}, "analyze", dir).outputs()
+	sec := text[strings.Index(text, "FIRST UNRECOVERED FAILURE"):]
+	if !strings.Contains(sec, "run       rank 1, host ") || !strings.Contains(text, "order of the failures no process recovered") ||
+		strings.Contains(text, "after the first failure, in other runs") {
+		t.Errorf("the text does not place rank 1's failure as the one that matters:\n%s", text)
+	}
+	for _, l := range strings.Split(text, "\n") {
+		if len([]rune(l)) > 80 {
+			t.Errorf("wider than 80 columns: %q", l)
+		}
+	}
 }
 
-// analyzeSelected runs `forensic analyze --json` with flags, checks the
-// output against the published schema and decodes it.
-func analyzeSelected(t *testing.T, db string, flags ...string) *report.Report {
+// recordJob records scripts concurrently, each by its own `forensic record`
+// with its own environment, into dir/NAME.
+func (w *world) recordJob(dir string, runs map[string][]string, scripts map[string]string) {
+	w.t.Helper()
+	var wg sync.WaitGroup
+	for name, script := range scripts {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			cmd := binCommand(bin{}, "record", "-o", filepath.Join(dir, name), "--libcuda", simCUDA,
+				"--libnvidia-ml", simNVML, "--", simwork, script)
+			cmd.Env = w.environ(runs[name]...)
+			if out, err := cmd.CombinedOutput(); err != nil && cmd.ProcessState == nil {
+				w.t.Errorf("%s: %v %s", name, err, out)
+			}
+		}()
+	}
+	wg.Wait()
+}
+
+// A directory holds four ranks of one job (job
+// id jobR, world size 5: rank 4 was not gathered), recorded at once on one
+// host, a run of another job recorded at the same time, and a run with no
+// job id recorded later. Each job is analyzed on its own: the other job's
+// earlier failure is not called first, nothing is a consequence across
+// jobs, ranks are missing only within jobR. Within jobR, on the clock the
+// runs share, the order is certain with no note asking for a clock bound;
+// each later failure says what ties it to the first (the same GPU, the
+// job alone, or nothing: its own GPU ran out), and the next steps first
+// ask for rank 4's file. --json refuses runs of several jobs in one line
+// that lists them.
+func TestJobsAnalyzedApart(t *testing.T) {
+	w := newWorld(t, "SIMGPU_DEVICES=4", "SIMGPU_FB_TOTAL=16G")
+	dir := filepath.Join(w.dir, "runs")
+	os.MkdirAll(dir, 0o755)
+	job := func(rank string, extra ...string) []string {
+		return append([]string{"TORCHELASTIC_RUN_ID=jobR", "RANK=" + rank, "WORLD_SIZE=5", "LOCAL_RANK=" + rank}, extra...)
+	}
+	env := map[string][]string{
+		"rank3.db": job("3"), "rank1.db": job("1"), "rank2.db": job("2"),
+		// Its next allocation fails as a collective broken by a peer's
+		// death would (injected: the simulator does not know NCCL).
+		"rank0.db": job("0", "SIMGPU_FAIL=cuMemAlloc_v2:2:999"),
+		"other.db": {"TORCHELASTIC_RUN_ID=jobO", "RANK=0", "WORLD_SIZE=2"},
+	}
+	w.recordJob(dir, env, map[string]string{
+		// Rank 3 runs out of GPU 3 first and holds what it has.
+		"rank3.db": "init; use 3; alloc 8G; sleep 400; alloc 8G; sleep 2600; exit 1",
+		// Rank 1 shares GPU 3: it runs out after rank 3, on the same GPU.
+		"rank1.db": "init; use 3; sleep 1100; alloc 8G; exit 1",
+		// Rank 2 runs out of its own GPU 2.
+		"rank2.db": "init; use 2; alloc 8G; sleep 1800; alloc 8G; exit 1",
+		"rank0.db": "init; use 0; alloc 1G; sleep 2500; alloc 1G; exit 1",
+		// Another job, failing before any of jobR's.
+		"other.db": "init; use 1; alloc 20G; exit 1",
+	})
+	w.recordJob(dir, map[string][]string{}, map[string]string{"later.db": "init; use 1; alloc 20G; exit 1"})
+
+	// Several jobs: --json refuses them in one line that lists them.
+	_, stderr, code := runBin(t, bin{}, "analyze", "--json", dir).outputs()
+	line := strings.TrimSpace(stderr)
+	if code != 1 || strings.Contains(line, "\n") || !strings.Contains(line, "6 runs are 3 separate jobs") ||
+		!strings.Contains(line, "job jobR: ") || !strings.Contains(line, "job jobO: ") ||
+		!strings.Contains(line, "later.db (no job id; no other run recorded at the same time)") {
+		t.Errorf("analyze --json of three jobs: exit %d, %q; want one line listing them", code, stderr)
+	}
+	if _, stderr, code := runBin(t, bin{}, "report", dir, "-o", filepath.Join(w.dir, "r.html")).outputs(); code != 1 || !strings.Contains(stderr, "separate jobs") || !strings.Contains(stderr, "forensic analyze (text)") {
+		t.Errorf("report of three jobs: exit %d, %q", code, stderr)
+	}
+	// The text analyzes each job on its own.
+	text, _, _ := runBin(t, bin{}, "analyze", dir).outputs()
+	jobs := strings.Split(text, "JOB ")
+	if !strings.Contains(jobs[0], "6 runs of 3 separate jobs") || len(jobs) != 4 {
+		t.Fatalf("text of three jobs:\n%s", text)
+	}
+	checkJobRText(t, jobs)
+
+	var paths []string
+	for _, r := range []string{"rank0.db", "rank1.db", "rank2.db", "rank3.db"} {
+		paths = append(paths, filepath.Join(dir, r))
+	}
+	out, _, code := runBin(t, bin{}, append([]string{"analyze", "--json"}, paths...)...).outputs()
+	if code != 0 {
+		t.Fatalf("analyze --json of jobR: exit %d", code)
+	}
+	if err := report.ValidateReportJSON([]byte(out)); err != nil {
+		t.Errorf("jobR's report does not match the schema: %v", err)
+	}
+	checkJobR(t, decodeReport(t, []byte(out)))
+}
+
+// checkJobRText: jobR's section of the text names what ties each later
+// failure to the first, asks for rank 4 first, and has no clock-bound
+// note; no section names another job's run.
+func checkJobRText(t *testing.T, jobs []string) {
 	t.Helper()
-	out, err := exec.Command(binPath, append(append([]string{"analyze", "--json"}, flags...), db)...).Output()
-	if err != nil {
-		t.Fatalf("forensic analyze --json %v: %v", flags, err)
-	}
-	if err := report.ValidateReportJSON(out); err != nil {
-		t.Fatalf("analyze --json %v breaks the schema: %v", flags, err)
-	}
-	var rep report.Report
-	if err := json.Unmarshal(out, &rep); err != nil {
-		t.Fatal(err)
-	}
-	return &rep
-}
-
-func tree(pid int) string { return "tree:" + strconv.Itoa(pid) }
-
-// jobByID returns the job of a report with id, or nil.
-func jobByID(rep *report.Report, id string) *report.Job {
-	for i := range rep.Jobs {
-		if rep.Jobs[i].ID == id {
-			return &rep.Jobs[i]
+	var sec string
+	for _, j := range jobs[1:] {
+		if strings.Contains(j, "job jobR:") {
+			sec = j
+		}
+		if strings.Contains(j, "likely consequence") && !strings.Contains(j, "job jobR:") {
+			t.Errorf("a consequence in a job of one run:\n%s", j)
 		}
 	}
-	return nil
-}
-
-// Two jobs under --all: the list gives each job its own first failure,
-// and the headline is the earliest failing job's, job B's rather than A's,
-// and says so. The node is shared for real: other tests' workloads on this
-// machine may be recorded too, as other tenants' jobs.
-func TestSharedNodeListsEachJobsFirstFailure(t *testing.T) {
-	db, a, b := sharedNode(t)
-	rep := analyzeSelected(t, db)
-	ja, jb := jobByID(rep, tree(a)), jobByID(rep, tree(b))
-	if ja == nil || jb == nil || rep.JobSelected {
-		t.Fatalf("jobs %+v selected %v; want %s and %s listed", rep.Jobs, rep.JobSelected, tree(a), tree(b))
+	i := strings.Index(sec, "NEXT STEPS")
+	if i < 0 {
+		t.Fatalf("jobR's report has no next steps:\n%s", sec)
 	}
-	if ja.By != report.JobByTree || ja.RootPID != uint32(a) || len(ja.PIDs) != 2 || !slices.Contains(ja.PIDs, uint32(a)) {
-		t.Errorf("job A %+v, want tree:%d holding its root and its child", ja, a)
-	}
-	if f := ja.FirstFailure; f == nil || f.Size == nil || *f.Size != 20<<30 || f.PID == uint32(a) || !slices.Contains(ja.PIDs, f.PID) ||
-		f.Result != "CUDA_ERROR_OUT_OF_MEMORY" || ja.Attribution != report.AttrAllocation || ja.Headline {
-		t.Fatalf("job A's first failure %+v (%s, headline %v), want its child's 20 GiB allocation, not the headline", f, ja.Attribution, ja.Headline)
-	}
-	if f := jb.FirstFailure; jb.RootPID != uint32(b) || f == nil || f.PID != uint32(b) || f.Size == nil || *f.Size != 30<<30 || f.AtNS >= ja.FirstFailure.AtNS {
-		t.Fatalf("job B %+v first failure %+v, want its 30 GiB allocation, before A's", jb, f)
-	}
-	// The headline is the earliest failure of any job: B's, unless another
-	// tenant's failed before it.
-	var first *report.Job
-	for i, j := range rep.Jobs {
-		if f := j.FirstFailure; f != nil && (first == nil || f.AtNS < first.FirstFailure.AtNS) {
-			first = &rep.Jobs[i]
+	next := sec[i:]
+	for _, want := range []string{"order of their first failures: certain", "likely a consequence: on the same GPU",
+		"also failed, on another GPU", "possibly a consequence", "missing: rank 4 of the job's 5 has no run"} {
+		if !strings.Contains(sec, want) {
+			t.Errorf("jobR's report lacks %q:\n%s", want, sec)
 		}
 	}
-	if !first.Headline || rep.SubjectJob != first.ID || rep.FirstFailure == nil || !slices.Contains(first.PIDs, rep.FirstFailure.PID) {
-		t.Fatalf("subject %q, first failure %+v; want the earliest failing job %s as the headline", rep.SubjectJob, rep.FirstFailure, first.ID)
+	if !strings.HasPrefix(strings.TrimSpace(strings.TrimPrefix(next, "NEXT STEPS")), "- gather the run.db of rank 4") {
+		t.Errorf("the next steps do not start with rank 4's file:\n%s", next[:min(len(next), 400)])
 	}
-	r := forensic(t, nil, nil, nil, "analyze", "--no-color", db)
-	if !strings.Contains(r.stdout, fmt.Sprintf("the verdict is %s's failure", first.ID)) ||
-		!strings.Contains(r.stdout, "* "+first.ID+" (") || !strings.Contains(r.stdout, "    "+tree(a)+" (") {
-		t.Errorf("text report does not list the jobs and name the headline's:\n%s", r.stdout)
+	if strings.Contains(sec, "clock bound") || strings.Contains(sec, "other.db") || strings.Contains(sec, "later.db") {
+		t.Errorf("jobR's report names a clock bound or another job's run:\n%s", sec)
 	}
 }
 
-// Each job is judged as its own with --job or --pid: its own first
-// failure, the other job's failures never listed; a selection that
-// matches nothing is one line and a non-zero exit.
-func TestSharedNodeJudgesEachJobAlone(t *testing.T) {
-	db, a, b := sharedNode(t)
-	cases := []struct {
-		name  string
-		flags []string
-		job   string
-		size  uint64
-	}{
-		{"job A by id", []string{"--job", tree(a)}, tree(a), 20 << 30},
-		{"job A by its root's pid", []string{"--pid", strconv.Itoa(a)}, tree(a), 20 << 30},
-		{"job B by id", []string{"--job", tree(b)}, tree(b), 30 << 30},
-		{"job B by pid", []string{"--pid", strconv.Itoa(b)}, tree(b), 30 << 30},
+// checkJobR: rank 3 first, certainly; rank 1 on the same GPU, rank 2 on
+// its own exhausted GPU, rank 0 tied only by the job; rank 4 missing.
+func checkJobR(t *testing.T, rep *report.Report) {
+	t.Helper()
+	if rep.MultiRun == nil || rep.Order != "certain" || rep.GroupedBy != "job-id" || rep.JobID != "jobR" ||
+		rep.FirstFailure == nil || rep.FirstFailure.Rank == nil || *rep.FirstFailure.Rank != 3 {
+		t.Fatalf("jobR: %+v, first %+v; want rank 3 first, certainly, grouped by the job id", rep.MultiRun, rep.FirstFailure)
 	}
-	for _, c := range cases {
-		t.Run(c.name, func(t *testing.T) {
-			rep := analyzeSelected(t, db, c.flags...)
-			job := jobByID(rep, c.job)
-			if job == nil || !job.Headline || rep.SubjectJob != c.job || !rep.JobSelected {
-				t.Fatalf("jobs %+v subject %q: want %s selected", rep.Jobs, rep.SubjectJob, c.job)
-			}
-			f := rep.FirstFailure
-			if f == nil || f.Size == nil || *f.Size != c.size || !slices.Contains(job.PIDs, f.PID) || rep.Attribution != report.AttrAllocation {
-				t.Fatalf("first failure %+v (%s), want the job's own %d-byte allocation", f, rep.Attribution, c.size)
-			}
-			for _, g := range rep.Failures {
-				if !slices.Contains(job.PIDs, g.PID) {
-					t.Errorf("failure of pid %d listed: another job's failure judged in %s's verdict", g.PID, c.job)
-				}
-			}
-		})
-	}
-	for _, flags := range [][]string{{"--job", "tree:1"}, {"--pid", "1"}, {"--pod", "ml/serve-0"}} {
-		r := forensic(t, nil, nil, nil, append(append([]string{"analyze"}, flags...), db)...)
-		if r.code == 0 || len(lines(r.stderr)) != 1 || !strings.Contains(r.stderr, "matches no job of this recording (its jobs: tree:") {
-			t.Errorf("analyze %v: exit %d, stderr %q; want one line naming the jobs, non-zero", flags, r.code, r.stderr)
+	want := map[int]string{1: report.RelationSameGPU, 2: report.RelationIndependent, 0: report.RelationSameJob}
+	got := map[int]string{}
+	for _, c := range rep.Consequences {
+		if c.Rank != nil {
+			got[*c.Rank] = c.Relation
 		}
 	}
-}
-
-// Ranks started apart that name one job id (torchrun's
-// TORCHELASTIC_RUN_ID) are one job, another id another: job r1's rank 1
-// fails, job r2 never does, and each is judged as its own.
-func TestSharedNodeGroupsByJobVariable(t *testing.T) {
-	w := newWorld(t, "SIMGPU_FB_TOTAL=16G")
-	rec, db, stderr := w.startRecorder("--all", "--libcuda", simCUDA)
-	// Ids of this test's own, so that other tests' ranks on the node
-	// never join them.
-	id1, id2 := fmt.Sprintf("r1-%d", os.Getpid()), fmt.Sprintf("r2-%d", os.Getpid())
-	var ps []*exec.Cmd
-	for _, p := range []struct{ id, rank, script string }{
-		{id1, "0", "init; use 0; alloc 1G; sleep 300; free-all"},
-		{id1, "1", "init; use 0; alloc 1G; sleep 100; alloc 30G; sleep 200; free-all"},
-		{id2, "0", "init; use 0; alloc 1G; sleep 300; free-all"},
-	} {
-		// The recorder reads a process's environment at its first call:
-		// each stays a while after it.
-		c := exec.Command(simwork, p.script)
-		c.Env = w.environ("TORCHELASTIC_RUN_ID="+p.id, "RANK="+p.rank, "WORLD_SIZE=2")
-		if err := c.Start(); err != nil {
-			t.Fatal(err)
+	for r, rel := range want {
+		if got[r] != rel {
+			t.Errorf("rank %d: relation %q, want %q (consequences %+v)", r, got[r], rel, rep.Consequences)
 		}
-		ps = append(ps, c)
 	}
-	for _, c := range ps {
-		waitExit(t, c, 20*time.Second)
+	if !slices.Equal(rep.MissingRanks, []int{4}) || rep.Attribution != report.AttrMissingEvidence {
+		t.Errorf("missing ranks %v, attribution %s; want [4], missing-evidence", rep.MissingRanks, rep.Attribution)
 	}
-	rec.Process.Signal(syscall.SIGINT)
-	waitExit(t, rec, 20*time.Second)
-	if !exists(db) {
-		t.Fatalf("no run.db: %s", stderr)
+	if len(rep.NextSteps) == 0 || !strings.Contains(rep.NextSteps[0], "rank 4") {
+		t.Errorf("next steps %q: the first should ask for rank 4's run.db", rep.NextSteps)
 	}
-	r1, r2 := uint32(ps[1].Process.Pid), uint32(ps[2].Process.Pid)
-	rep := analyzeSelected(t, db, "--job", "job:"+id1)
-	j := jobByID(rep, "job:"+id1)
-	if j == nil || j.By != report.JobByVariable || !slices.Contains(j.PIDs, uint32(ps[0].Process.Pid)) || !slices.Contains(j.PIDs, r1) {
-		t.Fatalf("job r1 %+v, want both its ranks grouped by job variable", j)
-	}
-	if f := rep.FirstFailure; f == nil || f.PID != r1 || f.Size == nil || *f.Size != 30<<30 || rep.Attribution != report.AttrAllocation {
-		t.Errorf("job r1's verdict: first failure %+v (%s), want rank 1's 30 GiB allocation", f, rep.Attribution)
-	}
-	rep = analyzeSelected(t, db, "--pid", strconv.Itoa(int(r2)))
-	if rep.SubjectJob != "job:"+id2 || rep.FirstFailure != nil || rep.Attribution != report.AttrNone || len(rep.Failures) != 0 {
-		t.Errorf("job r2's verdict: subject %q, first failure %+v (%s), %d failures; want none of job r1's",
-			rep.SubjectJob, rep.FirstFailure, rep.Attribution, len(rep.Failures))
+	for _, m := range rep.Missing {
+		if strings.Contains(m.What, "clock bound") {
+			t.Errorf("runs of one boot share a clock, yet: %s", m.What)
+		}
 	}
 }

@@ -2,7 +2,6 @@ package e2e
 
 import (
 	"bytes"
-	"os/exec"
 	"path/filepath"
 	"strings"
 	"syscall"
@@ -19,9 +18,8 @@ func TestKillNineLengthReachesLastRecord(t *testing.T) {
 	w := newWorld(t)
 	db := filepath.Join(w.dir, "run.db")
 	ready := filepath.Join(w.dir, "called")
-	cmd := exec.Command(binPath, "record", "-o", db, "--libcuda", simCUDA, "--libnvidia-ml", simNVML, "--",
+	cmd := binCommand(bin{w: w}, "record", "-o", db, "--libcuda", simCUDA, "--libnvidia-ml", simNVML, "--",
 		simwork, "init; use 0; alloc 1M; touch "+ready+"; sleep 4000")
-	cmd.Env = w.environ()
 	var errb bytes.Buffer
 	cmd.Stderr = &errb
 	if err := cmd.Start(); err != nil {

@@ -3,7 +3,6 @@ package e2e
 import (
 	"encoding/json"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"slices"
 	"strconv"
@@ -47,7 +46,7 @@ func TestMultiRunJob(t *testing.T) {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			cmd := exec.Command(binPath, "record", "-o", db, "--libcuda", simCUDA, "--libnvidia-ml", simNVML, "--", simwork, script)
+			cmd := binCommand(bin{}, "record", "-o", db, "--libcuda", simCUDA, "--libnvidia-ml", simNVML, "--", simwork, script)
 			cmd.Env = w.environ(env...)
 			if out, err := cmd.CombinedOutput(); err != nil && cmd.ProcessState == nil {
 				t.Errorf("rank %d: %v %s", rank, err, out)
@@ -56,7 +55,7 @@ func TestMultiRunJob(t *testing.T) {
 	}
 	wg.Wait()
 
-	out, err := exec.Command(binPath, "analyze", "--json", gathered).Output()
+	out, err := binCommand(bin{}, "analyze", "--json", gathered).Output()
 	if err != nil {
 		t.Fatalf("analyze %s: %v", gathered, err)
 	}
@@ -90,7 +89,7 @@ func TestMultiRunJob(t *testing.T) {
 	if !strings.Contains(rep.Verdict, "rank 1") || !strings.Contains(rep.Verdict, "cuMemAlloc_v2 of 4.00 GiB") {
 		t.Errorf("the verdict does not name rank 1's failure: %s", rep.Verdict)
 	}
-	text, _ := exec.Command(binPath, "analyze", filepath.Join(gathered, "rank*.db")).Output()
+	text, _ := binCommand(bin{}, "analyze", filepath.Join(gathered, "rank*.db")).Output()
 	if !strings.Contains(string(text), "RUNS (3 runs") || !strings.Contains(string(text), "rank 3 of the job's 4 has no run") {
 		t.Errorf("the text report lacks the runs:\n%s", text)
 	}

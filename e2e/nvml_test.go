@@ -30,7 +30,7 @@ func samples(t *testing.T, db string) []store.Sample {
 // textOf runs the human analysis.
 func textOf(t *testing.T, db string) string {
 	t.Helper()
-	out, err := exec.Command(binPath, "analyze", "--no-color", db).CombinedOutput()
+	out, err := binCommand(bin{}, "analyze", "--no-color", db).CombinedOutput()
 	if err != nil {
 		t.Fatalf("analyze: %v\n%s", err, out)
 	}
@@ -312,7 +312,7 @@ func TestInventoryWithoutRoot(t *testing.T) {
 	}
 	defer os.RemoveAll(dir)
 	os.Chmod(dir, 0o777)
-	cmd := exec.Command(binPath, "inventory", "--json", "--libnvidia-ml", simNVML)
+	cmd := binCommand(bin{}, "inventory", "--json", "--libnvidia-ml", simNVML)
 	cmd.Env = append(os.Environ(), "SIMGPU_STATE="+filepath.Join(dir, "state"), "SIMGPU_DEVICES=2")
 	cmd.SysProcAttr = &syscall.SysProcAttr{Credential: &syscall.Credential{Uid: 65534, Gid: 65534}}
 	cmd.Dir = "/"
@@ -329,7 +329,7 @@ func TestInventoryWithoutRoot(t *testing.T) {
 	// NVIDIA's real NVML without a driver: the reason, and a non-zero exit.
 	real := filepath.Join(nvidiaDir, "libnvidia-ml.so.1")
 	if exists(real) {
-		out, err := exec.Command(binPath, "inventory", "--libnvidia-ml", real).CombinedOutput()
+		out, err := binCommand(bin{}, "inventory", "--libnvidia-ml", real).CombinedOutput()
 		var ee *exec.ExitError
 		if !errors.As(err, &ee) || !strings.Contains(string(out), "NVML_ERROR_") {
 			t.Errorf("inventory with a driverless NVML: %v %s", err, out)

@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"io/fs"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"slices"
 	"strconv"
@@ -120,7 +119,7 @@ func fileText(t *testing.T, p string) []byte {
 // forensicOK runs forensic with args and fails the test on an error.
 func forensicOK(t *testing.T, args ...string) []byte {
 	t.Helper()
-	out, err := exec.Command(binPath, args...).CombinedOutput()
+	out, err := binCommand(bin{}, args...).CombinedOutput()
 	if err != nil {
 		t.Fatalf("forensic %s: %v\n%s", strings.Join(args, " "), err, out)
 	}
@@ -245,9 +244,8 @@ func TestSecretOutOfFlightRecording(t *testing.T) {
 	w := newWorld(t)
 	secretWorkloads(t)
 	dir := filepath.Join(w.dir, "flight")
-	cmd := exec.Command(binPath, "record", "--flight", "-o", dir, "--libcuda", simCUDA, "--libnvidia-ml", simNVML,
+	cmd := binCommand(bin{w: w}, "record", "--flight", "-o", dir, "--libcuda", simCUDA, "--libnvidia-ml", simNVML,
 		"--", secretO2, simCUDA)
-	cmd.Env = w.environ()
 	if out, err := cmd.CombinedOutput(); err == nil {
 		t.Fatalf("the workload did not fail:\n%s", out)
 	}
@@ -453,9 +451,8 @@ func TestRedactedCopy(t *testing.T) {
 	t.Run("flight directory", func(t *testing.T) {
 		w := newWorld(t)
 		dir := filepath.Join(w.dir, "flight")
-		cmd := exec.Command(binPath, "record", "--flight", "-o", dir, "--libcuda", simCUDA, "--libnvidia-ml", simNVML,
+		cmd := binCommand(bin{w: w}, "record", "--flight", "-o", dir, "--libcuda", simCUDA, "--libnvidia-ml", simNVML,
 			"--", secretO2, simCUDA, "0x10000000000", "--customer=acme-corp-42")
-		cmd.Env = w.environ()
 		if out, err := cmd.CombinedOutput(); err == nil {
 			t.Fatalf("the workload did not fail:\n%s", out)
 		}

@@ -7,6 +7,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"strconv"
 	"strings"
 	"syscall"
@@ -15,10 +16,9 @@ import (
 
 	"github.com/cilium/ebpf"
 	"github.com/cilium/ebpf/link"
-	"golang.org/x/sys/unix"
-
 	"github.com/retrivium/forensic/report"
 	"github.com/retrivium/forensic/store"
+	"golang.org/x/sys/unix"
 )
 
 func monotonic() int64 {
@@ -92,9 +92,8 @@ func TestKillNineKeepsCommitted(t *testing.T) {
 		t.Run(after.String(), func(t *testing.T) {
 			w := newWorld(t)
 			db := filepath.Join(w.dir, "run.db")
-			cmd := exec.Command(binPath, "record", "-o", db, "--libcuda", simCUDA, "--libnvidia-ml", simNVML, "--",
+			cmd := binCommand(bin{w: w}, "record", "-o", db, "--libcuda", simCUDA, "--libnvidia-ml", simNVML, "--",
 				simwork, "init; use 0; repeat 400 { alloc 1M; sleep 5 }")
-			cmd.Env = w.environ()
 			var errb bytes.Buffer
 			cmd.Stderr = &errb
 			if err := cmd.Start(); err != nil {
@@ -220,9 +219,8 @@ func TestStormAccounting(t *testing.T) {
 	gate, gate2 := filepath.Join(w.dir, "storm"), filepath.Join(w.dir, "after")
 	started := filepath.Join(w.dir, "started")
 	db := filepath.Join(w.dir, "run.db")
-	cmd := exec.Command(binPath, "record", "-o", db, "--ring-size", "1MiB", "--libcuda", simCUDA, "--libnvidia-ml", simNVML, "--",
+	cmd := binCommand(bin{w: w}, "record", "-o", db, "--ring-size", "1MiB", "--libcuda", simCUDA, "--libnvidia-ml", simNVML, "--",
 		simwork, "init; use 0; touch "+started+"; wait-file "+gate+"; threads 2 { use 0; stress 40000 }; stress 40000; touch "+gate2+".storm; wait-file "+gate2+"; alloc 1M; free-all")
-	cmd.Env = w.environ()
 	logf, _ := os.Create(filepath.Join(w.dir, "recorder.log"))
 	defer logf.Close()
 	cmd.Stdout, cmd.Stderr = logf, logf
@@ -296,9 +294,8 @@ func TestFullDisk(t *testing.T) {
 			defer syscall.Unmount(mnt, syscall.MNT_DETACH)
 			db := filepath.Join(mnt, "run.db")
 			marker := filepath.Join(w.dir, "workload-done")
-			cmd := exec.Command(binPath, "record", "-o", db, "--disk-reserve", tc.reserve, "--libcuda", simCUDA,
+			cmd := binCommand(bin{w: w}, "record", "-o", db, "--disk-reserve", tc.reserve, "--libcuda", simCUDA,
 				"--libnvidia-ml", simNVML, "--", simwork, "init; use 0; mix 150000; touch "+marker)
-			cmd.Env = w.environ()
 			out, err := cmd.CombinedOutput()
 			var ee *exec.ExitError
 			if err != nil && !errors.As(err, &ee) {
@@ -345,9 +342,8 @@ func TestFullDisk(t *testing.T) {
 func TestCleanStopOnSignal(t *testing.T) {
 	w := newWorld(t)
 	db := filepath.Join(w.dir, "run.db")
-	cmd := exec.Command(binPath, "record", "-o", db, "--libcuda", simCUDA, "--libnvidia-ml", simNVML, "--",
+	cmd := binCommand(bin{w: w}, "record", "-o", db, "--libcuda", simCUDA, "--libnvidia-ml", simNVML, "--",
 		simwork, "init; use 0; alloc 1M; sleep 30000")
-	cmd.Env = w.environ()
 	// Recorder and workload get their own process group, as a supervised
 	// job would: the signal is the recorder's alone.
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
@@ -433,9 +429,8 @@ func TestBadInputAllCommands(t *testing.T) {
 		"newer":     newer,
 	}
 	// A file still locked by a live recorder.
-	live := exec.Command(binPath, "record", "-o", filepath.Join(dir, "live.db"), "--libcuda", simCUDA,
+	live := binCommand(bin{w: w}, "record", "-o", filepath.Join(dir, "live.db"), "--libcuda", simCUDA,
 		"--libnvidia-ml", simNVML, "--", simwork, "init; sleep 20000")
-	live.Env = w.environ()
 	var errb bytes.Buffer
 	live.Stderr = &errb
 	if err := live.Start(); err != nil {
@@ -450,7 +445,7 @@ func TestBadInputAllCommands(t *testing.T) {
 	for name, path := range cases {
 		for _, c := range commands {
 			t.Run(name+"/"+c[0], func(t *testing.T) {
-				out, err := exec.Command(binPath, append(c, path)...).CombinedOutput()
+				out, err := binCommand(bin{}, append(c, path)...).CombinedOutput()
 				var ee *exec.ExitError
 				if !errors.As(err, &ee) || ee.ExitCode() == 0 {
 					t.Fatalf("exit %v, want non-zero: %q", err, out)
@@ -493,5 +488,41 @@ func TestPrivacy(t *testing.T) {
 	}
 	if !found {
 		t.Error("CUDA_VISIBLE_DEVICES (allowlisted) was not stored")
+	}
+}
+
+// record's stop summary and analyze count the same losses, each kind on
+// its own and named the same: a lost process record is not a lost call.
+func TestRecordAndAnalyzeCountLossesAlike(t *testing.T) {
+	w := newWorld(t)
+	res := w.record([]string{"--ring-size", "4096"}, simwork, "init; use 0; stress 100000")
+	if res.code != 0 {
+		t.Fatalf("exit %d: %s", res.code, res.stderr)
+	}
+	_, _, stop := stored(t, res.db)
+	if stop == nil || stop.Stats.LostCalls == 0 {
+		t.Fatalf("no call was lost (stop %+v): the test needs losses", stop)
+	}
+	m := regexp.MustCompile(`(?m) forensic: recorded (\d+) calls`).FindStringSubmatch(res.stderr)
+	if m == nil || m[1] != strconv.FormatUint(stop.Stats.Events, 10) {
+		t.Errorf("record says %q; the run stored %d call events", m, stop.Stats.Events)
+	}
+	_, said, ok := strings.Cut(res.stderr, "forensic: not in the record: ")
+	if !ok {
+		t.Fatalf("record does not say what was lost:\n%s", res.stderr)
+	}
+	said, _, _ = strings.Cut(said, "\n")
+	out, err := binCommand(bin{}, "analyze", "--no-color", res.db).Output()
+	if err != nil {
+		t.Fatalf("analyze: %v", err)
+	}
+	text := strings.Join(strings.Fields(string(out)), " ")
+	for _, kind := range strings.Split(said, ", ") {
+		if !strings.Contains(text, kind) {
+			t.Errorf("record says %q; analyze does not:\n%s", kind, out)
+		}
+	}
+	if want := fmt.Sprintf("%d calls lost (ring buffer full)", stop.Stats.LostCalls); !strings.Contains(said, want) {
+		t.Errorf("record says %q, want %q", said, want)
 	}
 }

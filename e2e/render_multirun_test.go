@@ -4,7 +4,6 @@ import (
 	"fmt"
 	"html"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strings"
 	"sync"
@@ -43,7 +42,7 @@ func TestRenderMultiRun(t *testing.T) {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			cmd := exec.Command(binPath, "record", "-o", filepath.Join(dir, rankDB(rank)), "--libcuda", simCUDA,
+			cmd := binCommand(bin{}, "record", "-o", filepath.Join(dir, rankDB(rank)), "--libcuda", simCUDA,
 				"--libnvidia-ml", simNVML, "--", simwork, script)
 			cmd.Env = w.environ(env...)
 			if out, err := cmd.CombinedOutput(); err != nil && cmd.ProcessState == nil {
@@ -53,7 +52,7 @@ func TestRenderMultiRun(t *testing.T) {
 	}
 	wg.Wait()
 
-	out, err := exec.Command(binPath, "analyze", "--json", dir).Output()
+	out, err := binCommand(bin{}, "analyze", "--json", dir).Output()
 	if err != nil {
 		t.Fatalf("analyze %s: %v", dir, err)
 	}
@@ -62,7 +61,7 @@ func TestRenderMultiRun(t *testing.T) {
 		t.Fatalf("want rank 1's failure first of 3 runs; got %+v", rep.MultiRun)
 	}
 	page := filepath.Join(w.dir, "report.html")
-	if out, err := exec.Command(binPath, "report", dir, "-o", page).CombinedOutput(); err != nil {
+	if out, err := binCommand(bin{}, "report", dir, "-o", page).CombinedOutput(); err != nil {
 		t.Fatalf("forensic report %s: %v\n%s", dir, err, out)
 	}
 	checkMultiRunPage(t, page, rep)

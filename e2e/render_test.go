@@ -95,7 +95,7 @@ func TestRenderReportAndPerfetto(t *testing.T) {
 	if rep.FirstFailure == nil || rep.Capacity == nil || *rep.Capacity != report.CapFBExhausted {
 		t.Fatalf("unexpected verdict %s / %v", rep.Attribution, rep.Capacity)
 	}
-	raw, err := exec.Command(binPath, "analyze", "--json", res.db).Output()
+	raw, err := binCommand(bin{}, "analyze", "--json", res.db).Output()
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -110,7 +110,7 @@ func TestRenderReportAndPerfetto(t *testing.T) {
 		{"report", res.db, "-o", page},
 		{"export", "--format", "chrome-json", res.db, "-o", trace},
 	} {
-		out, err := exec.Command(binPath, args...).CombinedOutput()
+		out, err := binCommand(bin{}, args...).CombinedOutput()
 		if err != nil {
 			t.Fatalf("forensic %s: %v\n%s", strings.Join(args, " "), err, out)
 		}
@@ -119,12 +119,12 @@ func TestRenderReportAndPerfetto(t *testing.T) {
 		}
 	}
 	// Writing over the run.db is refused, and leaves it intact.
-	if out, err := exec.Command(binPath, "report", res.db, "-o", res.db).CombinedOutput(); err == nil {
+	if out, err := binCommand(bin{}, "report", res.db, "-o", res.db).CombinedOutput(); err == nil {
 		t.Errorf("report -o run.db was accepted: %s", out)
 	} else if lines := strings.Count(strings.TrimSpace(string(out)), "\n"); lines != 0 {
 		t.Errorf("the refusal is not one line: %q", out)
 	}
-	if _, err := exec.Command(binPath, "analyze", "--json", res.db).Output(); err != nil {
+	if _, err := binCommand(bin{}, "analyze", "--json", res.db).Output(); err != nil {
 		t.Errorf("run.db unreadable after a refused report: %v", err)
 	}
 
@@ -283,8 +283,8 @@ func checkTrace(t *testing.T, path, db string) {
 		if !threads[k] {
 			t.Errorf("no thread_name for pid %d tid %d", e.PID, e.TID)
 		}
-		if procs[int64(e.PID)] != "weights_oom" {
-			t.Errorf("process %d is named %q, want weights_oom", e.PID, procs[int64(e.PID)])
+		if name := procs[int64(e.PID)]; !strings.HasSuffix(name, "/weights_oom") {
+			t.Errorf("process %d is named %q, want its command line, weights_oom", e.PID, name)
 		}
 	}
 	for _, want := range []string{"GPU 0 framebuffer used", "GPU 0 framebuffer free", "GPU 0 BAR1 used", "GPU 0 BAR1 free"} {
@@ -312,4 +312,103 @@ func keys(m map[string]int) string {
 		out = append(out, fmt.Sprintf("%q", k))
 	}
 	return strings.Join(out, ", ")
+}
+
+// fitScript runs in the page once it has loaded and lists, in a <pre
+// id="fit">, everything wider than its box and every SVG text outside its
+// picture.
+const fitScript = `<script>window.addEventListener("load", function () {
+  var o = [], W = document.documentElement.clientWidth;
+  if (document.documentElement.scrollWidth > W) o.push("page " + document.documentElement.scrollWidth + " > " + W);
+  document.querySelectorAll(".tablewrap,.svgwrap,section,header").forEach(function (e) {
+    if (e.scrollWidth > e.clientWidth + 1) o.push((e.id || e.className) + " in #" + (e.closest("section,header") || {}).id + ": " + e.scrollWidth + " > " + e.clientWidth);
+  });
+  document.querySelectorAll("svg").forEach(function (sv) {
+    var s = sv.getBoundingClientRect();
+    sv.querySelectorAll("text").forEach(function (e) {
+      var b = e.getBoundingClientRect();
+      if (b.width > 0 && (b.left < s.left - 1 || b.right > s.right + 1)) o.push("svg text outside: " + e.textContent);
+    });
+  });
+  var d = document.createElement("pre"); d.id = "fit"; d.textContent = "FIT[" + o.join("\n") + "]"; document.body.appendChild(d);
+});</script>`
+
+var fitResult = regexp.MustCompile(`(?s)<pre id="fit">FIT\[(.*?)\]</pre>`)
+
+// notFitting loads page in a window width px wide and returns what does
+// not fit in it.
+func notFitting(t *testing.T, chrome, dir, page string, width int) []string {
+	t.Helper()
+	probe := filepath.Join(dir, fmt.Sprintf("fit-%d.html", width))
+	data := strings.Replace(string(mustRead(t, page)), "</body>", fitScript+"</body>", 1)
+	if err := os.WriteFile(probe, []byte(data), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	dom, _ := chromium(t, chrome, dir, "--dump-dom", "--hide-scrollbars", "--virtual-time-budget=3000",
+		fmt.Sprintf("--window-size=%d,2000", width), "file://"+probe)
+	m := fitResult.FindStringSubmatch(dom)
+	if m == nil {
+		t.Fatalf("%d px: the probe did not run", width)
+	}
+	if m[1] == "" {
+		return nil
+	}
+	return strings.Split(html.UnescapeString(m[1]), "\n")
+}
+
+// pageText is the text a reader of page sees: no markup, no scripts.
+func pageText(page string) string {
+	page = regexp.MustCompile(`(?s)<(script|style)>.*?</(script|style)>`).ReplaceAllString(page, "")
+	page = regexp.MustCompile(`<wbr>`).ReplaceAllString(page, "")
+	return html.UnescapeString(regexp.MustCompile(`<[^>]*>`).ReplaceAllString(page, " "))
+}
+
+// A failure the process recovered from and one it did not, the second
+// near the end of the run: every table and the timeline fit windows of
+// 800 and 1280 px, their labels inside; the page names a process's
+// scope once and says how devices were matched in words.
+func TestHTMLFitsWindows(t *testing.T) {
+	chrome := chromiumPath()
+	e2eenv.Need(t, chrome != "", "headless Chromium is not installed (apt-get install chromium)")
+	w := newWorld(t)
+	res := w.record(nil, simwork, "init; use 0; repeat 14 { alloc 1G }; alloc 4G; repeat 4 { free }; alloc 4G; "+
+		"sleep 300; repeat 3 { alloc 512M }; alloc 2G; free-all; exit 1")
+	if res.code != 1 {
+		t.Fatalf("record: exit %d\n%s", res.code, res.stderr)
+	}
+	page := filepath.Join(w.dir, "report.html")
+	if r := runBin(t, bin{}, "report", res.db, "-o", page); r.code != 0 {
+		t.Fatalf("report: %s", r.stderr)
+	}
+	for _, width := range []int{800, 1280} {
+		if bad := notFitting(t, chrome, w.dir, page, width); len(bad) > 0 {
+			t.Errorf("at %d px:\n  %s", width, strings.Join(bad, "\n  "))
+		}
+	}
+	text := pageText(string(mustRead(t, page)))
+	if strings.Contains(text, "null") {
+		t.Error("the page shows \"null\"")
+	}
+	// How the device was matched is said in words, not as the JSON's id.
+	rep, _ := analyzeJSON(t, res.db)
+	if rep.FirstFailure == nil || !strings.Contains(text, report.MappingWords(rep.FirstFailure.GPUMapping)) {
+		t.Errorf("the page does not say in words how the failing call's device was matched (%+v)", rep.FirstFailure)
+	}
+	if m := regexp.MustCompile(`pid (\d+), pid (\d+)`).FindStringSubmatch(text); m != nil && m[1] == m[2] {
+		t.Errorf("a scope names its process twice: %q", m[0])
+	}
+	for _, want := range []string{"the only GPU", "UNRECOVERED:", "FIRST:"} {
+		if !strings.Contains(text, want) {
+			t.Errorf("the page lacks %q", want)
+		}
+	}
+
+	// A run without a failure: its capacity in words.
+	ok := w.record(nil, simwork, "init; use 0; alloc 1M; free-all")
+	if r := runBin(t, bin{}, "report", ok.db, "-o", page); r.code != 0 {
+		t.Fatalf("report: %s", r.stderr)
+	}
+	if text := pageText(string(mustRead(t, page))); !strings.Contains(text, "capacity: none (no failure)") || strings.Contains(text, "null") {
+		t.Errorf("a run without a failure: capacity not in words")
+	}
 }

@@ -3,7 +3,6 @@ package e2e
 import (
 	"fmt"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"regexp"
 	"strconv"
@@ -225,8 +224,13 @@ func (sc scenario) run(t *testing.T) {
 	if sc.during != nil {
 		go sc.during(t, w)
 	}
-	res := w.recordWith(flags, sc.real, cmd...)
-	rep, raw := analyzeJSON(t, res.db)
+	how := onSim
+	if sc.real {
+		how = onReal
+	}
+	res := w.recordAs(how, flags, cmd...)
+	rep, raw, out := analyzeJSONBytes(t, res.db)
+	checkGolden(t, w, out)
 	if sc.symbol == "" {
 		if rep.FirstFailure != nil || raw["first_failure"] != nil {
 			t.Errorf("first failure %+v, want null", rep.FirstFailure)
@@ -247,24 +251,11 @@ func (sc scenario) run(t *testing.T) {
 		sc.check(t, rep, w)
 	}
 	checkOutputs(t, w, res.db)
-}
-
-// recordWith records with extra flags; real swaps in NVIDIA's libraries
-// (the flags name them).
-func (w *world) recordWith(flags []string, real bool, command ...string) result {
-	w.t.Helper()
-	if !real {
-		return w.record(flags, command...)
-	}
-	db := filepath.Join(w.dir, "run.db")
-	args := append(append([]string{"record", "-o", db, "--force"}, flags...), "--")
-	cmd := exec.Command(binPath, append(args, command...)...)
-	cmd.Env = w.environ()
-	out, err := cmd.CombinedOutput()
-	if err != nil && cmd.ProcessState == nil {
-		w.t.Fatalf("record: %v %s", err, out)
-	}
-	return result{db: db, code: cmd.ProcessState.ExitCode(), stderr: string(out)}
+	// Its default text report reads at 80 columns: no sentence over
+	// readcheck.MaxWords words, and the first 25 lines say what failed, the
+	// numbers the verdict compared, a next step and the failing process's
+	// command line.
+	checkReadable(t, res.db)
 }
 
 // checkOutputs renders every output format of a run and checks that none
@@ -280,7 +271,7 @@ func checkOutputs(t *testing.T, w *world, db string) {
 		"text": {"analyze", "--no-color", db}, "json": {"analyze", "--json", db},
 		"report": {"report", db, "-o", html}, "export": {"export", "--format", "chrome-json", db, "-o", trace},
 	} {
-		out, err := exec.Command(binPath, args...).CombinedOutput()
+		out, err := binCommand(bin{}, args...).CombinedOutput()
 		if err != nil {
 			t.Fatalf("%s: %v\n%s", name, err, out)
 		}

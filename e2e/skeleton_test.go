@@ -112,7 +112,7 @@ func TestAnalyzeBadInputOneLine(t *testing.T) {
 	for name, path := range cases {
 		for _, sub := range [][]string{{"analyze"}, {"analyze", "--json"}} {
 			t.Run(name+"/"+strings.Join(sub, " "), func(t *testing.T) {
-				cmd := exec.Command(binPath, append(sub, path)...)
+				cmd := binCommand(bin{}, append(sub, path)...)
 				out, err := cmd.CombinedOutput()
 				var ee *exec.ExitError
 				if !errors.As(err, &ee) || ee.ExitCode() == 0 {
@@ -141,7 +141,7 @@ func TestRecordNotRoot(t *testing.T) {
 	}
 	defer os.RemoveAll(dir)
 	os.Chmod(dir, 0o777)
-	cmd := exec.Command(binPath, "record", "-o", filepath.Join(dir, "run.db"), "--", "true")
+	cmd := binCommand(bin{}, "record", "-o", filepath.Join(dir, "run.db"), "--", "true")
 	cmd.SysProcAttr = &syscall.SysProcAttr{Credential: &syscall.Credential{Uid: 65534, Gid: 65534}}
 	cmd.Dir = "/"
 	out, err := cmd.CombinedOutput()
@@ -163,8 +163,7 @@ func TestRecordRefusesOverwrite(t *testing.T) {
 	w := newWorld(t)
 	db := filepath.Join(w.dir, "keep.db")
 	os.WriteFile(db, []byte("precious"), 0o600)
-	cmd := exec.Command(binPath, "record", "-o", db, "--libcuda", simCUDA, "--", "true")
-	cmd.Env = w.environ()
+	cmd := binCommand(bin{w: w}, "record", "-o", db, "--libcuda", simCUDA, "--", "true")
 	out, err := cmd.CombinedOutput()
 	if err == nil || !strings.Contains(string(out), "exists") {
 		t.Fatalf("record over an existing file: %v %q", err, out)

@@ -3,10 +3,11 @@ package e2e
 import (
 	"bufio"
 	"os"
-	"os/exec"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"testing"
+	"unicode/utf8"
 
 	"github.com/retrivium/forensic/internal/e2eenv"
 	"github.com/retrivium/forensic/internal/elfnote"
@@ -166,7 +167,7 @@ func TestStackPythonCtypes(t *testing.T) {
 	if l := frames[0].(map[string]any)["language"]; l != "native" {
 		t.Errorf("--json language of a native frame = %v", l)
 	}
-	out, err := exec.Command(binPath, "analyze", "--no-color", res.db).Output()
+	out, err := binCommand(bin{}, "analyze", "--no-color", res.db).Output()
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -217,8 +218,7 @@ func TestStackNVIDIALibcuda(t *testing.T) {
 	e2eenv.Need(t, exists(realCUDA), "NVIDIA's libraries are not in build/nvidia (run make nvidia-libs)")
 	e2eenv.Need(t, exists(callchainO1), "callchain_o1 is not built (run make)")
 	db := filepath.Join(w.dir, "run.db")
-	cmd := exec.Command(binPath, "record", "-o", db, "--libcuda", realCUDA, "--libnvidia-ml", simNVML, "--", callchainO1, realCUDA)
-	cmd.Env = w.environ()
+	cmd := binCommand(bin{w: w}, "record", "-o", db, "--libcuda", realCUDA, "--libnvidia-ml", simNVML, "--", callchainO1, realCUDA)
 	if out, err := cmd.CombinedOutput(); err == nil {
 		t.Fatalf("callchain succeeded against NVIDIA's libcuda without a GPU:\n%s", out)
 	}
@@ -352,9 +352,8 @@ func TestStackInFlightRecording(t *testing.T) {
 	w := newWorld(t)
 	e2eenv.Need(t, exists(callchainO2), "callchain_o2 is not built (run make)")
 	dir := filepath.Join(w.dir, "flight")
-	cmd := exec.Command(binPath, "record", "--flight", "-o", dir, "--libcuda", simCUDA, "--libnvidia-ml", simNVML,
+	cmd := binCommand(bin{w: w}, "record", "--flight", "-o", dir, "--libcuda", simCUDA, "--libnvidia-ml", simNVML,
 		"--", callchainO2, simCUDA)
-	cmd.Env = w.environ()
 	if out, err := cmd.CombinedOutput(); err == nil || cmd.ProcessState.ExitCode() != 1 {
 		t.Fatalf("record --flight: %v, want exit 1:\n%s", err, out)
 	}
@@ -365,5 +364,40 @@ func TestStackInFlightRecording(t *testing.T) {
 	}
 	if names := functions(ff.Stack); ff.Stack.Method != "unwound" || !inOrder(names, []string{"alloc_weights", "load_model", "run_job", "main"}) {
 		t.Errorf("stack %s %q; want unwound through alloc_weights, load_model, run_job, main", ff.Stack.Method, names)
+	}
+}
+
+// A stack frame wider than an 80-column terminal wraps in the text
+// report: the program's whole file name and the frame's offset are there.
+func TestStackFramesWrapAt80Columns(t *testing.T) {
+	w := newWorld(t, "SIMGPU_FB_TOTAL=1G")
+	name := "simwork-" + strings.Repeat("with-a-long-name-", 4)
+	prog := filepath.Join(w.dir, name)
+	b, err := os.ReadFile(simwork)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(prog, b, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	res := w.record(nil, prog, "init; use 0; alloc 2G; exit 1")
+	if res.code != 1 {
+		t.Fatalf("exit %d, want the workload's 1: %s", res.code, res.stderr)
+	}
+	cmd := binCommand(bin{}, "analyze", "--no-color", res.db)
+	cmd.Env = append(os.Environ(), "COLUMNS=80")
+	out, _ := cmd.Output()
+	var joined strings.Builder
+	for i, l := range strings.Split(string(out), "\n") {
+		if utf8.RuneCountInString(l) > 80 {
+			t.Errorf("line %d is %d columns: %q", i+1, utf8.RuneCountInString(l), l)
+		}
+		joined.WriteString(strings.ReplaceAll(l, " ", ""))
+	}
+	if !regexp.MustCompile(`\+0x[0-9a-f]+\(` + regexp.QuoteMeta(name) + `\)`).MatchString(joined.String()) {
+		t.Errorf("no frame in %s with its offset and whole file name:\n%s", name, out)
+	}
+	if _, stack, _ := strings.Cut(string(out), "  stack"); strings.Contains(strings.Split(stack, "\n\n")[0], "…") {
+		t.Errorf("a stack frame was cut:\n%s", out)
 	}
 }

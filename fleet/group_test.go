@@ -151,3 +151,4 @@ func TestBoundNotesOnlyAcrossBoots(t *testing.T) {
 		}
 	}
 }
+func ip(v int) *int { return &v }

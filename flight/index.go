@@ -13,7 +13,7 @@ import (
 
 // Names in a flight recording's directory.
 const (
-	// IndexFile is the index's name in the directory (store.Expand takes
+	// IndexFile is the index's name in the directory (runpaths.Expand takes
 	// a directory holding it for one recording).
 	IndexFile = store.FlightIndex
 	// SegmentDir holds the segments, NNNNNNNN.db by sequence number.

@@ -3,7 +3,7 @@ package parquetexport
 import (
 	"context"
 
-	"github.com/retrivium/forensic/fleet"
+	"github.com/retrivium/forensic/jobenv"
 	"github.com/retrivium/forensic/store"
 )
 
@@ -25,7 +25,7 @@ func (x *runExport) writeProcesses(ctx context.Context, path string) error {
 // fillProcess fills a process row; its rows own their values (few rows),
 // so pointers may point into the process record.
 func (x *runExport) fillProcess(row *processRow, p *store.Process) {
-	j := fleet.ParseJobEnv(p.Env)
+	j := jobenv.Parse(p.Env)
 	*row = processRow{PID: int64(p.PID), PPID: int64(p.PPID), StartNS: x.clock.unix(p.Start), StartRunClockNS: p.Start,
 		Comm: p.Comm, Exe: p.Exe, Args: p.Args, Cgroup: p.Cgroup, Root: p.Root, AttachedLate: p.AttachedLate,
 		Rank: i32p(j.Rank), LocalRank: i32p(j.LocalRank), WorldSize: i32p(j.WorldSize),

@@ -11,7 +11,7 @@ import (
 
 	"github.com/parquet-go/parquet-go"
 
-	"github.com/retrivium/forensic/fleet"
+	"github.com/retrivium/forensic/jobenv"
 	"github.com/retrivium/forensic/store"
 )
 
@@ -215,7 +215,7 @@ func newProcIndex(procs []store.Process, run store.RunInfo) procIndex {
 	}
 	idx := procIndex{}
 	for _, p := range procs {
-		pi := procInfo{start: p.Start, rank: i32p(fleet.ParseJobEnv(p.Env).Rank), devs: map[int32]store.DeviceMap{}}
+		pi := procInfo{start: p.Start, rank: i32p(jobenv.Parse(p.Env).Rank), devs: map[int32]store.DeviceMap{}}
 		if pi.rank == nil {
 			pi.rank = runRank
 		}

@@ -46,6 +46,14 @@ type Target struct {
 // of special builds ("d" debug, "t" free-threaded).
 var interpreterName = regexp.MustCompile(`^(?:libpython|python)(\d)\.(\d+)([a-z]*)(?:\.so.*)?$`)
 
+// IsInterpreterName reports whether a file name is one CPython installs
+// its interpreter as (libpython3.X.so*, python3.X), so that a process
+// mapping such a file is known to be a Python process even when its
+// interpreter could not be located.
+func IsInterpreterName(name string) bool {
+	return interpreterName.MatchString(name)
+}
+
 // Locate finds the CPython interpreter among a process's executable
 // mappings: the file whose dynamic symbols export _PyRuntime (or, before
 // 3.7, Py_InitializeEx, to name the version it refuses). Files named like

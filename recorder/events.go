@@ -2,6 +2,7 @@ package recorder
 
 import (
 	"cmp"
+	"debug/elf"
 	"encoding/hex"
 	"errors"
 	"os"
@@ -219,6 +220,7 @@ func (h *handler) event(c *bpf.Call, sym *cuda.Symbol) store.Event {
 func (h *handler) readMaps(p *procState, pid uint32) []store.Mapping {
 	maps := readMappings(h.proc, pid, h.ids)
 	if maps != nil {
+		p.openRoot(h.proc, pid)
 		p.rec.Maps = mergeMaps(p.rec.Maps, maps)
 		p.dirty = true
 		h.files.addMaps(maps, "seen")
@@ -343,6 +345,7 @@ func (h *handler) onProc(e *bpf.Proc) {
 		p := h.process(e.Pid, ts)
 		p.rec.Exit = store.ExitFromWaitStatus(ts, e.ExitCode)
 		p.dirty = true
+		p.closeRoot() // its captures' files were found before this record
 		h.name(nameJob{forget: e.Pid})
 		h.freeze.resume(e.Pid)
 		if e.Pid == h.rootPID && !h.rootDone {
@@ -387,6 +390,19 @@ func (h *handler) executed(e *bpf.Proc, ts int64) {
 	}
 	p.rec.Comm = bpf.CString(e.Comm[:])
 	p.rec.CgroupID = e.CgroupId
+	// The executable is mapped now: keep its mappings (and build ids) for
+	// symbolizing its stacks. Those of the program before the exec, and
+	// its interpreter, are gone. First of all that is read here: a Python
+	// program can fail its first CUDA call tens of milliseconds after its
+	// exec, and its frames are read only once its interpreter is located.
+	if e.What == bpf.ProcExec {
+		p.rec.Maps, p.rec.Python = nil, nil
+		p.closeRoot()
+	}
+	h.readMaps(p, e.Pid)
+	if e.What == bpf.ProcExec {
+		h.awaitLibpython(p, e.Pid)
+	}
 	if pi := readProc(h.proc, e.Pid); pi.Readable {
 		if sameProgram(h.proc, e) {
 			if exe == "" || e.Flags&bpf.ProcFilenameCut != 0 {
@@ -412,13 +428,13 @@ func (h *handler) executed(e *bpf.Proc, ts int64) {
 	if e.What == bpf.ProcFirstCall {
 		p.rec.AttachedLate = h.late[e.Pid]
 	}
-	// The executable is mapped now: keep its mappings (and build ids) for
-	// symbolizing its stacks. Those of the program before the exec, and
-	// its interpreter, are gone.
-	if e.What == bpf.ProcExec {
-		p.rec.Maps, p.rec.Python = nil, nil
+	if p.root != nil {
+		// A chroot'ed program's file as it named it, not under the
+		// chroot directory (see mappedPath).
+		if root, err := os.Readlink(filepath.Join(h.proc, strconv.FormatUint(uint64(e.Pid), 10), "root")); err == nil {
+			p.rec.Exe, _ = mappedPath("", root, p.rec.Exe)
+		}
 	}
-	h.readMaps(p, e.Pid)
 	p.dirty = true
 }
 
@@ -485,4 +501,59 @@ func framesOf(fs []bpf.StackFrame) []store.Frame {
 		}
 	}
 	return out
+}
+
+// libpythonWait bounds how long the reader waits, at the exec of a
+// program that links a shared libpython, for the loader to map it; the
+// loader maps a program's libraries within a millisecond or two of the
+// exec, long before the interpreter runs any Python code, unless the
+// process is held off the CPUs (a busy machine: then its first failure
+// is that much later too). The wait ends as soon as the process is gone.
+const (
+	libpythonWait = 500 * time.Millisecond
+	libpythonPoll = 2 * time.Millisecond
+)
+
+// awaitLibpython locates the interpreter of a program that links a shared
+// libpython (python.org's, pyenv's and conda's --enable-shared builds)
+// at its exec: the library is mapped by the loader after the exec, so
+// the exec's mappings do not have it yet, and a failure before the next
+// read of the mappings (the process's first recorded call) would have no
+// Python frames. The reader reads the mappings again until the library
+// is there, the process is gone, or libpythonWait has passed.
+func (h *handler) awaitLibpython(p *procState, pid uint32) {
+	if h.py == nil || p.rec.Python != nil || !linksLibpython(filepath.Join(h.proc, strconv.FormatUint(uint64(pid), 10), "exe")) {
+		return
+	}
+	for end := time.Now().Add(libpythonWait); time.Now().Before(end); {
+		if py := p.rec.Python; py != nil {
+			if py.Error == "" || py.Version == "" {
+				return // located, or refused by its version
+			}
+			// Located, but its memory did not read as the interpreter's
+			// (its _Py_DebugOffsets): the loader had mapped the code but
+			// not yet the data over it. Look again.
+			p.rec.Python = nil
+		}
+		time.Sleep(libpythonPoll)
+		if h.readMaps(p, pid) == nil {
+			return // gone
+		}
+	}
+}
+
+// linksLibpython reports whether an executable needs a shared libpython.
+func linksLibpython(exe string) bool {
+	f, err := elf.Open(exe)
+	if err != nil {
+		return false
+	}
+	defer f.Close()
+	libs, _ := f.ImportedLibraries()
+	for _, l := range libs {
+		if strings.HasPrefix(l, "libpython") {
+			return true
+		}
+	}
+	return false
 }

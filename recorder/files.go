@@ -4,11 +4,14 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"sync"
 	"syscall"
 
+	"github.com/retrivium/forensic/internal/elfnote"
 	"github.com/retrivium/forensic/store"
+	"github.com/retrivium/forensic/unwind"
 )
 
 // fileIndex resolves the build ids of stored stack frames to files, when
@@ -33,11 +36,73 @@ type fileIndex struct {
 	loader     func() []string
 	loaderRead bool
 	ids        *buildIDCache
+	// pinned holds open the files of processes in another mount
+	// namespace, by build id: their only path (/proc/PID/root/...) dies
+	// with the process, and an open file stays readable after it, for
+	// naming a capture of a process that exited first. pinOrder is the
+	// order they were opened in, the oldest closed beyond maxPinned.
+	pinned   map[string]*os.File
+	pinOrder []string
 }
+
+// maxPinned bounds the files held open for processes in other mount
+// namespaces (a container's executable and libraries: a few tens each).
+const maxPinned = 512
 
 func newFileIndex(ids *buildIDCache) *fileIndex {
 	return &fileIndex{known: map[string]store.File{}, stored: map[string]bool{}, loader: loaderLibraries, ids: ids,
-		byKey: map[fileKey]store.File{}, dirs: map[string]bool{}}
+		byKey: map[fileKey]store.File{}, dirs: map[string]bool{}, pinned: map[string]*os.File{}}
+}
+
+// pin holds open a file reached only through its process's root (see
+// pinned), checked by build id. Called with mu held.
+func (x *fileIndex) pin(m store.Mapping) {
+	if m.BuildID == "" || !strings.HasPrefix(m.Host, "/proc/") || x.pinned[m.BuildID] != nil {
+		return
+	}
+	f, err := os.Open(m.Host)
+	if err != nil {
+		return
+	}
+	if !unwind.SameBuildID(elfnote.BuildID(fdPath(f)), m.BuildID) {
+		f.Close() // replaced between the read of the mappings and now
+		return
+	}
+	if len(x.pinOrder) >= maxPinned {
+		old := x.pinOrder[0]
+		x.pinOrder = x.pinOrder[1:]
+		x.pinned[old].Close()
+		delete(x.pinned, old)
+	}
+	x.pinned[m.BuildID] = f
+	x.pinOrder = append(x.pinOrder, m.BuildID)
+}
+
+// pinnedPath returns a path that opens the file held open for a build id
+// ("" when none is).
+func (x *fileIndex) pinnedPath(buildID string) string {
+	x.mu.Lock()
+	defer x.mu.Unlock()
+	if f := x.pinned[buildID]; f != nil {
+		return fdPath(f)
+	}
+	return ""
+}
+
+// close lets go of the files held open.
+func (x *fileIndex) close() {
+	x.mu.Lock()
+	defer x.mu.Unlock()
+	for _, f := range x.pinned {
+		f.Close()
+	}
+	clear(x.pinned)
+	x.pinOrder = nil
+}
+
+// fdPath is a path that opens an open file again, wherever it lies.
+func fdPath(f *os.File) string {
+	return "/proc/self/fd/" + strconv.Itoa(int(f.Fd()))
 }
 
 // addMaps learns the files of a process's mappings.
@@ -47,6 +112,7 @@ func (x *fileIndex) addMaps(maps []store.Mapping, source string) {
 	for _, m := range maps {
 		f := store.File{BuildID: m.BuildID, Path: m.Path, Open: m.Host, Source: source}
 		x.learn(f)
+		x.pin(m)
 		if m.Inode != 0 {
 			x.byKey[fileKey{m.Dev, m.Inode}] = f
 		}

@@ -17,7 +17,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
-	"github.com/retrivium/forensic/fleet"
+	"github.com/retrivium/forensic/jobenv"
 	"github.com/retrivium/forensic/store"
 )
 
@@ -353,12 +353,12 @@ func podNamespaceFile(root string) string {
 // cgroup path and a pod's namespace file; nil when none names anything.
 func jobOf(source string, env map[string]string, cgroup, nsFile string) *store.Job {
 	j := &store.Job{Source: source, Env: map[string]string{}}
-	for _, k := range fleet.JobVariables() {
+	for _, k := range jobenv.Variables() {
 		if v, ok := env[k]; ok {
 			j.Env[k] = v
 		}
 	}
-	p := fleet.ParseJobEnv(env)
+	p := jobenv.Parse(env)
 	j.Rank, j.RankFrom, j.WorldSize, j.WorldSizeFrom = p.Rank, p.RankFrom, p.WorldSize, p.WorldSizeFrom
 	j.LocalRank, j.JobID = p.LocalRank, p.JobID
 	j.PodUID = cmpOr(env["POD_UID"], podUIDFromCgroup(cgroup))

@@ -11,7 +11,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
-	"github.com/retrivium/forensic/fleet"
+	"github.com/retrivium/forensic/jobenv"
 	"github.com/retrivium/forensic/store"
 )
 
@@ -346,7 +346,7 @@ func TestReadIdentity(t *testing.T) {
 
 // Every job variable fleet reads is stored with each process.
 func TestAllowlistKeepsJobVariables(t *testing.T) {
-	for _, v := range fleet.JobVariables() {
+	for _, v := range jobenv.Variables() {
 		if !slices.Contains(EnvAllowlist, v) {
 			t.Errorf("%s is not in EnvAllowlist: a process's rank would be lost", v)
 		}

@@ -204,6 +204,9 @@ func (s *Session) shutdown() (store.Stats, store.DelayStats, store.DelayStats) {
 	if s.holdsDone != nil {
 		<-s.holdsDone
 	}
+	if s.files != nil {
+		s.files.close() // nothing names a capture any more
+	}
 	if s.smpDone != nil {
 		close(s.samplerCh)
 		<-s.smpDone

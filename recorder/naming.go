@@ -101,6 +101,9 @@ type namerFiles struct{ files *fileIndex }
 func (f namerFiles) Open(m unwind.Mapping) (unwind.File, error) {
 	cands := []string{m.Host, m.Path}
 	if m.BuildID != "" && f.files != nil {
+		if p := f.files.pinnedPath(m.BuildID); p != "" {
+			cands = []string{m.Host, p, m.Path}
+		}
 		if k, ok := f.files.byBuildID(m.BuildID); ok {
 			cands = append(cands, k.Open, k.Path)
 		}

@@ -9,6 +9,8 @@ import (
 	"sync"
 	"syscall"
 
+	"golang.org/x/sys/unix"
+
 	"github.com/retrivium/forensic/bpf"
 	"github.com/retrivium/forensic/internal/elfnote"
 	"github.com/retrivium/forensic/store"
@@ -25,7 +27,7 @@ var EnvAllowlist = []string{
 	"PYTORCH_CUDA_ALLOC_CONF", "PYTORCH_NO_CUDA_MEMORY_CACHING",
 	"TF_FORCE_GPU_ALLOW_GROWTH", "XLA_PYTHON_CLIENT_PREALLOCATE", "XLA_PYTHON_CLIENT_MEM_FRACTION",
 	"NCCL_P2P_DISABLE", "NCCL_P2P_LEVEL", "NCCL_SHM_DISABLE", "NCCL_CUMEM_ENABLE",
-	// Job and rank identity (fleet.JobVariables), so that runs of many
+	// Job and rank identity (jobenv.Variables), so that runs of many
 	// hosts can be put in order and each process says which rank it was.
 	"RANK", "LOCAL_RANK", "WORLD_SIZE", "GROUP_RANK", "TORCHELASTIC_RUN_ID",
 	"SLURM_JOB_ID", "SLURM_PROCID", "SLURM_NODEID", "SLURM_NTASKS", "SLURM_LOCALID",
@@ -156,6 +158,7 @@ func readMappings(procRoot string, pid uint32, ids *buildIDCache) []store.Mappin
 	if err != nil {
 		return nil
 	}
+	root, _ := os.Readlink(filepath.Join(dir, "root"))
 	var out []store.Mapping
 	for _, line := range strings.Split(string(data), "\n") {
 		f := strings.Fields(line)
@@ -167,11 +170,29 @@ func readMappings(procRoot string, pid uint32, ids *buildIDCache) []store.Mappin
 			continue
 		}
 		off, _ := strconv.ParseUint(f[2], 16, 64)
-		host := filepath.Join(dir, "root", ml.Path)
-		out = append(out, store.Mapping{Start: ml.Start, End: ml.End, Offset: off, Path: ml.Path,
-			Host: hostPathFor(ml.Path, host), BuildID: ids.get(host), Dev: ml.Key.Dev, Inode: ml.Key.Ino})
+		seen, host := mappedPath(dir, root, ml.Path)
+		out = append(out, store.Mapping{Start: ml.Start, End: ml.End, Offset: off, Path: seen,
+			Host: hostPathFor(seen, host), BuildID: ids.get(host), Dev: ml.Key.Dev, Inode: ml.Key.Ino})
 	}
 	return out
+}
+
+// mappedPath returns a mapped file's path as the process sees it and a
+// path the recorder opens it by, from the path /proc/PID/maps shows the
+// recorder. The kernel writes that path relative to the reader's root: a
+// process chroot'ed under the recorder's root (root, /proc/PID/root's
+// target, is then a directory of the recorder's tree) has its files shown
+// under that directory, a path the process itself never used, and that
+// host path stays readable after the process exits. A process in another
+// mount namespace (pivot_root, as container runtimes do) has paths
+// relative to its own root, reached through /proc/PID/root while it lives.
+func mappedPath(dir, root, shown string) (seen, host string) {
+	if root != "" && root != "/" && filepath.IsAbs(root) {
+		if rel, ok := strings.CutPrefix(shown, root); ok && strings.HasPrefix(rel, "/") {
+			return rel, shown
+		}
+	}
+	return shown, filepath.Join(dir, "root", shown)
 }
 
 // hostPathFor keeps the /proc/PID/root path only when it differs from the
@@ -257,4 +278,62 @@ func readPPID(procRoot string, pid uint32) (ppid uint32, ok bool) {
 		}
 	}
 	return ppid, true
+}
+
+// openRoot holds open a process's root directory when it is not the
+// recorder's (see procState.root); once per program.
+func (p *procState) openRoot(procRoot string, pid uint32) {
+	if p.rootRead {
+		return
+	}
+	p.rootRead = true
+	f, err := os.OpenFile(filepath.Join(procRoot, strconv.FormatUint(uint64(pid), 10), "root"), os.O_RDONLY|unix.O_PATH|unix.O_DIRECTORY, 0)
+	if err != nil {
+		return
+	}
+	a, errA := f.Stat()
+	b, errB := os.Stat("/")
+	if errA != nil || errB != nil || os.SameFile(a, b) {
+		f.Close()
+		return
+	}
+	p.root = f
+}
+
+// closeRoot lets go of the process's root directory; the next program
+// (exec) looks again.
+func (p *procState) closeRoot() {
+	if p.root != nil {
+		p.root.Close()
+	}
+	p.root, p.rootRead = nil, false
+}
+
+// inRoot finds a file the probes listed (device, inode and the file's
+// name, without its directory) under the process's own root, in the
+// directories of the files it was seen to map and its CPython's
+// lib-dynload: a library a process in another root loaded after its
+// mappings were last read, when it has exited since. seen is the path as
+// the process named it, host a path that opens it while the root is held.
+func (p *procState) inRoot(k fileKey, name string) (seen, host string, ok bool) {
+	if p.root == nil || name == "" || strings.ContainsRune(name, '/') {
+		return "", "", false
+	}
+	dirs := pythonDirs(p.rec.Python)
+	for _, m := range p.rec.Maps {
+		if filepath.IsAbs(m.Path) && !contains(dirs, filepath.Dir(m.Path)) {
+			dirs = append(dirs, filepath.Dir(m.Path))
+		}
+	}
+	base := fdPath(p.root)
+	for _, d := range dirs {
+		cands, _ := filepath.Glob(filepath.Join(base, d, globEscape(name)+"*"))
+		for _, c := range cands {
+			if ck, ok := statKey(c); ok && ck == k {
+				rel := strings.TrimPrefix(c, base)
+				return rel, c, true
+			}
+		}
+	}
+	return "", "", false
 }

@@ -243,7 +243,7 @@ func (q *queue) close() {
 // foldCounters takes the probes' loss counters into the stats. Called
 // with mu held.
 func (q *queue) foldCounters(st *bpf.Stats) {
-	st.Store(&q.stats)
+	storeCounters(&q.stats, st)
 	q.stats.Untracked += q.untracked
 	q.stats.LostHolds += q.unheld
 }

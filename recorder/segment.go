@@ -164,6 +164,9 @@ func (h *handler) segmentBegun() {
 // whose exit is published: a recorder that runs for days sees thousands
 // of processes.
 func (h *handler) forget(pid uint32) {
+	if p := h.procs[pid]; p != nil {
+		p.closeRoot() // closed at its exit already, unless that was missed
+	}
 	delete(h.procs, pid)
 	delete(h.late, pid)
 	h.freeze.forget(pid)

@@ -2,6 +2,7 @@ package recorder
 
 import (
 	"bytes"
+	"cmp"
 	"errors"
 	"fmt"
 	"os"
@@ -103,6 +104,10 @@ func (h *handler) capture(u *bpf.UStack) {
 		Regs: store.Regs{IP: r.IP, SP: r.SP, BP: r.BP, BX: r.BX, R12: r.R12, R13: r.R13, R14: r.R14, R15: r.R15,
 			FSBase: r.FSBase},
 		Stack: bytes.Clone(u.Stack)}
+	if p.rec.Python == nil {
+		p.rec.Python = unlocated(c.Maps)
+		p.dirty = p.dirty || p.rec.Python != nil
+	}
 	var interp *store.Python
 	if p.rec.Python != nil {
 		py := *p.rec.Python
@@ -155,8 +160,11 @@ func (h *handler) captureMaps(p *procState, v *bpf.VMAs, cur []store.Mapping) []
 		m := store.Mapping{Start: a.Start, End: a.End, Offset: a.Offset, Dev: a.Dev, Inode: a.Ino}
 		if k, ok := sameMapping(a, cur, p.rec.Maps); ok {
 			m.Path, m.Host, m.BuildID = k.Path, k.Host, k.BuildID
-		} else if f, ok := h.files.byDevIno(fileKey{a.Dev, a.Ino}, a.Name, pythonDirs(p.rec.Python)); ok {
+		} else if f, ok := h.files.byDevIno(fileKey{a.Dev, a.Ino}, a.Name, libraryDirs(p)); ok {
 			m.Path, m.Host, m.BuildID = f.Path, f.Open, f.BuildID
+		} else if seen, host, ok := p.inRoot(fileKey{a.Dev, a.Ino}, a.Name); ok {
+			m.Path, m.Host, m.BuildID = seen, host, h.ids.get(host)
+			h.files.addMaps([]store.Mapping{m}, "root")
 		} else {
 			m.Name = a.Name
 		}
@@ -192,6 +200,37 @@ func sameMapping(a bpf.VMA, lists ...[]store.Mapping) (store.Mapping, bool) {
 		}
 	}
 	return store.Mapping{}, false
+}
+
+// unlocated says why a process that maps a CPython interpreter (by its
+// file's name) has no Python frames when the recorder never located the
+// interpreter while the process lived (it exited, or was held off the
+// CPUs, before its mappings showed it): nil when no mapping is one.
+func unlocated(maps []store.Mapping) *store.Python {
+	for _, m := range maps {
+		name := m.Name
+		if m.Path != "" {
+			name = filepath.Base(m.Path)
+		}
+		if pystack.IsInterpreterName(name) {
+			return &store.Python{Path: cmp.Or(m.Path, name),
+				Error: "the interpreter (" + name + ") was not located before the call returned; the process was gone when its mappings were read"}
+		}
+	}
+	return nil
+}
+
+// libraryDirs are where a process's libraries that no read of its
+// mappings showed are looked for by name, besides the directories of
+// every file known: its CPython's lib-dynload and its executable's
+// prefix's lib, where a shared libpython lives (pyenv's, python.org's
+// --enable-shared builds: bin/python3.X beside lib/libpython3.X.so).
+func libraryDirs(p *procState) []string {
+	dirs := pythonDirs(p.rec.Python)
+	if filepath.IsAbs(p.rec.Exe) {
+		dirs = append(dirs, filepath.Join(filepath.Dir(filepath.Dir(p.rec.Exe)), "lib"))
+	}
+	return dirs
 }
 
 // pythonDirs are where a CPython installation keeps its extension

@@ -3,6 +3,7 @@ package recorder
 import (
 	"github.com/retrivium/forensic/cuda"
 	"github.com/retrivium/forensic/store"
+	"os"
 )
 
 // procState is what the recorder knows of one process while recording.
@@ -17,6 +18,12 @@ type procState struct {
 	vis       visibility
 	dirty     bool
 	mapsAt    int64 // when its mappings were last read (run clock), 0 never
+	// root holds open the process's root directory when it differs from
+	// the recorder's (chroot, another mount namespace), so that a file it
+	// mapped after its mappings were last read is still found by name
+	// once it has exited (processRoot); rootRead says it was looked at.
+	root     *os.File
+	rootRead bool
 }
 
 func newProcState(p store.Process) *procState {

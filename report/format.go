@@ -2,6 +2,7 @@ package report
 
 import (
 	"fmt"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -169,4 +170,41 @@ func MappingWords(method string) string {
 		return "not matched"
 	}
 	return "matched by " + method
+}
+
+// RankRanges names ranks in numeric order with runs of consecutive ranks
+// contracted: "rank 3", "ranks 0–76, 78–127".
+func RankRanges(ranks []int) string { return RankRangesAtMost(ranks, 0) }
+
+// RankRangesAtMost is RankRanges with at most most ranges named (0: all):
+// a longer list keeps its first and last ranges around "…", after the
+// count: "896 ranks: 0–4, 6–12, …, 1022, 1023".
+func RankRangesAtMost(ranks []int, most int) string {
+	rs := slices.Clone(ranks)
+	slices.Sort(rs)
+	rs = slices.Compact(rs)
+	var parts []string
+	for i := 0; i < len(rs); {
+		j := i
+		for j+1 < len(rs) && rs[j+1] == rs[j]+1 {
+			j++
+		}
+		switch {
+		case j == i:
+			parts = append(parts, strconv.Itoa(rs[i]))
+		case j == i+1:
+			parts = append(parts, strconv.Itoa(rs[i]), strconv.Itoa(rs[j]))
+		default:
+			parts = append(parts, strconv.Itoa(rs[i])+"–"+strconv.Itoa(rs[j]))
+		}
+		i = j + 1
+	}
+	switch {
+	case len(rs) == 1:
+		return "rank " + parts[0]
+	case most > 2 && len(parts) > most:
+		keep := append(append(parts[:most-2:most-2], "…"), parts[len(parts)-2:]...)
+		return fmt.Sprintf("%d ranks: %s", len(rs), strings.Join(keep, ", "))
+	}
+	return "ranks " + strings.Join(parts, ", ")
 }

@@ -11,6 +11,8 @@
 // Fields are added, never renamed or removed, within a Schema version.
 package report
 
+import "path"
+
 // Schema names the JSON layout.
 const Schema = "forensic.analyze/1"
 
@@ -297,9 +299,38 @@ type Stack struct {
 	// none ("no-thread", "fault", "not-captured", an unsupported
 	// version, ...). Empty for other processes.
 	Python string `json:"python,omitempty"`
+	// UserFrame is the index in Frames of the innermost frame of the
+	// user's own code: not a framework's (Python's site-packages,
+	// dist-packages or standard library; libcuda, the loader or a system
+	// library). Nil when every frame is a framework's.
+	UserFrame *int `json:"user_frame,omitempty"`
+	// PythonVersion is the CPython version of the process ("3.13.5"),
+	// when its interpreter was located; PythonBuild how it was built:
+	// "static" (the interpreter in the executable, as Debian's) or
+	// "shared" (in a libpython3.X.so, as pyenv's), and PythonFile that
+	// file as the process named it.
+	PythonVersion string `json:"python_version,omitempty"`
+	PythonBuild   string `json:"python_build,omitempty"`
+	PythonFile    string `json:"python_file,omitempty"`
 	// SharedFrom is set when this call's site had been captured before:
 	// the stack is that capture's, taken at this time (the run clock).
 	SharedFrom *int64 `json:"shared_from_ns,omitempty"`
+}
+
+// PythonText is a stack's interpreter in words ("CPython 3.13.5, shared
+// libpython3.13.so.1.0"); "" for a stack without one.
+func (st *Stack) PythonText() string {
+	if st == nil || st.PythonVersion == "" {
+		return ""
+	}
+	s := "CPython " + st.PythonVersion
+	switch st.PythonBuild {
+	case "shared":
+		s += ", shared " + path.Base(st.PythonFile)
+	case "static":
+		s += ", static in " + path.Base(st.PythonFile)
+	}
+	return s
 }
 
 // Frame is one stack frame.
@@ -364,6 +395,10 @@ type Evidence struct {
 	GPU    *int    `json:"gpu,omitempty"`
 	Scope  string  `json:"scope,omitempty"`
 	Note   string  `json:"note,omitempty"`
+	// Brief is Note in a few words ("at most: corrected for pid 41's
+	// exit"), for the default text report; Note, the full account, is
+	// shown with --explain. Empty when Note is short already.
+	Brief string `json:"brief,omitempty"`
 	// Rule names the rule of evidence that decided how this value was
 	// used (docs/rules.md), when one did.
 	Rule string `json:"rule,omitempty"`

@@ -6,7 +6,7 @@ import (
 	"strconv"
 	"strings"
 
-	"github.com/retrivium/forensic/fleet"
+	"github.com/retrivium/forensic/jobenv"
 	"github.com/retrivium/forensic/report"
 )
 
@@ -54,7 +54,7 @@ func processes(rep *report.Report) []*proc {
 		if _, held := peaks[p.PID]; p.Calls == 0 && !held {
 			continue // a helper with no GPU footprint (a shell, a sleep): no role in the comparison
 		}
-		job := fleet.ParseJobEnv(p.Env)
+		job := jobenv.Parse(p.Env)
 		info := report.DiffProcess{PID: p.PID, Command: commandLine(p), Recorded: true, Rank: job.Rank,
 			TracedCalls: p.Calls}
 		if v, ok := peaks[p.PID]; ok {

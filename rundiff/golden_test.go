@@ -59,6 +59,6 @@ func TestDiffJSONGolden(t *testing.T) {
 		t.Fatalf("%v (go test ./rundiff -update writes it)", err)
 	}
 	if !bytes.Equal(buf.Bytes(), want) {
-		t.Errorf("diff --json differs from %s (go test ./rundiff -update rewrites it after review):\n%s", golden, buf.String())
+		t.Errorf("diff --json differs from %s (go test ./rundiff -update rewrites it; read the diff before committing it):\n%s", golden, buf.String())
 	}
 }

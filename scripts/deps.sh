@@ -27,6 +27,7 @@ chromium                                         chromium                test   
 /usr/bin/python3                                 python3                 test   # Debian'"'"'s python3 (3.11) for tests that use it
 /usr/bin/python3.11-dbg                          python3.11-dbg          test   # detached debug symbols of that python3.11 (its _ctypes module is stripped), for the test that names the ctypes frames of a stack
 promtool                                         prometheus              test   # promtool checks the metrics and the alert rules; the e2e alert test runs its server
+debootstrap                                      debootstrap             test   # make roots: the Debian trixie root the container tests run Python 3.13 in
 bpftrace                                         bpftrace                bench  # the per-call cost is compared with bpftrace
 '
 

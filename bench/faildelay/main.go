@@ -1,5 +1,5 @@
 // Command faildelay measures the delay from a failed call to the NVML
-// sample it triggers (issue 4) at 1,000 failures a second: simwork's paced
+// sample it triggers at 1,000 failures a second: simwork's paced
 // step asks the simulated GPU for 1 TiB (always CUDA_ERROR_OUT_OF_MEMORY)
 // 1,000 times a second for 10 s under `forensic record`. It reports the
 // recorder's stop record (TriggerDelay: count, median, max) and what

@@ -11,7 +11,7 @@ import (
 	"github.com/retrivium/forensic/render/text"
 	"github.com/retrivium/forensic/report"
 	"github.com/retrivium/forensic/rundiff"
-	"github.com/retrivium/forensic/store"
+	"github.com/retrivium/forensic/runpaths"
 )
 
 // diffExit are diff's exit statuses.
@@ -80,7 +80,7 @@ page (with --json, the JSON).`,
 // the others; the runs stay open until the departing calls' stacks are
 // read.
 func (c *cli) diffRuns(args []string) (*report.Diff, error) {
-	paths, err := store.Expand(args)
+	paths, err := runpaths.Expand(args)
 	if err != nil {
 		return nil, err
 	}

@@ -6,7 +6,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/retrivium/forensic/analyze"
-	"github.com/retrivium/forensic/store"
+	"github.com/retrivium/forensic/runpaths"
 )
 
 // jobFlags are analyze's flags that select one job of a recording.
@@ -40,7 +40,7 @@ func (f *jobFlags) selector(args []string) (*analyze.JobSelector, error) {
 	case f.pod != "" && (!strings.Contains(f.pod, "/") || strings.HasPrefix(f.pod, "/") || strings.HasSuffix(f.pod, "/")):
 		return nil, usageErr("--pod %q: give NAMESPACE/NAME", f.pod)
 	}
-	paths, err := store.Expand(args)
+	paths, err := runpaths.Expand(args)
 	if err != nil {
 		return nil, err
 	}

@@ -18,6 +18,7 @@ import (
 	"github.com/retrivium/forensic/render/perfetto"
 	"github.com/retrivium/forensic/render/text"
 	"github.com/retrivium/forensic/report"
+	"github.com/retrivium/forensic/runpaths"
 	"github.com/retrivium/forensic/store"
 )
 
@@ -38,7 +39,7 @@ const analyzeExit = `  0    done (with --exit-code: no call failed and nothing i
 `
 
 func (c *cli) analyzeCommand() *cobra.Command {
-	var asJSON, noColor, exitCode bool
+	var asJSON, noColor, exitCode, explain bool
 	var jf jobFlags
 	var nearMiss float64
 	cmd := &cobra.Command{
@@ -57,6 +58,10 @@ what ties each to it, and the ranks with no run (docs/multi-run.md). Runs
 are one job when they name the same job id (TORCHELASTIC_RUN_ID,
 SLURM_JOB_ID) or, naming none, were recorded at overlapping times; runs of
 several jobs get one report per job (--json refuses them: give one job).
+
+The text report opens with the verdict and a summary (what failed, the
+numbers compared, who held the memory, which process, the first step);
+--explain adds the full account behind each short tag.
 
 Every run gets its headroom: the least free memory of each GPU's
 framebuffer and BAR1 at any moment, from the samples corrected by the
@@ -97,9 +102,10 @@ wraps to the terminal (COLUMNS overrides; 100 when not a terminal).`,
 				reps, err = []*report.Report{rep}, report.WriteJSON(c.stdout, rep)
 			} else {
 				reps, err = c.analyzeText(args, opts, text.Options{
-					Color: !noColor && c.getenv("NO_COLOR") == "" && isTerminal(c.stdout),
-					Width: textWidth(c.stdout, c.getenv),
-					Input: inputLabel(args),
+					Color:   !noColor && c.getenv("NO_COLOR") == "" && isTerminal(c.stdout),
+					Width:   textWidth(c.stdout, c.getenv),
+					Input:   inputLabel(args),
+					Explain: explain,
 				})
 			}
 			if err == nil && exitCode && slices.ContainsFunc(reps, func(r *report.Report) bool { return r.Attribution != report.AttrNone }) {
@@ -110,6 +116,7 @@ wraps to the terminal (COLUMNS overrides; 100 when not a terminal).`,
 	}
 	cmd.Flags().BoolVar(&asJSON, "json", false, "write the JSON report (the documented contract)")
 	cmd.Flags().BoolVar(&noColor, "no-color", false, "never colour the output")
+	cmd.Flags().BoolVar(&explain, "explain", false, "add the full accounts behind the short tags: how values were reconciled, the legends, every run of a job")
 	cmd.Flags().BoolVar(&exitCode, "exit-code", false, "exit with status 3 when the attribution is not \"none\"")
 	jf.add(cmd)
 	cmd.Flags().Float64Var(&nearMiss, "near-miss", analyze.DefaultNearMissPercent,
@@ -229,7 +236,7 @@ func (c *cli) exportParquet(ctx context.Context, args []string, dir string, forc
 	if st, err := os.Stat(dir); err == nil && !st.IsDir() {
 		return fmt.Errorf("%s is a file: --format parquet writes a directory (a new one, or one exported to before)", dir)
 	}
-	paths, err := store.Expand(args)
+	paths, err := runpaths.Expand(args)
 	if err != nil {
 		return err
 	}
@@ -253,7 +260,7 @@ func inputLabel(args []string) string {
 	if len(args) > 3 {
 		label = strings.Join(args[:2], " ") + " ..."
 	}
-	paths, err := store.Expand(args)
+	paths, err := runpaths.Expand(args)
 	switch {
 	case err != nil || (slices.Equal(paths, args) && len(args) <= 3):
 	case len(paths) == 1:
@@ -271,7 +278,7 @@ func oneRun(args []string) (string, error) {
 	if len(args) == 0 {
 		return "", usageErr("give the run.db to read")
 	}
-	paths, err := store.Expand(args)
+	paths, err := runpaths.Expand(args)
 	if err != nil {
 		return "", err
 	}
@@ -308,7 +315,7 @@ func someRuns(_ *cobra.Command, args []string) error {
 // analyzeRuns analyzes the runs args name: one alone, several together.
 // A flight recording's directory is one run.
 func (c *cli) analyzeRuns(args []string, opts analyze.Options) (*report.Report, error) {
-	paths, err := store.Expand(args)
+	paths, err := runpaths.Expand(args)
 	if err != nil {
 		return nil, err
 	}
@@ -328,7 +335,7 @@ func (c *cli) analyzeRuns(args []string, opts analyze.Options) (*report.Report, 
 // the reports written: one alone; several of one job together; runs of
 // several jobs each job on its own, after the list of jobs.
 func (c *cli) analyzeText(args []string, opts analyze.Options, o text.Options) ([]*report.Report, error) {
-	paths, err := store.Expand(args)
+	paths, err := runpaths.Expand(args)
 	if err != nil {
 		return nil, err
 	}

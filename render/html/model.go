@@ -2,7 +2,6 @@ package html
 
 import (
 	"fmt"
-	"path/filepath"
 	"strings"
 	"time"
 
@@ -261,11 +260,12 @@ func statusClass(s string) string {
 	return "warn"
 }
 
-// procName is the executable's base name of pid, or "".
+// procName is pid's command line (its executable when no arguments were
+// recorded), or "".
 func procName(ps []report.ProcessInfo, pid uint32) string {
 	for _, p := range ps {
-		if p.PID == pid && p.Exe != "" {
-			return filepath.Base(p.Exe)
+		if p.PID == pid {
+			return p.CommandLine()
 		}
 	}
 	return ""

@@ -609,8 +609,8 @@ func TestNewStack(t *testing.T) {
 	}}
 	v := newStack(st)
 	want := stackView{Recorded: true, Note: "partial: ran past the copied stack",
-		Python: []frameRow{{"Model.forward", "train.py:42"}, {"main", "train.py"}},
-		Frames: []frameRow{{"0x7f00", "libffi.so.8"}, {"Py_RunMain+0x9", "python3.11"}}}
+		Python: []frameRow{{"Model.forward", "train.py:42", false}, {"main", "train.py", false}},
+		Frames: []frameRow{{"0x7f00", "libffi.so.8", false}, {"Py_RunMain+0x9", "python3.11", false}}}
 	if !reflect.DeepEqual(v, want) {
 		t.Errorf("stack view\n%+v\nwant\n%+v", v, want)
 	}

@@ -14,7 +14,10 @@ import (
 // was recovered, the first unrecovered one comes first, judged on its
 // own, and the recovered first failure after it.
 type verdictView struct {
-	Judgement   judgement
+	Judgement judgement
+	// Glance is the summary under the verdict: the numbers compared, who
+	// held the memory, which process (the text report's, word for word).
+	Glance      []report.GlanceLine
 	NextSteps   []string
 	Unrecovered *unrecoveredView
 	First       *failureView
@@ -81,7 +84,8 @@ func attrSummary(a report.Attribution) string {
 }
 
 func newVerdict(rep *report.Report, c clock) verdictView {
-	v := verdictView{Judgement: newJudgement("Verdict", rep.Attribution, rep.Capacity, rep.Verdict), NextSteps: rep.NextSteps}
+	v := verdictView{Judgement: newJudgement("Verdict", rep.Attribution, rep.Capacity, rep.Verdict), NextSteps: rep.NextSteps,
+		Glance: rep.Glance()}
 	if u := rep.FirstUnrecovered; u != nil {
 		c := c
 		title := "The failed call"
@@ -190,11 +194,18 @@ type stackView struct {
 	Frames   []frameRow
 	More     int // native frames left out
 	MorePy   int // Python frames left out
+	// Interpreter is a Python process's CPython version and build.
+	Interpreter string
 }
 
 // frameRow is one stack frame: a native function+offset and its library,
 // or a Python function and its file:line.
-type frameRow struct{ Name, Library string }
+// frameRow is one stack frame; User marks the innermost frame of the
+// user's own code.
+type frameRow struct {
+	Name, Library string
+	User          bool
+}
 
 // maxFrames is how many frames of a stack the page lists (of each kind).
 const maxFrames = 32
@@ -210,8 +221,9 @@ func newStack(st *report.Stack) stackView {
 	if st.Note != "" {
 		notes = append(notes, st.Note)
 	}
-	v := stackView{Recorded: true, Note: strings.Join(notes, ": ")}
-	for _, fr := range st.Frames {
+	v := stackView{Recorded: true, Note: strings.Join(notes, ": "), Interpreter: st.PythonText()}
+	for i, fr := range st.Frames {
+		user := st.UserFrame != nil && *st.UserFrame == i
 		if fr.Language == report.LangPython {
 			if len(v.Python) == maxFrames {
 				v.MorePy++
@@ -225,7 +237,7 @@ func newStack(st *report.Stack) stackView {
 			if name == "" {
 				name = "?"
 			}
-			v.Python = append(v.Python, frameRow{Name: name, Library: where})
+			v.Python = append(v.Python, frameRow{Name: name, Library: where, User: user})
 			continue
 		}
 		if len(v.Frames) == maxFrames {
@@ -236,7 +248,7 @@ func newStack(st *report.Stack) stackView {
 		if fr.Function != "" {
 			name = fmt.Sprintf("%s+0x%x", fr.Function, fr.Offset)
 		}
-		v.Frames = append(v.Frames, frameRow{Name: name, Library: fr.Library})
+		v.Frames = append(v.Frames, frameRow{Name: name, Library: fr.Library, User: user})
 	}
 	return v
 }
@@ -339,6 +351,9 @@ type evidenceRow struct {
 	Source, Scope         string
 	Status, StatusClass   string
 	Time, GPU, Note, Rule string
+	// Full is the note's full account when Note is its short tag: the
+	// page folds it under the tag.
+	Full string
 	// RuleLine says what the rule says (the name's tooltip).
 	RuleLine string
 	Decisive bool
@@ -350,7 +365,10 @@ func newEvidence(ev []report.Evidence, c clock) evidenceView {
 	sort.SliceStable(rows, func(i, j int) bool { return rows[i].Decisive && !rows[j].Decisive })
 	for _, e := range rows {
 		r := evidenceRow{Field: e.Field, Value: e.Text, Source: e.Source, Scope: e.Scope, Status: e.Status,
-			StatusClass: statusClass(e.Status), Note: e.Note, Rule: e.Rule, RuleLine: ruleLine(e.Rule), Decisive: e.Decisive}
+			StatusClass: statusClass(e.Status), Note: e.Tag(), Rule: e.Rule, RuleLine: ruleLine(e.Rule), Decisive: e.Decisive}
+		if e.Brief != "" {
+			r.Full = e.Note
+		}
 		switch {
 		case e.Value != nil && e.Unit == "bytes":
 			r.Value, r.Detail = report.HumanBytes(*e.Value), fmt.Sprintf("%d bytes", *e.Value)

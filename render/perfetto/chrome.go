@@ -4,7 +4,6 @@ import (
 	"bufio"
 	"encoding/hex"
 	"io"
-	"path/filepath"
 	"slices"
 	"strconv"
 	"unicode/utf8"
@@ -93,10 +92,7 @@ func (p *ChromeJSON) Begin(rep *report.Report) error {
 func (p *ChromeJSON) Finish(rep *report.Report) error {
 	named := map[uint32]bool{}
 	for i, pr := range rep.Processes {
-		name := filepath.Base(pr.Exe)
-		if pr.Exe == "" || name == "." || name == "/" {
-			name = "pid " + strconv.FormatUint(uint64(pr.PID), 10)
-		}
+		name := processName(&pr)
 		named[pr.PID] = true
 		if err := p.meta("process_name", int64(pr.PID), int64(pr.PID), "name", name, 0); err != nil {
 			return err

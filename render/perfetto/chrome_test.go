@@ -136,7 +136,7 @@ func TestOutputPerfetto(t *testing.T) {
 			t.Errorf("no thread_name for pid %d tid %d", k[0], k[1])
 		}
 	}
-	if procNames[runfixture.PIDTrain] != "python3.11" || procNames[runfixture.PIDServe] != "serve" {
+	if procNames[runfixture.PIDTrain] != "python3 train.py --batch 64" || procNames[runfixture.PIDServe] != "serve --port 8000" {
 		t.Errorf("process names = %v", procNames)
 	}
 	// The first allocation's ts is (start - clock start) in microseconds.

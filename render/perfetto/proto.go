@@ -98,7 +98,7 @@ func (t *Trace) Begin(rep *report.Report) error {
 		return err
 	}
 	for _, pr := range rep.Processes {
-		if err := t.process(pr.PID, processName(pr.Exe, pr.PID), pr.Args); err != nil {
+		if err := t.process(pr.PID, processName(&pr), pr.Args); err != nil {
 			return err
 		}
 	}
@@ -128,14 +128,19 @@ func (t *Trace) Begin(rep *report.Report) error {
 	return nil
 }
 
-// processName is a process's executable name, or "pid N".
-func processName(exe string, pid uint32) string {
-	name := filepath.Base(exe)
-	if exe == "" || name == "." || name == "/" {
-		return "pid " + strconv.FormatUint(uint64(pid), 10)
+// processName names a process's track by its command line (shortened in
+// the middle past maxTrackName runes), or "pid N" when none was recorded:
+// three python3.11 processes read as the scripts they ran.
+func processName(pr *report.ProcessInfo) string {
+	name := pr.CommandLine()
+	if base := filepath.Base(name); name == "" || base == "." || base == "/" {
+		return "pid " + strconv.FormatUint(uint64(pr.PID), 10)
 	}
-	return name
+	return report.ClipMiddle(name, maxTrackName)
 }
+
+// maxTrackName is the longest track name, in runes.
+const maxTrackName = 80
 
 // process writes a process track once.
 func (t *Trace) process(pid uint32, name string, cmdline []string) error {

@@ -52,7 +52,7 @@ func (t *Trace) thread(pid, tid uint32) (*thread, error) {
 	t.threads[[2]uint32{pid, tid}] = th
 	t.last = th
 	// A process whose record was lost is named by its pid.
-	if err := t.process(pid, processName("", pid), nil); err != nil {
+	if err := t.process(pid, processName(&report.ProcessInfo{PID: pid}), nil); err != nil {
 		return nil, err
 	}
 	name := "thread " + strconv.FormatUint(uint64(tid), 10)

@@ -116,7 +116,7 @@ func TestProtoTrace(t *testing.T) {
 			}
 		}
 	}
-	if procNames[runfixture.PIDTrain] != "python3.11" || procNames[runfixture.PIDServe] != "serve" {
+	if procNames[runfixture.PIDTrain] != "python3 train.py --batch 64" || procNames[runfixture.PIDServe] != "serve --port 8000" {
 		t.Errorf("process names %v", procNames)
 	}
 	for _, c := range want {

@@ -10,8 +10,9 @@ import (
 )
 
 // Runs of several jobs: the list of jobs comes first, then each job's
-// report under its own heading, in the order given, every line within the
-// width (long paths wrap rather than overflow).
+// report under its own heading, the jobs that failed first (then in the
+// order given), every line within the width (long paths wrap rather than
+// overflow).
 func TestWriteJobs(t *testing.T) {
 	long := "/var/tmp/" + strings.Repeat("gathered/", 6)
 	reps := []*report.Report{
@@ -30,12 +31,12 @@ func TestWriteJobs(t *testing.T) {
 		}
 	}
 	flat := strings.Join(strings.Fields(out), " ")
-	for _, want := range []string{"2 runs of 2 separate jobs", "1. job 42:", "2. " + long + "b.db", "JOB 1 OF 2: job 42:", "JOB 2 OF 2:"} {
+	for _, want := range []string{"2 runs of 2 separate jobs", "2. job 42:", "1. " + long + "b.db", "JOB 2 OF 2: job 42:", "JOB 1 OF 2:"} {
 		if !strings.Contains(flat, want) {
 			t.Errorf("lacks %q:\n%s", want, out)
 		}
 	}
-	if a, c := strings.Index(out, "No call failed in a."), strings.Index(out, "b's."); a < 0 || c < a || c < strings.Index(out, "JOB 2 OF 2") {
-		t.Errorf("the jobs' reports are not each under their heading, in order:\n%s", out)
+	if a, c := strings.Index(out, "No call failed in a."), strings.Index(out, "b's."); c < 0 || a < c || a < strings.Index(out, "JOB 2 OF 2") {
+		t.Errorf("the failing job's report does not lead, each under its heading:\n%s", out)
 	}
 }

@@ -1,8 +1,11 @@
 package text
 
 import (
+	"cmp"
 	"fmt"
 	"io"
+	"math"
+	"slices"
 	"strings"
 
 	"github.com/retrivium/forensic/report"
@@ -20,26 +23,51 @@ func (t *writer) runs(rep *report.Report) {
 	if m.UnrecoveredOrder != "" {
 		t.wrap("  ", fmt.Sprintf("the first failure was recovered; order of the failures no process recovered from: %s", m.UnrecoveredOrder))
 	}
-	for _, r := range m.Runs {
+	if !t.o.Explain {
+		t.runGroups(rep)
+	} else {
+		t.runList(m)
+	}
+	if len(m.MissingRanks) > 0 && m.WorldSize != nil {
+		t.wrap("  ", fmt.Sprintf("missing: %s of the job's %d %s no run", report.RankRanges(m.MissingRanks), *m.WorldSize, hasHave(len(m.MissingRanks))))
+	}
+	t.candidates("  candidate: ", m.Candidates)
+	t.candidates("  unrecovered candidate: ", m.UnrecoveredCandidates)
+	if t.o.Explain {
+		t.consequences(m, m.Consequences)
+		return
+	}
+	var orphans []report.Consequence // failures of runs the list lacks
+	for _, c := range m.Consequences {
+		if m.RunOf(c.RunPath) == nil {
+			orphans = append(orphans, c)
+		}
+	}
+	t.consequences(m, orphans)
+}
+
+// runList prints every run on its own line, in rank order (--explain).
+func (t *writer) runList(m *report.MultiRun) {
+	for _, r := range byRank(m.Runs) {
 		bound := "no clock error bound"
 		if r.ClockErrorNS != nil {
 			bound = "clock error ±" + report.Duration(*r.ClockErrorNS)
 		}
 		t.wrap("  ", fmt.Sprintf("%s, host %s: %s (%s) %s", rankLabel(r.Rank, r.Ranks), r.Host, r.Attribution, bound, r.Path))
 	}
-	if len(m.MissingRanks) > 0 && m.WorldSize != nil {
-		t.wrap("  ", fmt.Sprintf("missing: %s of the job's %d %s no run", report.Ranks(m.MissingRanks), *m.WorldSize, hasHave(len(m.MissingRanks))))
-	}
-	t.candidates("  candidate: ", m.Candidates)
-	t.candidates("  unrecovered candidate: ", m.UnrecoveredCandidates)
-	if len(m.Consequences) > 0 {
+}
+
+// consequences prints each failure after the one that matters, with what
+// ties it to that one (--explain; the default groups them by run).
+func (t *writer) consequences(m *report.MultiRun, cs []report.Consequence) {
+	if len(cs) > 0 {
 		what := "the first failure"
 		if m.UnrecoveredOrder != "" {
 			what = "the first unrecovered failure"
 		}
 		t.wrap("  ", "after "+what+", in other runs, and what ties each to it:")
 	}
-	for _, c := range m.Consequences {
+	for _, c := range cs {
 		delay := report.Duration(c.DelayMinNS)
 		if !c.Exact {
 			delay = report.Duration(c.DelayMinNS) + " to " + report.Duration(c.DelayMaxNS)
@@ -50,6 +78,23 @@ func (t *writer) runs(rep *report.Report) {
 			t.wrap("      ", c.Basis)
 		}
 	}
+}
+
+// byRank orders runs by their first rank, runs without one last, in the
+// order given.
+func byRank(runs []report.RunRef) []report.RunRef {
+	out := slices.Clone(runs)
+	first := func(r report.RunRef) int {
+		switch {
+		case r.Rank != nil:
+			return *r.Rank
+		case len(r.Ranks) > 0:
+			return slices.Min(r.Ranks)
+		}
+		return math.MaxInt
+	}
+	slices.SortStableFunc(out, func(a, b report.RunRef) int { return cmp.Compare(first(a), first(b)) })
+	return out
 }
 
 // candidates prints failures that could each have been first, with their
@@ -115,6 +160,7 @@ func WriteJobs(w io.Writer, jobs []string, reps []*report.Report, o Options) err
 		o.Width = 100
 	}
 	o.Width = max(o.Width, 60)
+	jobs, reps = failingFirst(jobs, reps)
 	t := &writer{w: w, o: o}
 	runs := 0
 	for _, rep := range reps {
@@ -141,6 +187,31 @@ func WriteJobs(w io.Writer, jobs []string, reps []*report.Report, o Options) err
 		t.err = Write(w, rep, o)
 	}
 	return t.err
+}
+
+// failingFirst orders jobs so that those with a failure (an attribution
+// other than none) lead, each group in the order given: the first screen
+// shows the job that failed, not a good one.
+func failingFirst(jobs []string, reps []*report.Report) ([]string, []*report.Report) {
+	idx := make([]int, len(reps))
+	for i := range idx {
+		idx[i] = i
+	}
+	good := func(i int) bool { return reps[i].Attribution == report.AttrNone }
+	slices.SortStableFunc(idx, func(a, b int) int {
+		switch {
+		case good(a) == good(b):
+			return 0
+		case good(b):
+			return -1
+		}
+		return 1
+	})
+	js, rs := make([]string, len(idx)), make([]*report.Report, len(idx))
+	for k, i := range idx {
+		js[k], rs[k] = jobs[i], reps[i]
+	}
+	return js, rs
 }
 
 func hasHave(n int) string {

@@ -2,7 +2,6 @@ package text
 
 import (
 	"fmt"
-	"path/filepath"
 	"strings"
 
 	"github.com/retrivium/forensic/report"
@@ -24,16 +23,7 @@ func (t *writer) failures(rep *report.Report) {
 		return
 	}
 	shown := rep.Failures[:min(len(rep.Failures), 50)]
-	cause := ""
-	for i := range shown {
-		if !isFirstFailure(rep.FirstFailure, &shown[i]) && rep.Cause.Names(&shown[i]) {
-			cause = "; cause: the earlier failure the verdict names as the cause"
-		}
-	}
-	t.wrap("  ", "notes: FIRST the first failure (the first failed allocation, mapping or context call, when one failed)"+cause+
-		"; UNRECOVERED the first one the process did not recover from; "+
-		"recovered: a later call of the same operation on the same device, at least as large (a release: of the same handle), succeeded; consequence: after the failure "+
-		"that matters, in its process and context, so possibly caused by it. Result names drop the CUDA_ERROR_ prefix.")
+	t.failureLegend(rep, shown)
 	cols := failureColumns(rep, shown)
 	oneLine := 2+10+1+8+1+cols[0]+1+10+2+cols[1]+1+cols[2] <= t.o.Width
 	if oneLine {
@@ -45,6 +35,42 @@ func (t *writer) failures(rep *report.Report) {
 	if n := len(rep.Failures) - len(shown) + rep.FailuresTruncated; n > 0 {
 		t.printf("  ... %d more (see --json)\n", n)
 	}
+}
+
+// failureLegends say what each note of the failures table means, in
+// the order failureNotes writes them: briefly, and in full for --explain.
+var failureLegends = []struct{ note, brief, full string }{
+	{"FIRST", "the first failure", "the first failure (the first failed allocation, mapping or context call, when one failed)"},
+	{"cause", "the earlier failure named as the cause", "the earlier failure the verdict names as the cause"},
+	{"UNRECOVERED", "the first the process did not recover from", "the first one the process did not recover from"},
+	{"recovered", "a later, at least as large call succeeded",
+		"a later call of the same operation on the same device, at least as large (a release: of the same handle), succeeded"},
+	{"consequence", "after it, in its process and context",
+		"after the failure that matters, in its process and context, so possibly caused by it"},
+}
+
+// failureLegend says once what the notes in the table mean, only those
+// that appear in it.
+func (t *writer) failureLegend(rep *report.Report, shown []report.Failure) {
+	seen := map[string]bool{}
+	for i := range shown {
+		for _, n := range strings.Split(failureNotes(rep, &shown[i]), ", ") {
+			seen[n] = true
+		}
+	}
+	var parts []string
+	for _, l := range failureLegends {
+		if !seen[l.note] {
+			continue
+		}
+		if t.o.Explain {
+			parts = append(parts, l.note+": "+l.full)
+		} else {
+			parts = append(parts, l.note+": "+l.brief)
+		}
+	}
+	parts = append(parts, "results drop CUDA_ERROR_")
+	t.wrap("  ", strings.Join(parts, "; ")+".")
 }
 
 // failureColumns measures the call, result and notes columns.
@@ -98,13 +124,18 @@ func (t *writer) failureRow(rep *report.Report, f *report.Failure, oneLine bool,
 // field's full label, then its values.
 func (t *writer) memoryViews(rep *report.Report) {
 	t.heading("MEMORY VIEWS")
-	t.wrap("  ", "MiB = 2^20 bytes. Framebuffer and BAR1 are separate views, never added. Values at the run's start, "+
-		"just before the first failure, at the failure (the sample as read), at the end, the peak (for a free row "+
-		"its low: the least it read), and the change from start to end; n/a where NVML could not read the field.")
+	t.wrap("  ", "MiB = 2^20 bytes. Framebuffer and BAR1 are separate views, never added.")
+	if t.o.Explain {
+		t.wrap("  ", "Values at the run's start, just before the first failure, at the failure (the sample as read), "+
+			"at the end, the peak (for a free row its low: the least it read), and the change from start to end; "+
+			"n/a where NVML could not read the field. A field that never changed is one line.")
+	}
 	if t.wide() {
 		t.line("  %-3s %-27s %-11s %8s %8s %8s %8s %8s %9s", "GPU", "field", "scope", "start", "before", "at fail", "end", "peak/low", "change")
 	}
 	var notes []string
+	steadyRows := map[string][]string{} // "GPU 0 framebuffer" -> "total 16384.0", ...
+	var steadyOrder []string
 	for _, v := range rep.MemoryViews {
 		cell := mib
 		label := v.Field
@@ -115,6 +146,18 @@ func (t *writer) memoryViews(rep *report.Report) {
 				// Never a zero in place of a value that could not be read.
 				cell = func(*uint64) string { return "n/a" }
 			}
+		}
+		if still := steady(&v); still != "" && v.Support == "supported" {
+			view, field, ok := strings.Cut(v.Field, " ")
+			key := fmt.Sprintf("GPU %d %s", v.GPU, view)
+			if !ok || v.PID != 0 || v.MIGIndex != nil {
+				key, field = rowName(&v), "value"
+			}
+			if steadyRows[key] == nil {
+				steadyOrder = append(steadyOrder, key)
+			}
+			steadyRows[key] = append(steadyRows[key], field+" "+still)
+			continue
 		}
 		// Free memory's extreme that matters is its least, not its most.
 		extreme, extremeName := v.Peak, "peak"
@@ -127,8 +170,11 @@ func (t *writer) memoryViews(rep *report.Report) {
 			continue
 		}
 		t.wrap("  ", fmt.Sprintf("GPU %d %s (%s)", v.GPU, label, v.Scope))
-		t.wrap("      ", fmt.Sprintf("start %s  before %s  at failure %s  end %s  %s %s  change %s",
-			cell(v.Start), cell(v.Before), cell(v.At), cell(v.End), extremeName, cell(extreme), mibSigned(v.Change)))
+		t.wrap("      ", fmt.Sprintf("start %s  before %s  at failure %s  end %s  %s %s%s",
+			cell(v.Start), cell(v.Before), cell(v.At), cell(v.End), extremeName, cell(extreme), changeCell(v.Change)))
+	}
+	for _, k := range steadyOrder {
+		t.wrap("  ", k+", unchanged throughout: "+strings.Join(steadyRows[k], ", "))
 	}
 	for _, n := range notes {
 		t.wrap("  * ", n)
@@ -138,6 +184,41 @@ func (t *writer) memoryViews(rep *report.Report) {
 		t.wrap("  note: ", n)
 	}
 	t.phases(rep)
+}
+
+// steady is a row's one value when every value it has is the same (a
+// field that never changed: its columns say nothing more), else "".
+func steady(v *report.ViewRow) string {
+	var seen *uint64
+	for _, x := range []*uint64{v.Start, v.Before, v.At, v.End, v.Peak} {
+		switch {
+		case x == nil:
+		case seen == nil:
+			seen = x
+		case *x != *seen:
+			return ""
+		}
+	}
+	for _, p := range v.Phases {
+		for _, x := range []*uint64{p.Last, p.Peak} {
+			if x != nil && seen != nil && *x != *seen {
+				return ""
+			}
+		}
+	}
+	if seen == nil {
+		return ""
+	}
+	return mib(seen)
+}
+
+// changeCell is the change from start to end for a narrow row, left out
+// when it is 0: a row's start and end already show no change.
+func changeCell(v *int64) string {
+	if v == nil || *v == 0 {
+		return ""
+	}
+	return "  change " + mibSigned(v)
 }
 
 // reconciledNote: the "at failure" column is the sample as read. When the
@@ -171,16 +252,43 @@ func (t *writer) phases(rep *report.Report) {
 		labels[i] = p.Label
 		t.wrap("    ", p.Label+": "+t.span(p.StartNS, p.EndNS))
 	}
-	t.wrap("  ", "last value in each phase ("+strings.Join(labels, " | ")+"), MiB; - where the phase has no value:")
+	t.wrap("  ", "growth within each phase ("+strings.Join(labels, " | ")+"), MiB; - where the phase has no value:")
 	for _, v := range rep.MemoryViews {
-		var parts []string
-		for _, pv := range v.Phases {
-			parts = append(parts, mib(pv.Last))
-		}
-		if len(parts) > 0 {
-			t.wrap("    ", fmt.Sprintf("%s: %s", rowName(&v), strings.Join(parts, "  ")))
+		if growth := phaseGrowth(&v); growth != nil {
+			t.wrap("    ", fmt.Sprintf("%s: %s", rowName(&v), strings.Join(growth, "  ")))
 		}
 	}
+}
+
+// phaseGrowth is how much a row grew within each phase: its last value
+// in the phase less its value when the phase began (the last value of the
+// phase before, the run's start for the first, nothing for a process
+// with no value at the start). Nil for a row that never
+// grew nor shrank: it says nothing.
+func phaseGrowth(v *report.ViewRow) []string {
+	prev, moved := v.Start, false
+	if prev == nil && v.PID != 0 {
+		prev = new(uint64) // a process's use begins at nothing
+	}
+	var out []string
+	for _, pv := range v.Phases {
+		switch {
+		case pv.Last == nil:
+			out = append(out, "-")
+			continue
+		case prev == nil:
+			out = append(out, "?")
+		default:
+			d := int64(*pv.Last) - int64(*prev)
+			moved = moved || d != 0
+			out = append(out, mibSigned(&d))
+		}
+		prev = pv.Last
+	}
+	if !moved {
+		return nil
+	}
+	return out
 }
 
 // rowName names a memory-view row: its GPU and field, and the process or
@@ -241,9 +349,9 @@ func (t *writer) processes(rep *report.Report) {
 		if p.AttachedLate {
 			late = ", already running when recording started"
 		}
-		name := filepath.Base(p.Exe)
-		t.wrap("  ", fmt.Sprintf("pid %d (parent %d) %s: %s, %s, %d failed%s", p.PID, p.PPID, clipMiddle(name, 40), exit,
+		t.wrap("  ", fmt.Sprintf("pid %d (parent %d): %s, %s, %d failed%s", p.PID, p.PPID, exit,
 			report.Plural(int(p.Calls), "call"), p.Failed, late))
+		t.wrap("      ", report.ClipMiddle(p.CommandLine(), 2*(t.o.Width-8)))
 		for _, d := range p.Devices {
 			g := "unknown"
 			if d.GPU != nil {

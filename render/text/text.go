@@ -21,6 +21,10 @@ type Options struct {
 	Color bool
 	// Width is the terminal's width in columns (default 100; at least 60).
 	Width int
+	// Explain adds the full accounts behind the short tags: how a value
+	// was reconciled with the traced calls, the full legends, every run
+	// of a job on its own line.
+	Explain bool
 	// Input names what was analyzed as the user named it (a directory, a
 	// glob, several files), for the header; empty: the run's own path.
 	Input string
@@ -30,6 +34,7 @@ type Options struct {
 type writer struct {
 	w     io.Writer
 	o     Options
+	rep   *report.Report
 	start int64
 	err   error
 }
@@ -130,9 +135,10 @@ func Write(w io.Writer, rep *report.Report, o Options) error {
 		o.Width = 100
 	}
 	o.Width = max(o.Width, 60)
-	t := &writer{w: w, o: o, start: rep.Run.StartNS}
+	t := &writer{w: w, o: o, start: rep.Run.StartNS, rep: rep}
 	t.header(rep)
 	t.verdict(rep)
+	t.glance(rep)
 	t.jobs(rep)
 	t.nextSteps(rep)
 	if rep.FirstFailure == nil {
@@ -165,9 +171,7 @@ func Write(w io.Writer, rep *report.Report, o Options) error {
 func (t *writer) header(rep *report.Report) {
 	r := rep.Run
 	what := r.Mode
-	if len(r.Command) > 0 {
-		what += ": " + strings.Join(r.Command, " ")
-	} else if r.TargetPID != 0 {
+	if r.TargetPID != 0 {
 		what += fmt.Sprintf(" %d", r.TargetPID)
 	}
 	end := r.Ended
@@ -192,6 +196,10 @@ func (t *writer) header(rep *report.Report) {
 	t.printf("forensic analyze %s\n", clipMiddle(in, t.o.Width-len("forensic analyze ")))
 	t.wrap("  ", fmt.Sprintf("run %s (%s), %s, %s, %s, host %s", r.ID, what, report.Duration(r.DurationNS), end,
 		report.Plural(int(r.Events), "event"), r.Host))
+	if len(r.Command) > 0 {
+		// The command on a line of its own: a command is no sentence.
+		t.wrap("  command ", report.ClipMiddle(strings.Join(r.Command, " "), 2*(t.o.Width-10)))
+	}
 	if f := r.Flight; f != nil {
 		t.wrap("  ", flightLine(f))
 	}
@@ -268,6 +276,28 @@ func verdictColor(a report.Attribution) string {
 	return "1"
 }
 
+// glanceWidth is the width of the summary's labels.
+const glanceWidth = 12
+
+// glance prints the summary under the verdict: what failed, the numbers
+// compared, who held the memory, which process, what to do first. A
+// command line too long for two lines is shortened in its middle.
+func (t *writer) glance(rep *report.Report) {
+	lines := rep.Glance()
+	if len(lines) == 0 {
+		return
+	}
+	t.printf("\n")
+	room := 2 * (t.o.Width - glanceWidth)
+	for _, l := range lines {
+		text := l.Text
+		if l.Label == "process" {
+			text = report.ClipMiddle(text, room)
+		}
+		t.wrap(fmt.Sprintf("  %-*s", glanceWidth-2, l.Label), text)
+	}
+}
+
 func (t *writer) nextSteps(rep *report.Report) {
 	if len(rep.NextSteps) == 0 {
 		return
@@ -307,11 +337,12 @@ func (t *writer) failure(title string, f *report.Failure, cause *report.Cause, r
 			gpu += " " + *f.GPU
 		}
 	}
-	proc := fmt.Sprintf("pid %d, thread %d, CUDA device %d is %s (%s)", f.PID, f.TID, f.CUDADevice, gpu, matchMethod(f.GPUMapping))
+	t.wrap("  process   ", t.procName(f, run != ""))
+	where := fmt.Sprintf("CUDA device %d is %s (%s)", f.CUDADevice, gpu, matchMethod(f.GPUMapping))
 	if f.GPUMapping == report.MappingNoContext {
-		proc = fmt.Sprintf("pid %d, thread %d, no GPU: %s", f.PID, f.TID, matchMethod(f.GPUMapping))
+		where = "no GPU: " + matchMethod(f.GPUMapping)
 	}
-	t.wrap("  process   ", proc)
+	t.wrap("  device    ", where)
 	if f.ApertureGPU != nil {
 		t.wrap("  aperture  ", fmt.Sprintf("GPU %d's BAR1 (%s)", *f.ApertureGPU, apertureWhose(f.ApertureOf)))
 	}
@@ -330,6 +361,20 @@ func (t *writer) failure(title string, f *report.Failure, cause *report.Cause, r
 	if cause != nil {
 		t.wrap("  cause     ", cause.Text)
 	}
+}
+
+// procName names a failure's process by its command line (shortened in
+// the middle to two lines when it must be) and its thread; other is set
+// for a failure from another run, whose processes this report lacks.
+func (t *writer) procName(f *report.Failure, other bool) string {
+	s := fmt.Sprintf("pid %d", f.PID)
+	if p := t.rep.ProcessOf(f.PID); p != nil && !other {
+		s = fmt.Sprintf("pid %d: %s", f.PID, report.ClipMiddle(p.CommandLine(), 2*(t.o.Width-14)))
+	}
+	if f.TID != f.PID {
+		s += fmt.Sprintf(" (thread %d)", f.TID)
+	}
+	return s
 }
 
 func grantText(g report.Grant) string {
@@ -359,8 +404,14 @@ func (t *writer) stack(st *report.Stack) {
 	if st == nil {
 		return
 	}
-	if st.Note != "" {
-		t.wrap("  stack     ", st.Note)
+	// A Python process's interpreter heads the stack, before the note
+	// (which may say why its frames are missing).
+	head := st.Note
+	if v := st.PythonText(); v != "" {
+		head = strings.TrimSuffix(v+"; "+st.Note, "; ")
+	}
+	if head != "" {
+		t.wrap("  stack     ", head)
 	} else {
 		t.printf("  stack\n")
 	}
@@ -372,18 +423,19 @@ func (t *writer) stack(st *report.Stack) {
 			native = append(native, fr)
 		}
 	}
+	user := report.UserFrameOf(st)
 	if len(py) == 0 {
-		t.frames("            ", native)
+		t.frames("            ", native, user)
 		return
 	}
-	t.frames("  python    ", py)
-	t.frames("  native    ", native)
+	t.frames("  python    ", py, user)
+	t.frames("  native    ", native, user)
 }
 
 // frames prints frames under a label, at most maxFrames. A frame too wide
 // for one line wraps, its continuation indented under its text by two
 // more columns: a symbol's offset and a file's name are never cut.
-func (t *writer) frames(label string, frames []report.Frame) {
+func (t *writer) frames(label string, frames []report.Frame, user *report.Frame) {
 	more := strings.Repeat(" ", utf8.RuneCountInString(label)+2)
 	for i, fr := range frames {
 		if i > 0 {
@@ -393,7 +445,11 @@ func (t *writer) frames(label string, frames []report.Frame) {
 			t.printf("%s... %d more frames\n", label, len(frames)-i)
 			break
 		}
-		for _, l := range hangLines(label, more, frameText(fr), t.o.Width) {
+		text := frameText(fr)
+		if user != nil && fr == *user {
+			text += " <- your code"
+		}
+		for _, l := range hangLines(label, more, text, t.o.Width) {
 			t.printf("%s\n", l)
 		}
 	}
@@ -447,7 +503,11 @@ func (t *writer) evidence(title string, ev []report.Evidence) {
 		if e.TimeNS != 0 {
 			at = ", at " + t.rel(e.TimeNS) // 0: the value has no time of its own
 		}
-		t.wrap("      ", fmt.Sprintf("from %s, %s%s%s%s", e.Source, e.Status, at, gpu, noteOf(e.Note)))
+		note := e.Tag()
+		if t.o.Explain {
+			note = e.Note
+		}
+		t.wrap("      ", fmt.Sprintf("from %s, %s%s%s%s", e.Source, e.Status, at, gpu, noteOf(note)))
 	}
 	for _, e := range ev {
 		if e.Decisive {
@@ -471,6 +531,9 @@ func (t *writer) samples(ns *report.NearestSamples) {
 		s    []report.SampleRef
 	}{{"before", ns.Before}, {"at", ns.At}, {"after", ns.After}} {
 		for _, s := range grp.s {
+			if s.Kind == "processes" && s.Status == "NVML_SUCCESS" && !t.o.Explain {
+				continue // a process list read well says nothing here: its usage is in EVIDENCE
+			}
 			extra := ""
 			if s.DelayNS != nil {
 				extra = fmt.Sprintf(", taken %s after the failure", report.Duration(*s.DelayNS))
@@ -481,8 +544,12 @@ func (t *writer) samples(ns *report.NearestSamples) {
 			prefix := fmt.Sprintf("  %-6s %-11s ", grp.name, kindName(s.Kind))
 			t.wrap(prefix, fmt.Sprintf("%s: %s%s", t.rel(s.StartNS), s.Status, extra))
 			if s.Kind != "processes" {
-				t.wrap(strings.Repeat(" ", len(prefix)), fmt.Sprintf("free %s, used %s, total %s [%s]", bytesOrDash(s.Free),
-					bytesOrDash(s.Used), bytesOrDash(s.Total), s.API))
+				api := "" // the API is in EVIDENCE's sources
+				if t.o.Explain {
+					api = " [" + s.API + "]"
+				}
+				t.wrap(strings.Repeat(" ", len(prefix)), fmt.Sprintf("free %s, used %s, total %s%s", bytesOrDash(s.Free),
+					bytesOrDash(s.Used), bytesOrDash(s.Total), api))
 			}
 		}
 	}

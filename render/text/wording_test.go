@@ -106,7 +106,8 @@ func TestLossAndSamplingWording(t *testing.T) {
 }
 
 // A phase whose two ends read the same is said once; the phase values say
-// which phase each is and what "-" means; per-process rows name their
+// which phase each is and what "-" means, and each value is the growth
+// within its phase; per-process rows name their
 // process; the phases' origin is said without nested parentheses.
 func TestPhasesWording(t *testing.T) {
 	s := int64(1_000_000_000)
@@ -123,7 +124,7 @@ func TestPhasesWording(t *testing.T) {
 		"before first allocation: +0.000 s to +0.060 s",
 		"up to first failure: at +0.060 s, for 85 µs",
 		"(before first allocation | up to first failure | after first failure), MiB; - where the phase has no value",
-		"GPU 0 process used (pid 42): 0.0 - 1024.0",
+		"GPU 0 process used (pid 42): +0.0 - +1024.0",
 	} {
 		if !strings.Contains(out, want) {
 			t.Errorf("lacks %q:\n%s", want, out)

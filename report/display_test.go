@@ -1,0 +1,43 @@
+package report
+
+import "testing"
+
+// Ranks read in numeric order, consecutive ones contracted, and a long
+// list keeps its ends around "…" after the count.
+func TestRankRanges(t *testing.T) {
+	for _, tt := range []struct {
+		ranks []int
+		most  int
+		want  string
+	}{
+		{[]int{3}, 0, "rank 3"},
+		{[]int{10, 2, 1, 0, 100}, 0, "ranks 0–2, 10, 100"},
+		{[]int{4, 5}, 0, "ranks 4, 5"},
+		{[]int{0, 1, 2, 4, 6, 8, 10, 12, 13, 14}, 4, "10 ranks: 0–2, 4, …, 10, 12–14"},
+		{[]int{0, 1, 2, 4}, 4, "ranks 0–2, 4"},
+	} {
+		if got := RankRangesAtMost(tt.ranks, tt.most); got != tt.want {
+			t.Errorf("RankRangesAtMost(%v, %d) = %q, want %q", tt.ranks, tt.most, got, tt.want)
+		}
+	}
+}
+
+// A process is named by its command line; a cut list says so; without
+// arguments, its executable.
+func TestCommandLine(t *testing.T) {
+	for _, tt := range []struct {
+		p    ProcessInfo
+		want string
+	}{
+		{ProcessInfo{Exe: "/usr/bin/python3.11", Args: []string{"python3", "worker.py", "--shard", "1"}}, "python3 worker.py --shard 1"},
+		{ProcessInfo{Exe: "/usr/bin/python3.11", Args: []string{"python3", "a.py"}, ArgsCut: true}, "python3 a.py …"},
+		{ProcessInfo{Exe: "/opt/app/serve"}, "/opt/app/serve"},
+	} {
+		if got := tt.p.CommandLine(); got != tt.want {
+			t.Errorf("CommandLine(%+v) = %q, want %q", tt.p, got, tt.want)
+		}
+	}
+	if got := ClipMiddle("python3 /very/long/path/train.py --batch 64", 20); got != "python3 /…--batch 64" {
+		t.Errorf("ClipMiddle kept %q", got)
+	}
+}

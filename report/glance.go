@@ -1,0 +1,217 @@
+package report
+
+import (
+	"fmt"
+	"strings"
+)
+
+// GlanceLine is one labelled line of a report's summary: what failed, the
+// numbers the verdict compared, who held the memory, which process, and
+// which process. What is uncertain the verdict says; the next steps
+// follow the summary in every rendering.
+type GlanceLine struct {
+	Label string
+	Text  string
+}
+
+// Glance is the summary the text report and the HTML verdict panel show
+// under the verdict, so that the first screen answers: each line is
+// built here once, from the report's own fields. Empty when nothing
+// failed.
+func (r *Report) Glance() []GlanceLine {
+	f, ev := r.FirstFailure, r.Evidence
+	if u := r.FirstUnrecovered; u != nil {
+		f, ev = &u.Failure, u.Evidence
+	}
+	if f == nil {
+		return nil
+	}
+	var out []GlanceLine
+	add := func(label, text string) {
+		if text != "" {
+			out = append(out, GlanceLine{label, text})
+		}
+	}
+	if v := squash(r.Verdict); !strings.Contains(v, f.Symbol) || !strings.Contains(v, f.ResultName) {
+		add("failed", r.failedText(f)) // unless the verdict names the call already
+	}
+	add("compared", comparedText(f, ev, r.NearestSamples))
+	add("held by", r.heldText(f, ev))
+	add("process", r.processText(f))
+	if where := CalledFrom(f.Stack); !strings.Contains(squash(r.Verdict), where) {
+		add("code", where) // unless the verdict names it already
+	}
+	return out
+}
+
+// startOf is the run-clock start that f's times count from: its own
+// run's, for a failure from another run of the job.
+func (r *Report) startOf(f *Failure) int64 {
+	if m := r.MultiRun; m != nil && f.RunPath != "" && f.RunPath != r.Run.Path {
+		if rr := m.RunOf(f.RunPath); rr != nil {
+			return rr.StartNS
+		}
+	}
+	return r.Run.StartNS
+}
+
+// failedText is the call, its size, its result and when.
+func (r *Report) failedText(f *Failure) string {
+	s := f.Symbol
+	if f.Size != nil {
+		s += " of " + HumanBytes(*f.Size)
+	}
+	s += " returned " + f.ResultName + " at " + Rel(f.TimeNS, r.startOf(f))
+	if f.GPUIndex != nil {
+		s += fmt.Sprintf(" on GPU %d", *f.GPUIndex)
+	}
+	return s
+}
+
+// comparedText is what the verdict compared: the request, the free value
+// with its short tag, and the view's total when a sample read it.
+func comparedText(f *Failure, ev []Evidence, ns *NearestSamples) string {
+	d := Decisive(ev)
+	if d == nil {
+		return ""
+	}
+	view := strings.SplitN(d.Field, " ", 2)[0]
+	parts := []string{}
+	if f.Size != nil {
+		parts = append(parts, HumanBytes(*f.Size)+" requested")
+	}
+	free := d.Shown() + " " + view + " free"
+	if tag := d.Tag(); tag != "" {
+		free += " (" + tag + ")"
+	}
+	parts = append(parts, free)
+	if total := sampledTotal(ns, view); total != nil {
+		parts = append(parts, HumanBytes(*total)+" total")
+	}
+	return strings.Join(parts, "; ")
+}
+
+// sampledTotal is a view's total from the samples at or before the
+// failure, nil when none read it.
+func sampledTotal(ns *NearestSamples, view string) *uint64 {
+	if ns == nil {
+		return nil
+	}
+	kind := strings.ToLower(view)
+	for _, group := range [][]SampleRef{ns.At, ns.Before, ns.After} {
+		for _, s := range group {
+			if s.Kind == kind && s.Total != nil {
+				return s.Total
+			}
+		}
+	}
+	return nil
+}
+
+// heldText says who held the view's memory at the failure: each traced
+// process (at most three named), and what the driver reserved.
+func (r *Report) heldText(f *Failure, ev []Evidence) string {
+	d := Decisive(ev)
+	if d == nil || f.GPUIndex == nil {
+		return ""
+	}
+	view := strings.ToLower(strings.SplitN(d.Field, " ", 2)[0])
+	var parts []string
+	n, explained := 0, uint64(0)
+	for _, l := range r.LiveAtFailure {
+		if l.GPU == nil || *l.GPU != *f.GPUIndex || strings.ToLower(l.View) != view {
+			continue
+		}
+		explained += l.Bytes
+		if n++; n <= 3 {
+			parts = append(parts, fmt.Sprintf("pid %d %s in %s", l.PID, HumanBytes(l.Bytes), l.Describe()))
+		}
+	}
+	if n > 3 {
+		parts = append(parts, fmt.Sprintf("%d more processes", n-3))
+	}
+	for _, e := range ev {
+		switch {
+		case e.Value == nil || view != "framebuffer":
+		case strings.HasPrefix(e.Field, "NVML usage of process"):
+			// A process the recorder did not trace, as NVML listed it.
+			parts = append(parts, strings.TrimPrefix(e.Field, "NVML usage of ")+" "+HumanBytes(*e.Value))
+			explained += *e.Value // NVML names its holder
+		case e.Field == "framebuffer reserved":
+			parts = append(parts, "the driver "+HumanBytes(*e.Value)+" (reserved)")
+		}
+	}
+	if rest := untraced(d, view, explained, ev, r.NearestSamples); rest > 0 {
+		parts = append(parts, HumanBytes(rest)+" no traced call explains")
+	}
+	return strings.Join(parts, "; ")
+}
+
+// untraced is the framebuffer in use at the failure that no traced call
+// explains: total less reserved, free and the traced bytes. 0 unless the
+// free value compared is exact (not a bound) and a sample read the total
+// and the reserved memory.
+func untraced(d *Evidence, view string, traced uint64, ev []Evidence, ns *NearestSamples) uint64 {
+	if view != "framebuffer" || d.Value == nil || d.Text != "" {
+		return 0
+	}
+	total := sampledTotal(ns, view)
+	var reserved *uint64
+	for _, e := range ev {
+		if e.Field == "framebuffer reserved" {
+			reserved = e.Value
+		}
+	}
+	if total == nil || reserved == nil || *total < *reserved+*d.Value+traced {
+		return 0
+	}
+	return *total - *reserved - *d.Value - traced
+}
+
+// processText names the failing process by its command line, and its
+// thread.
+func (r *Report) processText(f *Failure) string {
+	s := fmt.Sprintf("pid %d", f.PID)
+	if f.Rank != nil {
+		s = fmt.Sprintf("rank %d, %s", *f.Rank, s)
+	}
+	if f.RunPath == "" || f.RunPath == r.Run.Path {
+		if p := r.ProcessOf(f.PID); p != nil && p.CommandLine() != "" {
+			s += ": " + p.CommandLine()
+		}
+	}
+	if f.TID != 0 && f.TID != f.PID {
+		s += fmt.Sprintf(" (thread %d)", f.TID)
+	}
+	return s
+}
+
+// UserFrameOf returns the innermost frame of the user's own code in st,
+// or nil.
+func UserFrameOf(st *Stack) *Frame {
+	if st == nil || st.UserFrame == nil || *st.UserFrame < 0 || *st.UserFrame >= len(st.Frames) {
+		return nil
+	}
+	return &st.Frames[*st.UserFrame]
+}
+
+// CalledFrom names where in the user's code the call was made: "called
+// from grow_kv_cache, kv.py:10"; "" when the stack has no such frame.
+func CalledFrom(st *Stack) string {
+	fr := UserFrameOf(st)
+	switch {
+	case fr == nil || fr.Function == "":
+		return ""
+	case fr.Language == LangPython && fr.Line > 0:
+		return fmt.Sprintf("called from %s, %s:%d", fr.Function, baseOf(fr.File), fr.Line)
+	case fr.Language == LangPython:
+		return fmt.Sprintf("called from %s, %s", fr.Function, baseOf(fr.File))
+	}
+	return fmt.Sprintf("called from %s, in %s", fr.Function, fr.Library)
+}
+
+// baseOf is a path's last element.
+func baseOf(p string) string { return p[strings.LastIndex(p, "/")+1:] }
+
+// squash collapses runs of white space.
+func squash(s string) string { return strings.Join(strings.Fields(s), " ") }

@@ -1,0 +1,48 @@
+package report
+
+import (
+	"strings"
+	"testing"
+)
+
+// Who held the memory: the traced processes, the processes NVML listed,
+// the driver's reserve, and what none of them explains, said only when
+// the free value compared is exact.
+func TestGlanceHeldBy(t *testing.T) {
+	gib := uint64(1 << 30)
+	gpu, total, reserved, free := 0, 4*gib, gib/2, 3*gib/2
+	ns := &NearestSamples{At: []SampleRef{{Kind: "framebuffer", Total: &total}}}
+	base := func(text string, nvml uint64) *Report {
+		ev := []Evidence{{Field: "framebuffer free at the failure", Value: &free, Text: text, Unit: "bytes", Decisive: true},
+			{Field: "framebuffer reserved", Value: &reserved, Unit: "bytes"}}
+		if nvml > 0 {
+			ev = append(ev, Evidence{Field: "NVML usage of process 9 (not recorded)", Value: &nvml, Unit: "bytes"})
+		}
+		size := 2 * gib
+		return &Report{Verdict: "v", Evidence: ev, NearestSamples: ns,
+			FirstFailure:  &Failure{Symbol: "cuMemAlloc_v2", Size: &size, PID: 7, GPUIndex: &gpu},
+			LiveAtFailure: []LiveBytes{{PID: 7, GPU: &gpu, View: "framebuffer", Bytes: gib, Count: 1}}}
+	}
+	for _, tt := range []struct {
+		name string
+		rep  *Report
+		want string
+	}{
+		{"an untraced gigabyte", base("", 0), "pid 7 1.00 GiB in 1 allocation; the driver 512.0 MiB (reserved); 1.00 GiB no traced call explains"},
+		{"NVML names its holder", base("", gib), "pid 7 1.00 GiB in 1 allocation; the driver 512.0 MiB (reserved); process 9 (not recorded) 1.00 GiB"},
+		{"a bound says nothing of the rest", base("at most 1.50 GiB", 0), "pid 7 1.00 GiB in 1 allocation; the driver 512.0 MiB (reserved)"},
+	} {
+		var held string
+		for _, l := range tt.rep.Glance() {
+			if l.Label == "held by" {
+				held = l.Text
+			}
+		}
+		if held != tt.want {
+			t.Errorf("%s: held by %q, want %q", tt.name, held, tt.want)
+		}
+		if !strings.Contains(tt.rep.Glance()[0].Text, "cuMemAlloc_v2") {
+			t.Errorf("%s: the first line is not the failed call: %+v", tt.name, tt.rep.Glance())
+		}
+	}
+}
