@@ -99,8 +99,9 @@ func failuresIn(t *testing.T, dir string, from, to int64) int {
 // failing: the recorder deletes the oldest history, lowers its bound,
 // says so at error level and goes on; the failure after the disk filled
 // is in the recording, the first one too (its window, quiet and small,
-// is kept while the busier history around it goes), and the recorder
-// ends as asked, with its workload's status.
+// is kept while the busier history around it goes: both windows fit in
+// the lowered bound beside the live segment), and the recorder ends as
+// asked, with its workload's status.
 func TestFlightDiskFullDegrades(t *testing.T) {
 	w := newWorld(t)
 	dir := filepath.Join(w.smallDisk("20m"), "flight")
@@ -109,6 +110,11 @@ func TestFlightDiskFullDegrades(t *testing.T) {
 		`"$S" 'clock; init; use 0; alloc 100G; clock' > f1.txt 2>&1`,
 		`sleep 2`, // the first failure's window, quiet: small segments
 		`i=0; while [ $i -lt 8 ]; do "$S" 'init; use 0; stress 150000' > /dev/null; i=$((i+1)); done`,
+		// The later failure's window quiet too: right after the stress,
+		// its keep-before would hold as many busy segments as the machine
+		// writes in a second, on a fast one more than the lowered bound,
+		// and the first window would rightly be cut to make room.
+		`sleep 3`,
 		`"$S" 'clock; init; use 0; alloc 300G; clock' > f2.txt 2>&1`,
 		`sleep 2`,
 	}, "\n")

@@ -25,7 +25,9 @@
 // closed segments to delete: first the oldest that no failure window
 // [failure-KeepBefore, failure+KeepAfter] overlaps (reason "retention"),
 // then, when that is not enough, the oldest protected ones ("window-cut":
-// the bound wins). Windows extend forward, so the segments written after a
+// the bound wins), sparing again each cut segment that fits once the later
+// cuts are made (a quiet failure's window outlives a busy newer one's
+// that had to go anyway). Windows extend forward, so the segments written after a
 // failure stay protected as they are written; the window of a failure
 // whose segment was cut still protects its neighbours.
 //

@@ -109,8 +109,30 @@ func (x *Index) plan(reserve int64, cut bool) Plan {
 			used -= s.Bytes
 		}
 	}
+	pl.Drop, used = x.spareCuts(pl.Drop, used, bound)
 	pl.Bytes, pl.Fits = used, used <= bound
 	return pl
+}
+
+// spareCuts takes back the window-cuts of drops that the bound, with used
+// bytes left after all of them, does not need: cutting the oldest window
+// first may not be enough, and once a newer window's segment has gone
+// too, the older one (a quiet failure's small segment) may fit again.
+// It tries the latest cut first, so that what is kept is the newest
+// that fits, and it never takes back a retention drop: routine history
+// goes oldest first, without holes.
+func (x *Index) spareCuts(drops []Drop, used, bound int64) ([]Drop, int64) {
+	for i := len(drops) - 1; i >= 0; i-- {
+		if drops[i].Reason != store.GapWindowCut {
+			continue
+		}
+		j := slices.IndexFunc(x.Segments, func(s Segment) bool { return s.Seq == drops[i].Seq })
+		if b := x.Segments[j].Bytes; used+b <= bound {
+			used += b
+			drops = slices.Delete(drops, i, i+1)
+		}
+	}
+	return drops, used
 }
 
 // Apply carries out a plan on the index: the segments it drops leave

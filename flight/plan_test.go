@@ -76,6 +76,23 @@ func TestPlan(t *testing.T) {
 		{"keep-after extends to the segments written after",
 			index(1000, 0, 30, seg(1, 30), seg(2, 30, 25), seg(3, 30), seg(4, 30), live(5, 10)), 0,
 			nil, true, []uint64{2, 3, 4, 5}},
+		// A quiet failure at 15 keeps segment 1 ([13, 17], 2 before and
+		// after); a failure at 61 keeps 5 and 6 ([59, 63]), 5 busy. Cutting
+		// the oldest window, 1, is not enough: 5 must go too, and then 1
+		// fits again and is kept.
+		{"an older window's cut taken back once a newer cut made room",
+			index(120, 2, 2, seg(1, 5, 15), seg(2, 30), seg(5, 60), seg(6, 40, 61), live(7, 0)), 60,
+			append(drops(ret, 2), drops(cut, 5)...), true, []uint64{1, 6}},
+		// Failures at 15, 25, 35 keep 1, 2 and 3 each; all three cut, 85
+		// left of 100: one 10-byte segment fits again, the newest, 2.
+		{"the newest cut that fits again taken back, not an older one",
+			index(100, 2, 2, seg(1, 10, 15), seg(2, 10, 25), seg(3, 60, 35), live(4, 0)), 85,
+			drops(cut, 1, 3), true, []uint64{2}},
+		// Segment 1 would fit again once 2 has gone, but routine history
+		// goes oldest first: no hole is left in it.
+		{"routine history not taken back",
+			index(100, 0, 0, seg(1, 5), seg(2, 50), seg(3, 50), live(4, 0)), 10,
+			drops(ret, 1, 2), true, nil},
 		{"a live segment larger than the bound", index(50, 0, 0, seg(1, 10), live(2, 60)), 0, drops(ret, 1), false, nil},
 	}
 	for _, tt := range tests {
