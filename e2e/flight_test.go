@@ -403,37 +403,68 @@ func (fr *flightRun) checkSnapshotCopy(f1 []int64) {
 		snaps, _ := flight.Snapshots(fr.dir)
 		return len(snaps) == 1 && strings.Contains(fr.log.String(), "snapshot of the live segment: "+snaps[0].Path)
 	})
-	out, err := binCommand(bin{}, "snapshot", fr.dir).CombinedOutput()
-	path, ok := strings.CutPrefix(strings.TrimSpace(string(out)), "wrote ")
-	if err != nil || !ok || !exists(path) {
-		t.Fatalf("forensic snapshot: %v: %s", err, out)
-	}
-	x, err := flight.ReadIndex(fr.dir)
-	if err != nil {
-		t.Fatal(err)
-	}
+	// The copy holds the live segment's snapshot only if the segment did
+	// not rotate between the snapshot and the copy of the index: an
+	// operator who copied across a rotation takes a new snapshot.
 	cp := filepath.Join(filepath.Dir(fr.dir), "copy")
-	names := []string{flight.IndexFile, filepath.Join(flight.SnapshotDir, filepath.Base(path))}
-	for _, s := range x.Segments {
-		if !s.Live {
-			names = append(names, s.File)
+	for attempt := 1; ; attempt++ {
+		if fr.snapshotAndCopy(cp) || attempt == 3 {
+			break
 		}
-	}
-	for _, n := range names {
-		data, err := os.ReadFile(filepath.Join(fr.dir, n))
-		if errors.Is(err, os.ErrNotExist) {
-			continue // deleted by retention since the index was read
-		}
-		os.MkdirAll(filepath.Dir(filepath.Join(cp, n)), 0o700)
-		if err := os.WriteFile(filepath.Join(cp, n), data, 0o600); err != nil {
-			t.Fatal(err)
-		}
+		os.RemoveAll(cp)
 	}
 	rep, _ := analyzeDir(t, cp)
 	firstIn(t, "copy with a snapshot", rep, f1)
 	if f := rep.Run.Flight; f == nil || f.Live != "snapshot" {
 		t.Errorf("copy: flight %+v, want the live segment read from its snapshot", f)
 	}
+}
+
+// snapshotAndCopy takes a snapshot with `forensic snapshot` and copies
+// the recording to cp without its live segment. It reports whether the
+// copied index's live segment is the one the snapshot copies.
+func (fr *flightRun) snapshotAndCopy(cp string) bool {
+	t := fr.t
+	out, err := binCommand(bin{}, "snapshot", fr.dir).CombinedOutput()
+	path, ok := strings.CutPrefix(strings.TrimSpace(string(out)), "wrote ")
+	if err != nil || !ok || !exists(path) {
+		t.Fatalf("forensic snapshot: %v: %s", err, out)
+	}
+	snap := filepath.Join(flight.SnapshotDir, filepath.Base(path))
+	index, err := os.ReadFile(filepath.Join(fr.dir, flight.IndexFile))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var x flight.Index
+	if err := json.Unmarshal(index, &x); err != nil {
+		t.Fatal(err)
+	}
+	names := []string{flight.IndexFile, snap}
+	live := false
+	for _, s := range x.Segments {
+		if !s.Live {
+			names = append(names, s.File)
+		} else {
+			live = strings.HasPrefix(filepath.Base(path), fmt.Sprintf("%08d-", s.Seq))
+		}
+	}
+	for _, n := range names {
+		data, err := os.ReadFile(filepath.Join(fr.dir, n))
+		if n == flight.IndexFile {
+			data, err = index, nil // the index the names came from
+		}
+		if errors.Is(err, os.ErrNotExist) {
+			continue // deleted by retention since the index was read
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+		os.MkdirAll(filepath.Dir(filepath.Join(cp, n)), 0o700)
+		if err := os.WriteFile(filepath.Join(cp, n), data, 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return live
 }
 
 // checkEnd analyzes the finished recording: the first failure, both
