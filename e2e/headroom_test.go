@@ -181,7 +181,7 @@ func TestPoolAtItsLimitJudgedAgainstThePool(t *testing.T) {
 // Prometheus does; it keeps the least after the memory is freed again.
 func TestFlightLeastFreeGauge(t *testing.T) {
 	w := newWorld(t)
-	fr := w.startFlight(`"$S" 'init; use 0; alloc 14G; meminfo; sleep 500; touch held; free; touch freed; sleep 500' > out`)
+	fr := w.startFlight(`"$S" 'init; use 0; alloc 14G; meminfo; sleep 500; touch held; free; touch freed; sleep 3000' > out`)
 	held, freed := filepath.Join(fr.work, "held"), filepath.Join(fr.work, "freed")
 	least := func() (float64, bool) {
 		return value(scrape(t, fr.metrics), "forensic_least_free_bytes", "gpu=0", "view=framebuffer")

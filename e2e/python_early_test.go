@@ -2,6 +2,7 @@ package e2e
 
 import (
 	"context"
+	"debug/buildinfo"
 	"debug/elf"
 	"fmt"
 	"os"
@@ -75,7 +76,7 @@ func checkEarlyFrames(t *testing.T, python, build string) {
 	runs := earlyRuns(t)
 	m := marks(t, ctypesEarly)
 	want := []string{fmt.Sprint("alloc:", m["alloc"]), fmt.Sprint("main:", m["main"]), fmt.Sprint("<module>:", m["module"])}
-	var missed []string
+	var missed, unsaid []string // runs without their frames; those whose stack does not say why
 	var after []time.Duration
 	for i := range runs {
 		w := newWorld(t)
@@ -99,6 +100,9 @@ func checkEarlyFrames(t *testing.T, python, build string) {
 		}
 		if ff.Stack.Python != "ok" || !slices.Equal(got, want) {
 			missed = append(missed, fmt.Sprintf("run %d: python %q, frames %q, note %q", i, ff.Stack.Python, got, ff.Stack.Note))
+			if ff.Stack.Python == "" || ff.Stack.Python == "ok" {
+				unsaid = append(unsaid, missed[len(missed)-1])
+			}
 		}
 		for _, p := range rep.Processes {
 			if p.PID == ff.PID {
@@ -110,9 +114,36 @@ func checkEarlyFrames(t *testing.T, python, build string) {
 	if len(after) > 0 {
 		t.Logf("%s: %d runs; failure after the process's start: median %v, max %v", python, runs, after[len(after)/2], after[len(after)-1])
 	}
-	if len(missed) > 0 {
-		t.Errorf("%d of %d runs lost their Python frames:\n%s", len(missed), runs, missed)
+	if len(missed) == 0 {
+		return
 	}
+	// A -race build of the recorder runs several times slower: a process
+	// that exits right after an early failure can be gone before its
+	// frames are read. That is a question of speed, which the plain build
+	// answers; what every build owes is to say so in the stack.
+	if raceBuild(t) {
+		for _, m := range unsaid {
+			t.Errorf("a run lost its Python frames without saying why: %s", m)
+		}
+		t.Logf("race build: %d of %d runs said why their Python frames are missing:\n%s", len(missed), runs, missed)
+		return
+	}
+	t.Errorf("%d of %d runs lost their Python frames:\n%s", len(missed), runs, missed)
+}
+
+// raceBuild reports whether the binary under test was built with -race.
+func raceBuild(t *testing.T) bool {
+	t.Helper()
+	bi, err := buildinfo.ReadFile(binPath)
+	if err != nil {
+		t.Fatalf("build info of %s: %v", binPath, err)
+	}
+	for _, s := range bi.Settings {
+		if s.Key == "-race" {
+			return s.Value == "true"
+		}
+	}
+	return false
 }
 
 // Debian's python3 (3.11, the interpreter in the executable) fails its
