@@ -96,7 +96,7 @@ fuzz-smoke:
 
 # Unit tests only (no root needed).
 test-unit:
-	$(GO) test ./cuda ./store ./analyze ./report ./render/... ./fleet ./flight ./metrics ./parquetexport ./unwind ./recorder/...
+	$(GO) test $$($(GO) list ./... | grep -v -e /e2e -e /bench/ -e /bpf -e /deploy)
 
 demo:
 	scripts/deps.sh build

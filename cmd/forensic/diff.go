@@ -38,7 +38,8 @@ run has comes first (docs/diff.md).
 
 Runs are files, directories of them or flight recordings' directories. The
 failing run is the last one given; when it has no failed call, the one run
-that has one (several failing runs, none of them last, or none failing, are
+that has one, else the one whose verdict is missing evidence (several
+failing runs, none of them last, or none failing or missing evidence, are
 refused). --json writes the documented contract; -o FILE writes an HTML
 page (with --json, the JSON).`,
 		Annotations: map[string]string{"exit": diffExit},

@@ -48,7 +48,7 @@ func (f *flightFlags) add(fs *pflag.FlagSet) {
 	fs.Var(sizeFlag{v: &f.maxSize, check: maxSizeCheck}, "max-size", "flight mode: the disk all segments take together, at most (snapshots are extra: the newest four, each up to a segment's size)")
 	fs.Var(durationFlag{v: &f.keepBefore, zeroOK: true}, "keep-before", "flight mode: how much before each failure is kept")
 	fs.Var(durationFlag{v: &f.keepAfter, zeroOK: true}, "keep-after", "flight mode: how much after each failure is kept")
-	fs.IntVar(&f.keepPrevious, "keep-previous", 0, "flight mode: keep a recording found in the directory as DIR/previous instead of refusing, and at most `N` earlier ones (--keep-previous alone: 3; give a count as --keep-previous=N)")
+	fs.IntVar(&f.keepPrevious, "keep-previous", 0, "flight mode: move a recording found in the directory to DIR/previous (older ones to previous.2, ...) instead of refusing, keeping at most `N` in all (--keep-previous alone: 3; give a count as --keep-previous=N)")
 	fs.Lookup("keep-previous").NoOptDefVal = strconv.Itoa(defaultKeepPrevious)
 	fs.StringVar(&f.metricsAddr, "metrics-addr", "", "serve Prometheus metrics and /healthz on this `ADDRESS` (for example :9401)")
 	fs.Var(durationFlag{v: &f.segmentAge, min: 100 * time.Millisecond}, "segment-age", "flight mode: close a segment this old")

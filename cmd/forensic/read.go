@@ -461,7 +461,7 @@ The words of LABEL are joined with spaces.`,
 			return nil
 		}),
 	}
-	cmd.Flags().StringVar(&runPath, "run", "", "the run.db `FILE` being recorded (default: the only live recording)")
+	cmd.Flags().StringVar(&runPath, "run", "", "the run.db `FILE` (or flight directory) being recorded (default: the only live recording)")
 	return cmd
 }
 
