@@ -25,6 +25,9 @@ const (
 func Problems(text string, rep *report.Report, width int) []string {
 	var out []string
 	for _, s := range Sentences(text, width) {
+		if strings.HasPrefix(s, "$ ") {
+			continue // a command line, quoted as it ran
+		}
 		if n := len(strings.Fields(s)); n > MaxWords {
 			out = append(out, fmt.Sprintf("a sentence of %d words: %q", n, s))
 		}
@@ -70,6 +73,7 @@ func firstScreen(text string, rep *report.Report) []string {
 // into sentences. A line continues the one before when the renderer
 // wrapped it: its first word would not have fitted on that line. Any
 // other line break ends a sentence, as does a full stop before a space.
+// A line that begins with "$ " (a command line) never continues another.
 func Sentences(text string, width int) []string {
 	var out []string
 	cur := ""
@@ -102,7 +106,7 @@ func Sentences(text string, width int) []string {
 // continuation is (deeper, or as deep without a label's wide gap).
 func wrapped(prev, line string, width int) bool {
 	body := strings.TrimSpace(line)
-	if strings.TrimSpace(prev) == "" || body == "" {
+	if strings.TrimSpace(prev) == "" || body == "" || strings.HasPrefix(body, "$ ") {
 		return false
 	}
 	first, _, _ := strings.Cut(body, " ")

@@ -17,6 +17,8 @@ func TestSentences(t *testing.T) {
 		{"wrapped prose", "  one two three four five six\n  seven. Eight nine.", []string{"one two three four five six seven.", "Eight nine."}},
 		{"table rows", "  a: 1\n  b: 2", []string{"a: 1", "b: 2"}},
 		{"a decimal is no stop", "  free 1.50 GiB. Next", []string{"free 1.50 GiB.", "Next"}},
+		{"a command line starts anew", "  pid 7 (parent 1): exit 1, 5 calls\n      $ /a/long/path/to/simwork\n        init\n      CUDA device 0 is GPU 0",
+			[]string{"pid 7 (parent 1): exit 1, 5 calls", "$ /a/long/path/to/simwork init", "CUDA device 0 is GPU 0"}},
 	} {
 		got := Sentences(tt.text, 30)
 		if strings.Join(got, "|") != strings.Join(tt.want, "|") {
@@ -42,6 +44,7 @@ func TestProblems(t *testing.T) {
 	}{
 		{"short and up front", good, ""},
 		{"a long sentence", long, "a sentence of 40 words"},
+		{"a long command line is no sentence", good + "      $ " + strings.Repeat("arg ", 40) + "\n", ""},
 		{"numbers below the first screen", late, "lack the failed call"},
 	} {
 		got := strings.Join(Problems(tt.text, rep, 80), "\n")

@@ -351,7 +351,9 @@ func (t *writer) processes(rep *report.Report) {
 		}
 		t.wrap("  ", fmt.Sprintf("pid %d (parent %d): %s, %s, %d failed%s", p.PID, p.PPID, exit,
 			report.Plural(int(p.Calls), "call"), p.Failed, late))
-		t.wrap("      ", report.ClipMiddle(p.CommandLine(), 2*(t.o.Width-8)))
+		// "$ " marks the command line as a command, not prose; its wrapped
+		// lines hang deeper than the device lines that follow it.
+		t.wrap("      $ ", report.ClipMiddle(p.CommandLine(), 2*(t.o.Width-10)))
 		for _, d := range p.Devices {
 			g := "unknown"
 			if d.GPU != nil {
