@@ -219,6 +219,9 @@ func (t *headTrack) advance(start, end int64) bool {
 // free), so the interval after it starts raised by those calls.
 func (t *headTrack) pass() {
 	n := &headSeen{headSample: t.samples[t.next], seen: t.traced - t.overlapUp, overlap: t.nextOverlap}
+	if n.overlap && t.overlapUp > 0 && t.readIncluded(n) {
+		n.seen, n.overlap, t.overlapUp = t.traced, false, 0
+	}
 	t.next++
 	t.endInterval(n)
 	// The reading's level is the call's that took usage to the interval's
@@ -236,6 +239,20 @@ func (t *headTrack) pass() {
 		t.iv.raised, t.iv.at, t.iv.call = true, t.overlapCall.e.End, t.overlapCall
 	}
 	t.nextOverlap, t.overlapUp, t.overlapCall = false, 0, headCall{}
+}
+
+// readIncluded reports whether sample n, whose query the traced calls
+// that took overlapUp overlapped, read what they took: with it, the
+// reading agrees with the sample before to the byte, and without it, it
+// does not. On a busy machine a sample often straddles a large
+// allocation; assuming it missed one it saw would put the allocation in
+// twice and take free below zero.
+func (t *headTrack) readIncluded(n *headSeen) bool {
+	if t.prev == nil {
+		return false
+	}
+	before := int64(t.prev.free) + t.prev.seen
+	return int64(n.free)+t.traced == before && int64(n.free)+t.traced-t.overlapUp != before
 }
 
 // endInterval puts the interval that ends at sample n (nil: the end of

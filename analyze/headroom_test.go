@@ -127,6 +127,26 @@ func TestHeadroomLeastFreeBetweenSamples(t *testing.T) {
 			wantFree: gib, wantExact: false, wantSrc: "sample and traced calls", wantAt: base + 500,
 			wantCall: "cuMemAlloc_v2", wantNote: "overlapped",
 		},
+		{
+			// The middle sample's query straddles the allocation and reads
+			// it: only with it does the reading agree with the one before.
+			name: "a sample that overlapped a call and read it is exact",
+			events: []store.Event{alloc(allocSym, base+100*ms+500, 14*gib, 0xa000),
+				free(freeSym, base+150*ms, 0xa000)},
+			samples:  []store.Sample{fbSample(base, gib), fbSample(base+100*ms, 15*gib), fbSample(base+200*ms, gib)},
+			wantFree: gib, wantExact: true, wantSrc: "sample and traced calls", wantAt: base + 100*ms + 500,
+			wantCall: "cuMemAlloc_v2",
+		},
+		{
+			// A neighbour's 1 GiB makes neither reading agree: the bound
+			// stays on the side that leaves least free.
+			name: "a sample that overlapped a call and agrees with neither reading stays a bound",
+			events: []store.Event{alloc(allocSym, base+100*ms+500, 12*gib, 0xa000),
+				free(freeSym, base+150*ms, 0xa000)},
+			samples:  []store.Sample{fbSample(base, gib), fbSample(base+100*ms, 14*gib), fbSample(base+200*ms, gib)},
+			wantFree: 0, wantExact: false, wantSrc: "sample and traced calls", wantAt: base + 100*ms + 500,
+			wantCall: "cuMemAlloc_v2", wantNote: "overlapped",
+		},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {

@@ -95,6 +95,26 @@ func TestHeadroomNearMissMatchesTheGPUsOwnAccounting(t *testing.T) {
 	}
 }
 
+// TestHeadroomSampleStraddlingAnAllocation: on a busy host an NVML query
+// takes long enough that a large allocation lands inside it, and the
+// reading includes it. The least free is still the GPU's own, exact, not
+// a bound that counts the allocation twice.
+func TestHeadroomSampleStraddlingAnAllocation(t *testing.T) {
+	w := newWorld(t, "SIMGPU_NVML_DELAY_MS=300")
+	// Queries of 300 ms, 10 ms apart: the allocation almost surely lands
+	// in one.
+	res := w.record([]string{"--interval", "10ms"}, simwork,
+		"init; use 0; sleep 500; alloc 14G; meminfo; sleep 700; free; sleep 700")
+	if res.code != 0 {
+		t.Fatalf("record exited %d: %s", res.code, res.stderr)
+	}
+	simFree, _ := meminfoFree(t, res.stdout)
+	rep, _ := analyzeJSON(t, res.db)
+	if h := framebufferHeadroom(t, rep); h.LeastFree != simFree || !h.Exact {
+		t.Errorf("least free %d (exact %v, %s), want the simulated GPU's own %d, exact", h.LeastFree, h.Exact, h.Note, simFree)
+	}
+}
+
 // TestHeadroomNearMissThreshold: --near-miss sets the threshold; a run
 // above it is no near miss, and a threshold outside (0, 100) is refused
 // with one line.
