@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"syscall"
 )
 
 // ErrNoRoom: the filesystem filled and nothing is left to delete but the
@@ -65,10 +66,15 @@ func (d *Dir) Pressure(pr Progress, need, free, keep int64) (Relief, error) {
 	if rl.Plan = d.idx.Plan(l.Bytes + need); len(rl.Plan.Drop) > 0 {
 		return rl, d.commit(d.idx.Apply(rl.Plan))
 	}
-	if err := d.commit(nil); err != nil { // the bound and the count on record
+	noRoom := fmt.Errorf("%s: %w (%d bytes free, %d kept free)", d.path, ErrNoRoom, free, keep)
+	// The bound and the count on record. On a filesystem this full the
+	// index itself may not fit: that is the same answer, not another.
+	if err := d.commit(nil); errors.Is(err, syscall.ENOSPC) {
+		return rl, fmt.Errorf("%w; the index kept its last version", noRoom)
+	} else if err != nil {
 		return rl, err
 	}
-	return rl, fmt.Errorf("%s: %w (%d bytes free, %d kept free)", d.path, ErrNoRoom, free, keep)
+	return rl, noRoom
 }
 
 // dropSnapshots deletes every snapshot and says how many there were.
