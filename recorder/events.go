@@ -218,12 +218,15 @@ func (h *handler) event(c *bpf.Call, sym *cuda.Symbol) store.Event {
 // for a CPython interpreter among them; a process already gone keeps what
 // it had.
 func (h *handler) readMaps(p *procState, pid uint32) []store.Mapping {
-	maps := readMappings(h.proc, pid, h.ids)
+	// The root first: a process that exits while its mappings are read
+	// leaves paths through it that still open.
+	p.openRoot(h.proc, pid)
+	via := p.opener(h.proc, pid)
+	maps := readMappings(h.proc, pid, h.ids, via.held)
 	if maps != nil {
-		p.openRoot(h.proc, pid)
 		p.rec.Maps = mergeMaps(p.rec.Maps, maps)
 		p.dirty = true
-		h.files.addMaps(maps, "seen")
+		h.files.addMaps(maps, "seen", via)
 		h.py.locate(p, pid, h.proc)
 	}
 	return maps
@@ -252,7 +255,7 @@ func (h *handler) stack(e *store.Event, p *procState) ([]store.Frame, []store.Fi
 			return nil // read for this very call
 		}
 		p.mapsAt = e.End
-		ms := readMappings(h.proc, e.PID, h.ids)
+		ms := readMappings(h.proc, e.PID, h.ids, p.heldRoot())
 		if ms != nil {
 			p.rec.Maps, p.dirty = ms, true
 		}

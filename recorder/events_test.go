@@ -196,7 +196,7 @@ func TestFileIndexResolves(t *testing.T) {
 	x := newFileIndex(newBuildIDCache())
 	loaderReads := 0
 	x.loader = func() []string { loaderReads++; return nil }
-	x.addMaps([]store.Mapping{{Path: "/app/train", BuildID: "aa"}}, "seen")
+	x.addMaps([]store.Mapping{{Path: "/app/train", BuildID: "aa"}}, "seen", rootOpener{})
 	frames := []store.Frame{{BuildID: "aa"}, {BuildID: "bb"}, {BuildID: "cc"}, {IP: 7}, {BuildID: "aa"}}
 	maps := func() []store.Mapping {
 		return []store.Mapping{{Path: "/usr/lib/libfoo.so", Host: "/proc/9/root/usr/lib/libfoo.so", BuildID: "bb"}}

@@ -55,12 +55,12 @@ func newFileIndex(ids *buildIDCache) *fileIndex {
 }
 
 // pin holds open a file reached only through its process's root (see
-// pinned), checked by build id. Called with mu held.
-func (x *fileIndex) pin(m store.Mapping) {
+// pinned), opened through via, checked by build id. Called with mu held.
+func (x *fileIndex) pin(m store.Mapping, via rootOpener) {
 	if m.BuildID == "" || !strings.HasPrefix(m.Host, "/proc/") || x.pinned[m.BuildID] != nil {
 		return
 	}
-	f, err := os.Open(m.Host)
+	f, err := os.Open(via.open(m.Host))
 	if err != nil {
 		return
 	}
@@ -105,14 +105,15 @@ func fdPath(f *os.File) string {
 	return "/proc/self/fd/" + strconv.Itoa(int(f.Fd()))
 }
 
-// addMaps learns the files of a process's mappings.
-func (x *fileIndex) addMaps(maps []store.Mapping, source string) {
+// addMaps learns the files of a process's mappings; via opens its
+// files through its root held open, if any.
+func (x *fileIndex) addMaps(maps []store.Mapping, source string, via rootOpener) {
 	x.mu.Lock()
 	defer x.mu.Unlock()
 	for _, m := range maps {
 		f := store.File{BuildID: m.BuildID, Path: m.Path, Open: m.Host, Source: source}
 		x.learn(f)
-		x.pin(m)
+		x.pin(m, via)
 		if m.Inode != 0 {
 			x.byKey[fileKey{m.Dev, m.Inode}] = f
 		}

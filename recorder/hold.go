@@ -188,7 +188,7 @@ func (h *holder) attachHeld(hd *bpf.Hold) (store.Library, bool, error) {
 	if !found {
 		return store.Library{}, false, errors.New("its mapping is gone (the process exited or unmapped it)")
 	}
-	h.files.addMaps(readMappings(h.proc, pid, h.ids), "seen")
+	h.files.addMaps(readMappings(h.proc, pid, h.ids, ""), "seen", rootOpener{})
 	lf, err := openMapped(h.proc, pid, line)
 	if err != nil {
 		return store.Library{}, false, err

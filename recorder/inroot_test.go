@@ -57,3 +57,47 @@ func TestInRootFindsLateLibraryByNameAndInode(t *testing.T) {
 		t.Error("found without a held root")
 	}
 }
+
+// A process in another root that exits while its mappings are read: its
+// /proc/PID/root no longer opens, the root held open does. The mapping
+// keeps the /proc/PID/root path (what run.db stores) and has the file's
+// build id read through the held root; without a held root it has none,
+// and never the build id of the file of the same path on this machine.
+func TestMappingsOfAnExitedProcessReadThroughTheHeldRoot(t *testing.T) {
+	lib, err := filepath.EvalSymlinks("/proc/self/exe")
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := newBuildIDCache().get(lib)
+	if want == "" {
+		t.Skip("the test binary has no GNU build id")
+	}
+	const shown = "/opt/only-in-the-container/libx.so"
+	root := t.TempDir() // the process's root, held open
+	os.MkdirAll(filepath.Join(root, filepath.Dir(shown)), 0o755)
+	data, err := os.ReadFile(lib)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(root, shown), data, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	proc := t.TempDir() // its /proc/7: maps readable, root gone
+	os.MkdirAll(filepath.Join(proc, "7"), 0o755)
+	line := "7f0000000000-7f0000100000 r-xp 00000000 08:01 1234 " + shown + "\n"
+	if err := os.WriteFile(filepath.Join(proc, "7", "maps"), []byte(line), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range []struct {
+		name, held, id string
+	}{{"held root", root, want}, {"no held root", "", ""}} {
+		maps := readMappings(proc, 7, newBuildIDCache(), c.held)
+		if len(maps) != 1 {
+			t.Fatalf("%s: mappings %+v, want one", c.name, maps)
+		}
+		m := maps[0]
+		if m.Path != shown || m.Host != filepath.Join(proc, "7", "root", shown) || m.BuildID != c.id {
+			t.Errorf("%s: path %q host %q build id %q, want %q, its /proc/7/root path, %q", c.name, m.Path, m.Host, m.BuildID, shown, c.id)
+		}
+	}
+}

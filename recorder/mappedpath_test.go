@@ -18,7 +18,7 @@ func TestMappedPathIsThePathTheProcessUsed(t *testing.T) {
 		{"another mount namespace", "/", "/usr/bin/python3.13", "/usr/bin/python3.13", "/proc/7/root/usr/bin/python3.13"},
 		{"root unreadable", "", "/usr/bin/python3", "/usr/bin/python3", "/proc/7/root/usr/bin/python3"},
 	} {
-		seen, host := mappedPath("/proc/7", c.root, c.shown)
+		seen, host := mappedPath("/proc/7/root", c.root, c.shown)
 		if seen != c.seen || host != c.host {
 			t.Errorf("%s: (%q, %q), want (%q, %q)", c.name, seen, host, c.seen, c.host)
 		}

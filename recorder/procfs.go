@@ -2,6 +2,7 @@ package recorder
 
 import (
 	"bytes"
+	"cmp"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -151,9 +152,13 @@ func (c *buildIDCache) get(path string) string {
 const maxCached = 16384
 
 // readMappings lists the executable file mappings of a process, for
-// symbolizing its stacks later (paths through /proc/PID/root, build ids).
-func readMappings(procRoot string, pid uint32, ids *buildIDCache) []store.Mapping {
+// symbolizing its stacks later (paths through its root, build ids). held
+// is a path of the process's root directory held open (procState.root),
+// "" for none: paths through it, unlike /proc/PID/root, still open when
+// the process exits while they are being read.
+func readMappings(procRoot string, pid uint32, ids *buildIDCache, held string) []store.Mapping {
 	dir := filepath.Join(procRoot, strconv.FormatUint(uint64(pid), 10))
+	via := rootOpener{proc: filepath.Join(dir, "root"), held: held}
 	data, err := os.ReadFile(filepath.Join(dir, "maps"))
 	if err != nil {
 		return nil
@@ -170,9 +175,12 @@ func readMappings(procRoot string, pid uint32, ids *buildIDCache) []store.Mappin
 			continue
 		}
 		off, _ := strconv.ParseUint(f[2], 16, 64)
-		seen, host := mappedPath(dir, root, ml.Path)
+		seen, host := mappedPath(via.proc, root, ml.Path)
+		if hostPathFor(seen, via.open(host)) == "" {
+			host = ""
+		}
 		out = append(out, store.Mapping{Start: ml.Start, End: ml.End, Offset: off, Path: seen,
-			Host: hostPathFor(seen, host), BuildID: ids.get(host), Dev: ml.Key.Dev, Inode: ml.Key.Ino})
+			Host: host, BuildID: ids.get(via.open(cmp.Or(host, seen))), Dev: ml.Key.Dev, Inode: ml.Key.Ino})
 	}
 	return out
 }
@@ -185,14 +193,15 @@ func readMappings(procRoot string, pid uint32, ids *buildIDCache) []store.Mappin
 // under that directory, a path the process itself never used, and that
 // host path stays readable after the process exits. A process in another
 // mount namespace (pivot_root, as container runtimes do) has paths
-// relative to its own root, reached through /proc/PID/root while it lives.
-func mappedPath(dir, root, shown string) (seen, host string) {
+// relative to its own root, reached through rootDir (/proc/PID/root while
+// it lives, or the root held open).
+func mappedPath(rootDir, root, shown string) (seen, host string) {
 	if root != "" && root != "/" && filepath.IsAbs(root) {
 		if rel, ok := strings.CutPrefix(shown, root); ok && strings.HasPrefix(rel, "/") {
 			return rel, shown
 		}
 	}
-	return shown, filepath.Join(dir, "root", shown)
+	return shown, filepath.Join(rootDir, shown)
 }
 
 // hostPathFor keeps the /proc/PID/root path only when it differs from the
@@ -278,6 +287,38 @@ func readPPID(procRoot string, pid uint32) (ppid uint32, ok bool) {
 		}
 	}
 	return ppid, true
+}
+
+// rootOpener turns a path through a process's /proc/PID/root (proc), the
+// form run.db keeps, into one through its root directory held open
+// (held), which still opens after the process exits. A path of the first
+// form stops opening then, and one of the second means nothing outside
+// the recorder, so only the first is stored.
+type rootOpener struct{ proc, held string }
+
+// open is the path that opens host now.
+func (r rootOpener) open(host string) string {
+	if r.held == "" || r.proc == "" {
+		return host
+	}
+	if rest, ok := strings.CutPrefix(host, r.proc); ok && strings.HasPrefix(rest, "/") {
+		return r.held + rest
+	}
+	return host
+}
+
+// opener is the process's rootOpener.
+func (p *procState) opener(procRoot string, pid uint32) rootOpener {
+	return rootOpener{proc: filepath.Join(procRoot, strconv.FormatUint(uint64(pid), 10), "root"), held: p.heldRoot()}
+}
+
+// heldRoot is a path of the process's root directory held open, "" when
+// none is.
+func (p *procState) heldRoot() string {
+	if p.root == nil {
+		return ""
+	}
+	return fdPath(p.root)
 }
 
 // openRoot holds open a process's root directory when it is not the

@@ -156,6 +156,7 @@ func (h *handler) captureMaps(p *procState, v *bpf.VMAs, cur []store.Mapping) []
 		return append([]store.Mapping(nil), p.rec.Maps...)
 	}
 	out := make([]store.Mapping, 0, len(v.List))
+	via := p.opener(h.proc, v.Pid)
 	for _, a := range v.List {
 		m := store.Mapping{Start: a.Start, End: a.End, Offset: a.Offset, Dev: a.Dev, Inode: a.Ino}
 		if k, ok := sameMapping(a, cur, p.rec.Maps); ok {
@@ -163,13 +164,13 @@ func (h *handler) captureMaps(p *procState, v *bpf.VMAs, cur []store.Mapping) []
 		} else if f, ok := h.files.byDevIno(fileKey{a.Dev, a.Ino}, a.Name, libraryDirs(p)); ok {
 			m.Path, m.Host, m.BuildID = f.Path, f.Open, f.BuildID
 		} else if seen, host, ok := p.inRoot(fileKey{a.Dev, a.Ino}, a.Name); ok {
-			m.Path, m.Host, m.BuildID = seen, host, h.ids.get(host)
-			h.files.addMaps([]store.Mapping{m}, "root")
+			m.Path, m.Host, m.BuildID = seen, filepath.Join(via.proc, seen), h.ids.get(host)
+			h.files.addMaps([]store.Mapping{m}, "root", via)
 		} else {
 			m.Name = a.Name
 		}
 		if m.Path != "" && m.BuildID == "" {
-			m.Host, m.BuildID = h.readable(m.Path, m.Host)
+			m.Host, m.BuildID = h.readable(m.Path, m.Host, via)
 		}
 		out = append(out, m)
 	}
@@ -178,10 +179,12 @@ func (h *handler) captureMaps(p *procState, v *bpf.VMAs, cur []store.Mapping) []
 
 // readable returns the host path of a file that can still be read (none
 // when its own path reads it: a /proc/PID/root path dies with its
-// process) and its build id.
-func (h *handler) readable(path, host string) (string, string) {
+// process) and its build id. The file of a process whose root is held
+// (another root) is read through that root or not at all: the same path
+// on this machine is another file.
+func (h *handler) readable(path, host string, via rootOpener) (string, string) {
 	if host != "" {
-		if id := h.ids.get(host); id != "" {
+		if id := h.ids.get(via.open(host)); id != "" || via.held != "" {
 			return host, id
 		}
 	}

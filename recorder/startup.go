@@ -177,7 +177,7 @@ func (s *Session) attachScanned(scan map[uint32][]mapLine) {
 				s.cfg.Log.Warn(err.Error())
 				continue
 			}
-			s.files.addMaps(readMappings("/proc", pid, s.ids), "seen")
+			s.files.addMaps(readMappings("/proc", pid, s.ids, ""), "seen", rootOpener{})
 			if lib, isNew := s.att.attach(lf); isNew {
 				lib.MappedBy = pid
 				s.q.addLibrary(lib)
