@@ -2,13 +2,13 @@ package analyze
 
 import (
 	"fmt"
-	"regexp"
 	"slices"
 	"sort"
 	"strconv"
 	"strings"
 
 	"github.com/retrivium/forensic/cuda"
+	"github.com/retrivium/forensic/internal/cgroup"
 	"github.com/retrivium/forensic/jobenv"
 	"github.com/retrivium/forensic/report"
 	"github.com/retrivium/forensic/store"
@@ -62,16 +62,11 @@ func (e *NoJobError) Error() string {
 	return fmt.Sprintf("%s matches no job of this recording (%s)", e.Selector, known)
 }
 
-// containerID matches the container id a runtime puts in a cgroup path
-// (docker-<id>.scope, cri-containerd-<id>.scope, crio-<id>, libpod-<id>,
-// or a bare /docker/<id>).
-var containerID = regexp.MustCompile(`(^|[/-])[0-9a-f]{64}(\.scope)?$`)
-
 // containerCgroup reports whether a cgroup path is a container's: one
 // cgroup per container, so its processes are one job. A login session's
 // or a service's cgroup holds unrelated processes and names no job.
 func containerCgroup(path string) bool {
-	return containerID.MatchString(path)
+	return cgroup.ContainerID(path) != ""
 }
 
 // jobLabel is how one process names its job by itself (its pod, job

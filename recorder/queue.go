@@ -177,6 +177,34 @@ func (q *queue) addHold(d int64) {
 func (q *queue) addProcesses(ps []store.Process) {
 	q.mu.Lock()
 	q.pending.Processes = append(q.pending.Processes, ps...)
+	for i := range ps {
+		q.seg.recorded[ps[i].PID] = true
+	}
+	q.mu.Unlock()
+}
+
+// unnamed returns the pids a round's per-process readings list that no
+// process record of this segment has and that were not named in it yet,
+// and notes them as named: each neighbour is read from /proc once.
+func (q *queue) unnamed(round []store.Sample) []uint32 {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	var out []uint32
+	for i := range round {
+		for _, u := range round[i].Processes {
+			if !q.seg.recorded[u.PID] && !q.seg.looked[u.PID] {
+				q.seg.looked[u.PID] = true
+				out = append(out, u.PID)
+			}
+		}
+	}
+	return out
+}
+
+// addNeighbours queues the records of neighbours named from /proc.
+func (q *queue) addNeighbours(ns []store.Neighbour) {
+	q.mu.Lock()
+	q.pending.Neighbours = append(q.pending.Neighbours, ns...)
 	q.mu.Unlock()
 }
 

@@ -32,6 +32,22 @@ type sampling struct {
 	// onRound, when set, is told of every round read, kept or not (the
 	// metrics' memory gauges).
 	onRound func([]store.Sample)
+	// names, when set, names the processes a stored round lists that the
+	// recording does not follow.
+	names *neighbourNamer
+}
+
+// store queues a round kept, then names the neighbours it lists first
+// (after the queueing, and after any frozen process was let go: no call
+// waits for /proc).
+func (s *sampling) store(round []store.Sample) {
+	s.q.addSamples(round)
+	if s.names == nil || len(round) == 0 {
+		return
+	}
+	if ns := s.names.name(s.q.unnamed(round), now()); len(ns) > 0 {
+		s.q.addNeighbours(ns)
+	}
 }
 
 // first takes the run's first round, before the workload starts, so every
@@ -41,7 +57,7 @@ func (s *sampling) first() {
 		return
 	}
 	s.th.keep(true)
-	s.q.addSamples(s.take(-1, nil, "first"))
+	s.store(s.take(-1, nil, "first"))
 }
 
 // take reads a round and queues it, marked with why it is kept.
@@ -76,7 +92,7 @@ func (s *sampling) run(stop <-chan struct{}) {
 				s.triggered(req)
 			default:
 			}
-			s.q.addSamples(s.take(-1, nil, "last"))
+			s.store(s.take(-1, nil, "last"))
 			return
 		case <-t.C:
 			s.periodic()
@@ -98,7 +114,7 @@ func (s *sampling) periodic() {
 		for i := range round {
 			round[i].Kept = why
 		}
-		s.q.addSamples(round)
+		s.store(round)
 		s.held = nil
 		return
 	}
@@ -122,7 +138,7 @@ drain:
 		for i := range s.held {
 			s.held[i].Kept = "before-failure"
 		}
-		s.q.addSamples(s.held)
+		s.store(s.held)
 		s.q.thinned(-len(s.held))
 		s.held = nil
 	}
@@ -137,7 +153,7 @@ drain:
 			}
 		}
 	}
-	s.q.addSamples(round)
+	s.store(round)
 	if len(round) > 0 {
 		delays := make([]int64, len(trs))
 		for i, tr := range trs {

@@ -27,11 +27,15 @@ type segmentState struct {
 	// the build ids whose file is in this segment.
 	known map[string]store.File
 	inSeg map[string]bool
+	// recorded are the pids whose process records this segment holds;
+	// looked those NVML listed that were named as neighbours in it.
+	recorded, looked map[uint32]bool
 }
 
 func newSegmentState() segmentState {
 	return segmentState{stacks: map[int32]bool{}, stored: map[int32]bool{},
-		known: map[string]store.File{}, inSeg: map[string]bool{}}
+		known: map[string]store.File{}, inSeg: map[string]bool{},
+		recorded: map[uint32]bool{}, looked: map[uint32]bool{}}
 }
 
 // needsStack reports whether a stack stored in an earlier segment is not
@@ -74,6 +78,10 @@ func (g *segmentState) begin(b *store.Batch) {
 	g.epoch++
 	clear(g.stacks)
 	clear(g.inSeg)
+	// The event reader publishes the live processes again, and a
+	// neighbour still listed is named again: each segment stands alone.
+	clear(g.recorded)
+	clear(g.looked)
 	b.Inventory = g.inventory
 	b.Libraries = append(b.Libraries, g.libraries...)
 }

@@ -63,6 +63,9 @@
 //	            JSON PyCode: a code object as a capture copied it (likewise)
 //	stackrefs   uint64 BE sequence -> a chunk of StackRefs (binary, stacks.go):
 //	            calls at a call site captured before, each naming the capture
+//	neighbours  uint32 BE pid + uint64 BE time read -> JSON Neighbour
+//	            (neighbours.go): a process NVML listed that the recording
+//	            does not follow, named from /proc (absent in older files)
 //
 // The stack buckets exist only in files written since they were recorded;
 // a reader finds no stacks in older files. A schema-2 file has raw

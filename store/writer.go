@@ -188,6 +188,9 @@ type Batch struct {
 	StackRefs []StackRef
 	// Named stacks (named.go): captures unwound and named by the recorder.
 	Named []NamedStack
+	// Neighbours (neighbours.go): processes NVML listed that the
+	// recording does not follow, named from /proc.
+	Neighbours []Neighbour
 	// Counts, when set, are the recorder's counters as of this batch,
 	// stored with it (meta/committed, flight.go).
 	Counts *Stats
@@ -197,7 +200,7 @@ type Batch struct {
 func (b *Batch) Len() int {
 	n := len(b.Events) + len(b.Samples) + len(b.Processes) + len(b.Stacks) + len(b.Kmsg) +
 		len(b.Markers) + len(b.Drops) + len(b.Libraries) + len(b.Files) +
-		len(b.Captures) + len(b.PyStacks) + len(b.PyCodes) + len(b.StackRefs) + len(b.Named)
+		len(b.Captures) + len(b.PyStacks) + len(b.PyCodes) + len(b.StackRefs) + len(b.Named) + len(b.Neighbours)
 	if b.Inventory != nil {
 		n++
 	}
@@ -221,6 +224,7 @@ func (b *Batch) Reset() {
 	b.PyCodes = b.PyCodes[:0]
 	b.StackRefs = b.StackRefs[:0]
 	b.Named = b.Named[:0]
+	b.Neighbours = b.Neighbours[:0]
 	b.Counts = nil
 }
 
@@ -330,6 +334,9 @@ func (w *Writer) Commit(b *Batch) error {
 			return err
 		}
 		if err := putNamed(tx, b.Named); err != nil {
+			return err
+		}
+		if err := putNeighbours(tx, b.Neighbours); err != nil {
 			return err
 		}
 		return putStacks(tx, b)

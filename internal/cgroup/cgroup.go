@@ -10,6 +10,7 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+	"regexp"
 	"slices"
 	"strconv"
 	"strings"
@@ -175,4 +176,18 @@ func Procs(dir string) ([]uint32, error) {
 		return nil
 	})
 	return pids, err
+}
+
+// containerID matches the container id a runtime puts at the end of a
+// cgroup path: docker-<id>.scope, cri-containerd-<id>.scope, crio-<id>,
+// libpod-<id>, or a bare /docker/<id>.
+var containerID = regexp.MustCompile(`(?:^|[/-])([0-9a-f]{64})(?:\.scope)?$`)
+
+// ContainerID is the container id a cgroup path names (64 hex digits), or
+// "" for a cgroup no container runtime made (a login session, a service).
+func ContainerID(path string) string {
+	if m := containerID.FindStringSubmatch(path); m != nil {
+		return m[1]
+	}
+	return ""
 }

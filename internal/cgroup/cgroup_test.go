@@ -131,3 +131,21 @@ func TestOpen(t *testing.T) {
 		})
 	}
 }
+
+func TestContainerIDNamesTheRuntimesContainer(t *testing.T) {
+	id := strings.Repeat("0123456789abcdef", 4)
+	for _, c := range []struct{ path, want string }{
+		{"/system.slice/docker-" + id + ".scope", id},
+		{"/kubepods.slice/kubepods-burstable.slice/kubepods-burstable-pod1_2.slice/cri-containerd-" + id + ".scope", id},
+		{"/kubepods/besteffort/pod12/" + id, id},
+		{"/machine.slice/libpod-" + id + ".scope", id},
+		{"/docker/" + id, id},
+		{"/user.slice/user-1000.slice/session-3.scope", ""},
+		{"/system.slice/docker-" + id[:63] + ".scope", ""},
+		{"", ""},
+	} {
+		if got := ContainerID(c.path); got != c.want {
+			t.Errorf("ContainerID(%q) = %q, want %q", c.path, got, c.want)
+		}
+	}
+}
