@@ -76,6 +76,10 @@ type state struct {
 	rep      *report.Report
 	syms     *symbols
 
+	// neighbours are the processes NVML listed that the recording did not
+	// follow, as the recorder named them.
+	neighbours []store.Neighbour
+
 	first       *failed // first failure
 	firstAny    *failed
 	unrecovered *failed // first unrecovered failure, when first recovered
@@ -190,6 +194,9 @@ func newState(r Source, opts Options) (*state, error) {
 		s.procs[procs[i].PID] = &procs[i]
 	}
 	s.procList = procs
+	if s.neighbours, err = r.Neighbours(); err != nil {
+		return nil, err
+	}
 	return s, nil
 }
 

@@ -2,6 +2,7 @@ package analyze
 
 import (
 	"sort"
+	"strconv"
 	"strings"
 
 	"github.com/retrivium/forensic/cuda"
@@ -92,6 +93,7 @@ func (s *state) processParts(j *judgement, ps *store.Sample) []report.BudgetPart
 		proc := s.processAt(pid, j.f.e.End)
 		if proc == nil {
 			p.Kind = "process-not-recorded"
+			s.nameNeighbour(&p, ps.End)
 			out = append(out, p)
 			continue
 		}
@@ -113,6 +115,59 @@ func (s *state) processParts(j *judgement, ps *store.Sample) []report.BudgetPart
 		out = append(out, t, rest)
 	}
 	return out
+}
+
+// nameNeighbour names a process not recorded as the recorder read it
+// from /proc: the reading before the sample's end t, else the first after
+// it (the recorder reads a neighbour just after the sample that first
+// lists it). A file written before neighbours were named has none.
+func (s *state) nameNeighbour(p *report.BudgetPart, t int64) {
+	var before, after *store.Neighbour
+	for i := range s.neighbours {
+		n := &s.neighbours[i]
+		switch {
+		case n.PID != *p.PID:
+		case n.Time <= t:
+			if before == nil || n.Time > before.Time {
+				before = n
+			}
+		case after == nil || n.Time < after.Time:
+			after = n
+		}
+	}
+	best := before
+	if best == nil {
+		best = after
+	}
+	switch {
+	case best == nil:
+		p.Source += "; not named: the recording has no reading of its /proc"
+		return
+	case best.Error != "":
+		p.Source += "; not named: " + best.Error
+		return
+	}
+	p.Command = strings.Join(best.Args, " ")
+	if best.ArgsCut {
+		p.Command += " ..."
+	}
+	if p.Command == "" {
+		p.Command = best.Comm
+	}
+	switch {
+	case best.User != "":
+		p.User = best.User
+	case best.UID != nil:
+		p.User = "uid " + strconv.FormatUint(uint64(*best.UID), 10)
+	}
+	p.Container = best.Container
+	if pod := best.Pod; pod != nil {
+		p.Pod = pod.UID
+		if pod.Name != "" {
+			p.Pod = strings.TrimPrefix(pod.Namespace+"/"+pod.Name, "/")
+		}
+	}
+	p.Source += "; named from /proc when a sample first listed it"
 }
 
 // tracedAtFailure is what a process held on a GPU's framebuffer from

@@ -2,6 +2,7 @@ package analyze
 
 import (
 	"bytes"
+	"strings"
 	"testing"
 
 	"github.com/retrivium/forensic/cuda"
@@ -118,5 +119,75 @@ func checkSchema(t *testing.T, rep *report.Report) {
 	}
 	if err := report.ValidateReportJSON(b.Bytes()); err != nil {
 		t.Errorf("the report does not follow the schema: %v", err)
+	}
+}
+
+func TestBudgetNamesAProcessNotRecordedAsTheRecorderReadIt(t *testing.T) {
+	const allocSym = 0
+	failAt := tClock + 150*ms
+	total, reserved, used := 16*gib, 512*mibB, 14*gib
+	free := total - reserved - used
+	trig := []store.Trigger{{PID: 7, TID: 7, End: failAt}}
+	fb := store.Sample{Round: 9, GPU: store.GPURef{Index: 0}, Kind: store.KindFramebuffer, Scope: store.ScopeDevice,
+		API: "nvmlDeviceGetMemoryInfo_v2", Struct: "nvmlMemory_v2_t", Status: store.Status{Name: "NVML_SUCCESS"},
+		Start: failAt + 1000, End: failAt + 2000, Total: &total, Reserved: &reserved, Used: &used, Free: &free, Triggers: trig}
+	ps := procSample(failAt+2000, "NVML_SUCCESS", map[uint32]uint64{7: 12 * gib, 99: 2 * gib})
+	ps.Round, ps.Triggers = 9, trig
+	events := []store.Event{alloc(allocSym, tClock+100*ms, 12*gib, 0xa0),
+		call(allocSym, failAt, 2, cuda.Fields{Has: cuda.FieldSize, Size: 4 * gib})}
+	uid := func(v uint32) *uint32 { return &v }
+	id := strings.Repeat("0123456789abcdef", 4)
+	after := ps.End + ms // read just after the sample that first listed it
+	cases := []struct {
+		name       string
+		neighbours []store.Neighbour
+		want       report.BudgetPart // Kind, PID, Bytes, Bound left out
+		source     string            // what the source ends with
+	}{
+		{"named by command line, user, container and pod",
+			[]store.Neighbour{{PID: 99, Time: after, Comm: "python3", Args: []string{"python3", "serve.py", "--port", "8000"},
+				UID: uid(1000), User: "alice", Container: id, Pod: &store.Pod{UID: "u-1", Namespace: "ml", Name: "serve-0"}}},
+			report.BudgetPart{Command: "python3 serve.py --port 8000", User: "alice", Container: id, Pod: "ml/serve-0"},
+			"; named from /proc when a sample first listed it"},
+		{"a user the passwd file did not list is its uid; a cut command line says so",
+			[]store.Neighbour{{PID: 99, Time: after, Comm: "train", Args: []string{"train", "--data"}, ArgsCut: true, UID: uid(4242)}},
+			report.BudgetPart{Command: "train --data ...", User: "uid 4242"},
+			"; named from /proc when a sample first listed it"},
+		{"the reading before the sample wins over a later one of a reused pid",
+			[]store.Neighbour{{PID: 99, Time: tClock, Args: []string{"first"}, UID: uid(0), User: "root"},
+				{PID: 99, Time: after + 500*ms, Args: []string{"reused"}, UID: uid(0), User: "root"}},
+			report.BudgetPart{Command: "first", User: "root"},
+			"; named from /proc when a sample first listed it"},
+		{"a process gone before the recorder looked is not named, and says why",
+			[]store.Neighbour{{PID: 99, Time: after, Comm: "gone", Error: "not readable in /proc (the process had exited)"}},
+			report.BudgetPart{}, "; not named: not readable in /proc (the process had exited)"},
+		{"a recording without readings (an older file) names nobody",
+			nil, report.BudgetPart{}, "; not named: the recording has no reading of its /proc"},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			rep := runSpec{symbols: []string{"cuMemAlloc_v2"}, events: events, samples: []store.Sample{fb, ps},
+				neighbours: tc.neighbours}.analyze(t, nil)
+			if len(rep.Budget) != 1 {
+				t.Fatalf("budgets %+v, want one", rep.Budget)
+			}
+			var got *report.BudgetPart
+			for i, p := range rep.Budget[0].Parts {
+				if p.Kind == "process-not-recorded" {
+					got = &rep.Budget[0].Parts[i]
+				}
+			}
+			if got == nil || got.PID == nil || *got.PID != 99 || got.Bytes != 2*gib {
+				t.Fatalf("parts %+v: want pid 99's 2 GiB not recorded", rep.Budget[0].Parts)
+			}
+			if got.Command != tc.want.Command || got.User != tc.want.User || got.Container != tc.want.Container || got.Pod != tc.want.Pod {
+				t.Errorf("named %q user %q container %q pod %q, want %q %q %q %q", got.Command, got.User, got.Container, got.Pod,
+					tc.want.Command, tc.want.User, tc.want.Container, tc.want.Pod)
+			}
+			if !strings.HasSuffix(got.Source, tc.source) {
+				t.Errorf("source %q, want it to end with %q", got.Source, tc.source)
+			}
+			checkSchema(t, rep)
+		})
 	}
 }

@@ -17,15 +17,16 @@ const ms = int64(time.Millisecond)
 // events, samples, processes (default: pid 7, the workload, whose CUDA
 // device 0 is GPU 0), libraries, and how the run ended.
 type runSpec struct {
-	symbols   []string
-	events    []store.Event
-	samples   []store.Sample
-	procs     []store.Process
-	libs      []store.Library
-	workload  *store.Exit   // the spawned workload's exit, in the stop record
-	abrupt    bool          // no stop record
-	drops     []store.Drops // periodic readings of the loss counters
-	stopAfter int64         // stop time after the clock start (default 1 s)
+	symbols    []string
+	events     []store.Event
+	samples    []store.Sample
+	procs      []store.Process
+	libs       []store.Library
+	neighbours []store.Neighbour // processes NVML listed that were not recorded
+	workload   *store.Exit       // the spawned workload's exit, in the stop record
+	abrupt     bool              // no stop record
+	drops      []store.Drops     // periodic readings of the loss counters
+	stopAfter  int64             // stop time after the clock start (default 1 s)
 }
 
 // write stores the spec as a run.db and returns its path.
@@ -45,7 +46,8 @@ func (sp runSpec) write(t *testing.T) string {
 			Devices: []store.DeviceMap{{Ordinal: 0, GPU: 0, Method: "uuid"}}}}
 	}
 	inv := store.Inventory{Init: store.Status{Code: 0, Name: "NVML_SUCCESS"}, Library: "libnvidia-ml.so.1"}
-	b := &store.Batch{Events: sp.events, Samples: sp.samples, Processes: procs, Libraries: sp.libs, Inventory: &inv, Drops: sp.drops}
+	b := &store.Batch{Events: sp.events, Samples: sp.samples, Processes: procs, Libraries: sp.libs, Inventory: &inv, Drops: sp.drops,
+		Neighbours: sp.neighbours}
 	if err := w.Commit(b); err != nil {
 		t.Fatal(err)
 	}

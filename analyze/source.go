@@ -13,6 +13,9 @@ type Source interface {
 	Stop() (*store.StopInfo, error)
 	Inventory() (*store.Inventory, error)
 	Processes() ([]store.Process, error)
+	// Neighbours are the processes NVML listed that the recording did not
+	// follow, named from /proc (none in files written before).
+	Neighbours() ([]store.Neighbour, error)
 	Libraries() ([]store.Library, error)
 	KernelLog() ([]store.KernelLog, error)
 	Markers() ([]store.Marker, error)

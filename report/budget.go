@@ -28,7 +28,14 @@ type BudgetPart struct {
 	Kind    string  `json:"kind"`
 	PID     *uint32 `json:"pid"`
 	Command string  `json:"command,omitempty"`
-	Bytes   uint64  `json:"bytes"`
+	// User, Container and Pod name a process not recorded further, as
+	// /proc showed it when a sample first listed it: its user (the name,
+	// else "uid N"), the container id its cgroup names, and its
+	// Kubernetes pod ("namespace/name", else the pod's uid).
+	User      string `json:"user,omitempty"`
+	Container string `json:"container,omitempty"`
+	Pod       string `json:"pod,omitempty"`
+	Bytes     uint64 `json:"bytes"`
 	// Bound is exact, at-most or at-least.
 	Bound  string `json:"bound"`
 	Source string `json:"source"`

@@ -234,3 +234,16 @@ func (s *Set) Drops() ([]Drops, error) {
 func (s *Set) Files() ([]File, error) {
 	return union(s, (*Reader).Files, func(f *File) string { return f.BuildID })
 }
+
+// neighbourKey identifies a neighbour's reading: a later segment names a
+// neighbour still listed again, at its own time.
+type neighbourKey struct {
+	pid uint32
+	t   int64
+}
+
+// Neighbours returns the processes NVML listed that the recording did not
+// follow, as each segment named them, in segment order.
+func (s *Set) Neighbours() ([]Neighbour, error) {
+	return union(s, (*Reader).Neighbours, func(n *Neighbour) neighbourKey { return neighbourKey{n.PID, n.Time} })
+}
