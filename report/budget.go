@@ -1,5 +1,7 @@
 package report
 
+import "strings"
+
 // Budget is where one GPU view's memory went at one moment: parts that
 // add up to the view's total, each with where its figure comes from and
 // how sure it is.
@@ -39,4 +41,21 @@ type BudgetPart struct {
 	// Bound is exact, at-most or at-least.
 	Bound  string `json:"bound"`
 	Source string `json:"source"`
+}
+
+// BudgetWho says whose a part not recorded is, in words: "user alice,
+// container 0123456789ab, pod ml/serve-0" (the container id's first 12
+// hex digits, as container tools show it), or "" when nothing is known.
+func BudgetWho(p BudgetPart) string {
+	var out []string
+	if p.User != "" {
+		out = append(out, "user "+p.User)
+	}
+	if c := p.Container; c != "" {
+		out = append(out, "container "+c[:min(len(c), 12)])
+	}
+	if p.Pod != "" {
+		out = append(out, "pod "+p.Pod)
+	}
+	return strings.Join(out, ", ")
 }

@@ -84,7 +84,10 @@ func newBudgets(rep *report.Report, c clock) []budgetView {
 			r := budgetRow{Kind: p.Kind, Who: p.Command, Bytes: report.HumanBytes(p.Bytes), BytesRaw: p.Bytes, Bound: p.Bound,
 				Source: p.Source, Percent: fmt.Sprintf("%.2f", 100*float64(p.Bytes)/float64(max(b.Total, 1)))}
 			if p.PID != nil {
-				r.Who = fmt.Sprintf("pid %d %s", *p.PID, p.Command)
+				r.Who = fmt.Sprintf("pid %d %s", *p.PID, report.ClipMiddle(p.Command, 160))
+			}
+			if who := report.BudgetWho(p); who != "" {
+				r.Who += " (" + who + ")"
 			}
 			v.Rows = append(v.Rows, r)
 		}

@@ -39,9 +39,17 @@ func (t *writer) budget(rep *report.Report) {
 			}
 			// A table line: its cells are short, so it fits 60 columns.
 			t.line("  %-34s %11s  %s", label, report.HumanBytes(p.Bytes), p.Bound)
-			if p.Command != "" && !named[*p.PID] {
+			if p.PID != nil && !named[*p.PID] && (p.Command != "" || report.BudgetWho(p) != "") {
 				named[*p.PID] = true
-				t.wrap("      ", p.Command)
+				// One line each: the command line clipped in its middle
+				// (the program and its last arguments say most), then
+				// whose it is, for a process the recording did not follow.
+				if p.Command != "" {
+					t.line("      $ %s", report.ClipMiddle(p.Command, t.o.Width-8))
+				}
+				if who := report.BudgetWho(p); who != "" {
+					t.wrap("      ", who)
+				}
 			}
 		}
 		if b.Note != "" {

@@ -108,3 +108,37 @@ func TestBudgetSectionNamesEachProcessOnce(t *testing.T) {
 		}
 	}
 }
+
+func TestBudgetNamesANeighbourByCommandLineAndUserInOneLineEach(t *testing.T) {
+	pid := uint32(31337)
+	id := strings.Repeat("0123456789abcdef", 4)
+	cmd := "python3 /srv/neighbour/serve.py --cache " + strings.Repeat("x", 200) + " --tail-arg"
+	size := uint64(4 << 30)
+	rep := report.Report{FirstFailure: &report.Failure{Symbol: "cuMemAlloc_v2", Size: &size}, NearMissPercent: 5,
+		Budget: []report.Budget{{GPU: 0, View: "framebuffer", Total: 16 << 30, Parts: []report.BudgetPart{
+			{Kind: "process-not-recorded", PID: &pid, Command: cmd, User: "alice", Container: id, Pod: "ml/serve-0",
+				Bytes: 2 << 30, Bound: "exact"},
+			{Kind: "free", Bytes: 14 << 30, Bound: "exact"}}}}}
+	var b bytes.Buffer
+	if err := Write(&b, &rep, Options{Width: 80}); err != nil {
+		t.Fatal(err)
+	}
+	out := b.String()
+	var cmdLine string
+	for _, line := range strings.Split(out, "\n") {
+		if utf8.RuneCountInString(line) > 80 {
+			t.Errorf("line over 80 columns: %q", line)
+		}
+		if strings.HasPrefix(line, "      $ ") {
+			cmdLine = line
+		}
+	}
+	if !strings.HasPrefix(cmdLine, "      $ python3 /srv/neighbour/serve.py") || !strings.HasSuffix(cmdLine, "--tail-arg") ||
+		!strings.Contains(cmdLine, "…") {
+		t.Errorf("the command line %q: want it on one line, clipped in its middle:\n%s", cmdLine, out)
+	}
+	if !strings.Contains(out, "not recorded (pid 31337)") ||
+		!strings.Contains(out, "      user alice, container 0123456789ab, pod ml/serve-0\n") {
+		t.Errorf("the neighbour is not named by pid, user, container and pod:\n%s", out)
+	}
+}
