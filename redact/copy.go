@@ -102,6 +102,9 @@ func (r *Redactor) redact(doc any, key string, inEnv bool) any {
 		}
 		return x
 	case string:
+		if p, ok := r.users[x]; ok && key == userKey {
+			return p
+		}
 		return r.text(x, false, inEnv)
 	}
 	return doc

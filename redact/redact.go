@@ -29,10 +29,11 @@ import (
 
 // Summary says what a redaction replaced and left out.
 type Summary struct {
-	// Paths, Args and Hosts count the distinct originals replaced: user
-	// paths (and their directories), process arguments, and host
-	// identities (host name, machine id, boot id, time server).
-	Paths, Args, Hosts int
+	// Paths, Args, Hosts and Users count the distinct originals
+	// replaced: user paths (and their directories), process arguments,
+	// host identities (host name, machine id, boot id, time server), and
+	// the user names of processes the recording did not follow.
+	Paths, Args, Hosts, Users int
 	// RawStacks counts the raw stack records left out (stack captures,
 	// Python frames and code objects as read: recordings made with
 	// --keep-stack-bytes, or before stacks were named by the recorder).
@@ -51,10 +52,11 @@ type Summary struct {
 type Redactor struct {
 	exact map[string]string // user paths, directories, host identity
 	args  map[string]string // process arguments
+	users map[string]string // user names (only ever replaced whole)
 	// counters for placeholder numbers
-	nPath, nDir, nArg int
-	repl, replArgs    *strings.Replacer
-	sum               Summary
+	nPath, nDir, nArg, nUser int
+	repl, replArgs           *strings.Replacer
+	sum                      Summary
 	// pending are the stacks named from raw captures, per recording, for
 	// its copy; unw names them.
 	pending map[*store.Reader][]store.NamedStack
@@ -63,7 +65,7 @@ type Redactor struct {
 
 // New returns a Redactor with no placeholders yet.
 func New() *Redactor {
-	return &Redactor{exact: map[string]string{}, args: map[string]string{},
+	return &Redactor{exact: map[string]string{}, args: map[string]string{}, users: map[string]string{},
 		pending: map[*store.Reader][]store.NamedStack{}}
 }
 
@@ -87,7 +89,7 @@ var rules = map[string]bucketRule{
 	"meta": ruleJSON, "symbols": ruleCopy, "events": ruleCopy, "failures": ruleCopy, "stackrefs": ruleCopy,
 	"stacks": ruleCopy, "samples": ruleJSON, "processes": ruleJSON, "kmsg": ruleJSON, "markers": ruleJSON,
 	"drops": ruleJSON, "libraries": ruleJSON, "files": ruleJSON, "named": ruleNamed,
-	"captures": ruleRaw, "pystacks": ruleRaw, "pycode": ruleRaw,
+	"captures": ruleRaw, "pystacks": ruleRaw, "pycode": ruleRaw, "neighbours": ruleJSON,
 }
 
 // metaRaw are meta keys that are no JSON.
@@ -184,6 +186,8 @@ func (r *Redactor) learn(doc any, key string) {
 		}
 	case string:
 		switch {
+		case key == userKey && x != "":
+			r.learnUser(x)
 		case (hostKeys[key] || idKeys[key]) && x != "":
 			r.learnHost(x, idKeys[key])
 		case pathKeys[key] && strings.Contains(x, "/"), strings.HasPrefix(x, "/") && !strings.ContainsAny(x, " \t\n"):
@@ -215,6 +219,20 @@ func (r *Redactor) learnHost(s string, id bool) {
 		r.exact[s] = "host-" + hex.EncodeToString(sum[:6])
 	}
 	r.sum.Hosts++
+}
+
+// userKey names the strings that are user names: replaced only where a
+// whole string is one, as a short name ("root", "ml") is part of many
+// words and paths.
+const userKey = "user"
+
+// learnUser gives a user name its placeholder.
+func (r *Redactor) learnUser(s string) {
+	if _, ok := r.users[s]; !ok {
+		r.nUser++
+		r.users[s] = fmt.Sprintf("<user-%d>", r.nUser)
+		r.sum.Users++
+	}
 }
 
 // learnArg gives an argument its placeholder. A path is a path wherever

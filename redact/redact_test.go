@@ -99,12 +99,15 @@ func TestFileRedactsACopy(t *testing.T) {
 		t.Fatal(err)
 	}
 	big := uint64(1<<63 + 12345) // beyond float64's exact integers
+	uid := uint32(1001)
 	b := &store.Batch{
 		Processes: []store.Process{{PID: 7, Start: 1, Exe: "/home/alice/proj/job", Args: []string{"job", "--secret-arg=xyz123"},
 			Env: map[string]string{"CUDA_VISIBLE_DEVICES": "0"}}},
 		Samples:  []store.Sample{{Seq: 1, GPU: store.GPURef{UUID: "GPU-1"}, Kind: "framebuffer", Scope: "device", Total: &big}},
 		Captures: []store.Capture{{PID: 7, TID: 7, Time: 5, Stack: []byte("stack bytes: xyz123")}},
-		PyCodes:  []store.PyCode{{PID: 7, Code: 1, Time: 2, Filename: store.PyString{Data: []byte("/home/alice/proj/m.py")}}},
+		Neighbours: []store.Neighbour{{PID: 99, Time: 3, Comm: "serve", UID: &uid,
+			Args: []string{"serve", "--token=neighbour-secret", "/home/bob/serve.cfg"}, User: "bob", Cgroup: "/user.slice/bob"}},
+		PyCodes: []store.PyCode{{PID: 7, Code: 1, Time: 2, Filename: store.PyString{Data: []byte("/home/alice/proj/m.py")}}},
 		Named: []store.NamedStack{{PID: 7, TID: 7, Time: 5, Stop: "no-file", Detail: "/home/alice/proj/libpriv.so: gone",
 			Frames:   []store.NamedFrame{{Addr: 1, Via: "registers", Path: "/home/alice/proj/libpriv.so", Function: "handle"}},
 			PyFrames: []store.NamedPyFrame{{Function: "main", File: "/home/alice/proj/m.py", Line: 3}}}},
@@ -121,14 +124,15 @@ func TestFileRedactsACopy(t *testing.T) {
 	if digest(t, src) != before {
 		t.Error("the original changed")
 	}
-	if sum.RawStacks != 2 || sum.Args == 0 || sum.Paths == 0 || sum.Hosts != 2 {
+	if sum.RawStacks != 2 || sum.Args == 0 || sum.Paths == 0 || sum.Hosts != 2 || sum.Users != 1 || len(sum.LeftOut) != 0 {
 		t.Errorf("summary %+v", sum)
 	}
 	raw, err := os.ReadFile(dst)
 	if err != nil {
 		t.Fatal(err)
 	}
-	for _, s := range []string{"xyz123", "alice", "gpu-node-17", "3d1219c7c4c5404aaa1f6d2a48adfda4", "stack bytes"} {
+	for _, s := range []string{"xyz123", "alice", "gpu-node-17", "3d1219c7c4c5404aaa1f6d2a48adfda4", "stack bytes",
+		"neighbour-secret", "bob"} {
 		if bytes.Contains(raw, []byte(s)) {
 			t.Errorf("the copy holds %q", s)
 		}
@@ -148,6 +152,12 @@ func TestFileRedactsACopy(t *testing.T) {
 	}
 	if rd.Run().KeepStackBytes || rd.Run().Hostname == "gpu-node-17" {
 		t.Errorf("run record %+v", rd.Run())
+	}
+	// A neighbour keeps what says whose it was, each as a placeholder.
+	ns, err := rd.Neighbours()
+	if err != nil || len(ns) != 1 || ns[0].User != "<user-1>" || ns[0].UID == nil || *ns[0].UID != uid || ns[0].Args[0] != "serve" ||
+		!strings.HasPrefix(ns[0].Args[1], "<arg-") || !strings.HasPrefix(ns[0].Args[2], "<path-") {
+		t.Errorf("neighbours in the copy: %+v, %v", ns, err)
 	}
 	var got []store.Sample
 	rd.Samples(func(s *store.Sample) error { got = append(got, *s); return nil })

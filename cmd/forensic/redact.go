@@ -67,6 +67,9 @@ func (c *cli) redact(src, out string) error {
 	}
 	fmt.Fprintf(c.stdout, "wrote %s\n", out)
 	fmt.Fprintf(c.stderr, "replaced %d paths, %d arguments, %d host identities", sum.Paths, sum.Args, sum.Hosts)
+	if sum.Users > 0 {
+		fmt.Fprintf(c.stderr, ", %d user names", sum.Users)
+	}
 	if sum.RawStacks > 0 {
 		fmt.Fprintf(c.stderr, "; left out %d raw stack records", sum.RawStacks)
 	}
