@@ -1,6 +1,7 @@
 package analyze
 
 import (
+	"fmt"
 	"sort"
 	"strconv"
 	"strings"
@@ -104,17 +105,55 @@ func (s *state) processParts(j *judgement, ps *store.Sample) []report.BudgetPart
 			out = append(out, p)
 			continue
 		}
+		pooled, inPools := s.poolParts(p, fd.gpu)
 		t := p
-		t.Kind, t.Bytes, t.Source = "traced", traced, "traced allocations live at the failure"
+		t.Kind, t.Bytes, t.Source = "traced", traced-inPools, "traced allocations live at the failure"
+		if len(pooled) > 0 {
+			t.Source += ", outside memory pools"
+		}
 		rest := p
 		rest.Kind, rest.Bytes = "untraced", *u.Used-traced
 		rest.Source = "the process's NVML use less its traced allocations: its CUDA contexts and memory no traced call sized"
+		if len(pooled) > 0 {
+			rest.Source += ", and what its memory pools hold beyond their allocations"
+		}
 		if unsized {
 			t.Bound, rest.Bound = boundAtLeast, boundAtMost // allocations of unknown size are in the rest
 		}
-		out = append(out, t, rest)
+		if t.Bytes > 0 || len(pooled) == 0 {
+			out = append(out, t)
+		}
+		out = append(append(out, pooled...), rest)
 	}
 	return out
+}
+
+// poolParts are a process's memory pools on a GPU's framebuffer at the
+// first failure, each with what its live traced allocations held (in
+// use), and their sum. What a pool holds beyond that (its reserve, which
+// no call sizes) is in the process's untraced part.
+func (s *state) poolParts(p report.BudgetPart, gpu int) ([]report.BudgetPart, uint64) {
+	var out []report.BudgetPart
+	var sum uint64
+	for _, sh := range s.replay.pools.atFirst[*p.PID] {
+		if sh.view != (viewKey{gpu, -1, cuda.ViewFramebuffer}) || sh.bytes == 0 {
+			continue
+		}
+		q := p
+		q.Kind, q.Bytes = "pool", sh.bytes
+		q.Pool = fmt.Sprintf("%#x", sh.pool.handle)
+		limit := "no maxSize recorded"
+		if sh.pool.limitRead && sh.pool.maxSize > 0 {
+			q.PoolMax = ptr(sh.pool.maxSize)
+			limit = "maxSize " + report.HumanBytes(sh.pool.maxSize)
+		}
+		q.Source = fmt.Sprintf("traced allocations live in memory pool %s (%s) at the failure: in use; what the pool holds beyond them is in the part not sized by a call",
+			q.Pool, limit)
+		out = append(out, q)
+		sum += sh.bytes
+	}
+	sort.Slice(out, func(a, b int) bool { return out[a].Pool < out[b].Pool })
+	return out, sum
 }
 
 // nameNeighbour names a process not recorded as the recorder read it

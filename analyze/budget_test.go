@@ -191,3 +191,69 @@ func TestBudgetNamesAProcessNotRecordedAsTheRecorderReadIt(t *testing.T) {
 		})
 	}
 }
+
+func TestBudgetShowsEachMemoryPoolInUse(t *testing.T) {
+	const allocSym, createSym, drawSym = 0, 1, 2
+	const pool = 0x77
+	base := tClock + 100*ms
+	failAt := base + 50*ms
+	draw := func(end int64, size, ptr uint64) store.Event {
+		return call(drawSym, end, 0, cuda.Fields{Has: cuda.FieldSize | cuda.FieldPtr | cuda.FieldTarget, Size: size, Ptr: ptr, Target: pool})
+	}
+	create := func(maxSize uint64) store.Event {
+		return call(createSym, base+ms, 0, cuda.Fields{Has: cuda.FieldPtr | cuda.FieldSize, Ptr: pool, Size: maxSize})
+	}
+	failing := call(allocSym, failAt, 2, cuda.Fields{Has: cuda.FieldSize, Size: 4 * gib})
+	trig := []store.Trigger{{PID: 7, TID: 7, End: failAt}}
+	total, reserved, used := 16*gib, 512*mibB, 12*gib
+	free := total - reserved - used
+	fb := store.Sample{Round: 9, GPU: store.GPURef{Index: 0}, Kind: store.KindFramebuffer, Scope: store.ScopeDevice,
+		API: "nvmlDeviceGetMemoryInfo_v2", Struct: "nvmlMemory_v2_t", Status: store.Status{Name: "NVML_SUCCESS"},
+		Start: failAt + 1000, End: failAt + 2000, Total: &total, Reserved: &reserved, Used: &used, Free: &free, Triggers: trig}
+	ps := procSample(failAt+2000, "NVML_SUCCESS", map[uint32]uint64{7: 12 * gib})
+	ps.Round, ps.Triggers = 9, trig
+	cases := []struct {
+		name   string
+		events []store.Event
+		want   []budgetPart
+		max    *uint64 // the pool part's maxSize
+	}{
+		{"a pool's allocations are its own part, the rest of the traced ones another",
+			[]store.Event{alloc(allocSym, base, 8*gib, 0xa0), create(4 * gib), draw(base+2*ms, 2*gib, 0xb0), draw(base+3*ms, gib, 0xc0), failing},
+			[]budgetPart{{"reserved", 0, 512 * mibB, "exact"}, {"traced", 7, 8 * gib, "exact"}, {"pool", 7, 3 * gib, "exact"},
+				{"untraced", 7, gib, "exact"}, {"unattributed", 0, 0, "exact"}, {"free", 0, free, "exact"}},
+			ptr(4 * gib)},
+		{"only pool allocations: no empty traced part; a pool without maxSize has none",
+			[]store.Event{create(0), draw(base+2*ms, 11*gib, 0xb0), failing},
+			[]budgetPart{{"reserved", 0, 512 * mibB, "exact"}, {"pool", 7, 11 * gib, "exact"},
+				{"untraced", 7, gib, "exact"}, {"unattributed", 0, 0, "exact"}, {"free", 0, free, "exact"}},
+			nil},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			rep := runSpec{symbols: []string{"cuMemAlloc_v2", "cuMemPoolCreate", "cuMemAllocFromPoolAsync"}, events: tc.events,
+				samples: []store.Sample{fb, ps}}.analyze(t, nil)
+			if len(rep.Budget) != 1 {
+				t.Fatalf("budgets %+v, want one", rep.Budget)
+			}
+			var got []budgetPart
+			for _, p := range rep.Budget[0].Parts {
+				bp := budgetPart{kind: p.Kind, bytes: p.Bytes, bound: p.Bound}
+				if p.PID != nil {
+					bp.pid = *p.PID
+				}
+				got = append(got, bp)
+				if p.Kind != "pool" {
+					continue
+				}
+				if p.Pool != "0x77" || (p.PoolMax == nil) != (tc.max == nil) || (p.PoolMax != nil && *p.PoolMax != *tc.max) {
+					t.Errorf("pool part names pool %q, maxSize %v: want 0x77, %v", p.Pool, p.PoolMax, tc.max)
+				}
+			}
+			if !equalParts(got, tc.want) {
+				t.Errorf("parts\n%+v\nwant\n%+v", got, tc.want)
+			}
+			checkSchema(t, rep)
+		})
+	}
+}

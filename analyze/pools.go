@@ -37,10 +37,40 @@ type pools struct {
 	byKey  map[poolKey]*poolState
 	allocs map[resKey]poolKey // live allocations drawn from a pool
 	atFail map[callKey]poolState
+	// atFirst is what each pool's traced allocations held per view at
+	// the first failure (the budget's pool parts), by process.
+	atFirst map[uint32][]poolShare
+}
+
+// poolShare is what one pool's live traced allocations held on one view
+// at the first failure.
+type poolShare struct {
+	pool  poolState
+	view  viewKey
+	bytes uint64
 }
 
 func newPools() *pools {
-	return &pools{byKey: map[poolKey]*poolState{}, allocs: map[resKey]poolKey{}, atFail: map[callKey]poolState{}}
+	return &pools{byKey: map[poolKey]*poolState{}, allocs: map[resKey]poolKey{}, atFail: map[callKey]poolState{},
+		atFirst: map[uint32][]poolShare{}}
+}
+
+// snapshot counts a resource live at the first failure in its pool's
+// share, when it was drawn from a pool the record saw created.
+func (ps *pools) snapshot(k resKey, l liveRes) {
+	pk, ok := ps.allocs[k]
+	p := ps.byKey[pk]
+	if !ok || p == nil || !l.sized {
+		return
+	}
+	shares := ps.atFirst[pk.pid]
+	for i := range shares {
+		if shares[i].pool.handle == pk.handle && shares[i].view == l.key() {
+			shares[i].bytes += l.size
+			return
+		}
+	}
+	ps.atFirst[pk.pid] = append(shares, poolShare{pool: *p, view: l.key(), bytes: l.size})
 }
 
 // created takes a successful call: a pool made, or an allocation drawn

@@ -567,6 +567,7 @@ func (p *replayer) snapshotAtFailure() {
 		}
 		lb.Count++
 		addKind(lb, k.res.String())
+		p.pools.snapshot(k, l)
 		if l.sized {
 			lb.Bytes += l.size
 		} else {

@@ -22,7 +22,9 @@ type Budget struct {
 // BudgetPart is one share of a budget.
 type BudgetPart struct {
 	// Kind is reserved (the driver's), traced (a recorded process's live
-	// traced allocations), untraced (a recorded process's memory no traced
+	// traced allocations, outside memory pools when it has pool parts),
+	// pool (a recorded process's traced allocations live in one memory
+	// pool: the pool's memory in use), untraced (a recorded process's memory no traced
 	// call sized: its contexts, above all), process (a recorded process's
 	// use, not split), process-not-recorded (a process the recording did
 	// not follow), unattributed (used memory no listed process holds) or
@@ -37,7 +39,11 @@ type BudgetPart struct {
 	User      string `json:"user,omitempty"`
 	Container string `json:"container,omitempty"`
 	Pod       string `json:"pod,omitempty"`
-	Bytes     uint64 `json:"bytes"`
+	// Pool is a pool part's memory pool (its handle, "0x..."), PoolMax
+	// the maxSize it was created with (absent: none recorded).
+	Pool    string  `json:"pool,omitempty"`
+	PoolMax *uint64 `json:"pool_max_bytes,omitempty"`
+	Bytes   uint64  `json:"bytes"`
 	// Bound is exact, at-most or at-least.
 	Bound  string `json:"bound"`
 	Source string `json:"source"`

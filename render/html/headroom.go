@@ -89,6 +89,9 @@ func newBudgets(rep *report.Report, c clock) []budgetView {
 			if who := report.BudgetWho(p); who != "" {
 				r.Who += " (" + who + ")"
 			}
+			if p.Pool != "" {
+				r.Who += " (memory pool " + p.Pool + ")"
+			}
 			v.Rows = append(v.Rows, r)
 		}
 		out = append(out, v)

@@ -10,6 +10,7 @@ import (
 var budgetLabels = map[string]string{
 	"reserved":             "driver reserved",
 	"traced":               "traced allocations",
+	"pool":                 "memory pool in use",
 	"untraced":             "not sized by a call",
 	"process":              "process",
 	"process-not-recorded": "not recorded",
@@ -39,6 +40,13 @@ func (t *writer) budget(rep *report.Report) {
 			}
 			// A table line: its cells are short, so it fits 60 columns.
 			t.line("  %-34s %11s  %s", label, report.HumanBytes(p.Bytes), p.Bound)
+			if p.Pool != "" {
+				limit := "no maxSize recorded"
+				if p.PoolMax != nil {
+					limit = "maxSize " + report.HumanBytes(*p.PoolMax)
+				}
+				t.wrap("      ", fmt.Sprintf("pool %s, %s; what it holds beyond this is not sized by a call", p.Pool, limit))
+			}
 			if p.PID != nil && !named[*p.PID] && (p.Command != "" || report.BudgetWho(p) != "") {
 				named[*p.PID] = true
 				// One line each: the command line clipped in its middle

@@ -142,3 +142,21 @@ func TestBudgetNamesANeighbourByCommandLineAndUserInOneLineEach(t *testing.T) {
 		t.Errorf("the neighbour is not named by pid, user, container and pod:\n%s", out)
 	}
 }
+
+func TestBudgetPoolPartNamesThePoolAndItsLimit(t *testing.T) {
+	pid := uint32(7)
+	size, max := uint64(4<<30), uint64(4<<30)
+	rep := report.Report{FirstFailure: &report.Failure{Symbol: "cuMemAlloc_v2", Size: &size}, NearMissPercent: 5,
+		Budget: []report.Budget{{GPU: 0, View: "framebuffer", Total: 16 << 30, Parts: []report.BudgetPart{
+			{Kind: "pool", PID: &pid, Pool: "0x77", PoolMax: &max, Bytes: 3 << 30, Bound: "exact"},
+			{Kind: "free", Bytes: 13 << 30, Bound: "exact"}}}}}
+	var b bytes.Buffer
+	if err := Write(&b, &rep, Options{Width: 80}); err != nil {
+		t.Fatal(err)
+	}
+	for _, w := range []string{"memory pool in use (pid 7)", "3.00 GiB  exact", "pool 0x77, maxSize 4.00 GiB"} {
+		if !strings.Contains(b.String(), w) {
+			t.Errorf("missing %q:\n%s", w, b.String())
+		}
+	}
+}
