@@ -81,18 +81,22 @@ func TestBudgetSectionHTML(t *testing.T) {
 	}
 }
 
-func TestBudgetHTMLNamesANeighbourByCommandLineAndUser(t *testing.T) {
+func TestBudgetHTMLNamesANeighbourAndAPool(t *testing.T) {
 	pid := uint32(31337)
 	rep := report.Report{Attribution: report.AttrAllocation, Verdict: "v", NearMissPercent: 5,
 		Budget: []report.Budget{{GPU: 0, View: "framebuffer", At: "first-failure", Total: 16 << 30, Parts: []report.BudgetPart{
 			{Kind: "process-not-recorded", PID: &pid, Command: "python3 serve.py --port 8000", User: "alice", Pod: "ml/serve-0",
 				Bytes: 2 << 30, Bound: "exact", Source: "nvml"},
-			{Kind: "free", Bytes: 14 << 30, Bound: "exact", Source: "nvml free"}}}}}
+			{Kind: "pool", PID: &pid, Pool: "0x77", Bytes: 4 << 30, Bound: "exact", Source: "pool"},
+			{Kind: "free", Bytes: 10 << 30, Bound: "exact", Source: "nvml free"}}}}}
 	var b bytes.Buffer
 	if err := Write(&b, &rep); err != nil {
 		t.Fatal(err)
 	}
-	if w := "pid 31337 python3 serve.py --port 8000 (user alice, pod ml/serve-0)"; !strings.Contains(b.String(), w) {
-		t.Errorf("page lacks %q", w)
+	for _, w := range []string{"pid 31337 python3 serve.py --port 8000 (user alice, pod ml/serve-0)",
+		`class="b-pool" style="width:25.00%"`, "(memory pool 0x77)"} {
+		if !strings.Contains(b.String(), w) {
+			t.Errorf("page lacks %q", w)
+		}
 	}
 }
