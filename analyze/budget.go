@@ -28,6 +28,10 @@ const (
 func (s *state) budgetAtFailure(j *judgement) {
 	fd := &j.cap
 	smp := fd.sample
+	if fd.view == viewBAR1 {
+		s.budgetBAR1(j)
+		return
+	}
 	if fd.view != viewFramebuffer || fd.mig != nil || smp == nil || smp.Total == nil || smp.Free == nil {
 		return
 	}
@@ -75,13 +79,20 @@ func (s *state) sameRound(f *failed, smp *store.Sample) *store.Sample {
 	return ps
 }
 
+// alignedWithSample reports whether the traced calls at the failure are
+// exactly those the reference sample saw: the failure triggered it and
+// nothing traced changed in between.
+func (fd *finding) alignedWithSample() bool {
+	return fd.trigger != nil && fd.deltaExact && fd.delta == 0 && !fd.openLo && !fd.openHi
+}
+
 // processParts are the listed processes' shares, in pid order. A recorded
 // process is split into its traced allocations and the rest only when the
 // traced calls at the failure are exactly those the sample saw (the
 // failure triggered it and nothing traced changed in between).
 func (s *state) processParts(j *judgement, ps *store.Sample) []report.BudgetPart {
 	fd := &j.cap
-	aligned := fd.trigger != nil && fd.deltaExact && fd.delta == 0 && !fd.openLo && !fd.openHi
+	aligned := fd.alignedWithSample()
 	uses := append([]store.ProcUsage(nil), ps.Processes...)
 	sort.Slice(uses, func(a, b int) bool { return uses[a].PID < uses[b].PID })
 	var out []report.BudgetPart
@@ -232,4 +243,107 @@ func commandOf(p *store.Process) string {
 		return p.Exe
 	}
 	return p.Comm
+}
+
+// budgetBAR1 says where the BAR1 aperture of a failed mapping's GPU went,
+// from the sample the verdict judged it by: each recorded process's
+// traced mappings live at the failure, by kind (only when the traced
+// calls at the failure are those the sample saw), the rest of what NVML
+// counts used (the driver's own mappings, those of processes the
+// recording did not follow, and those no call sized), and free. NVML has
+// no per-process BAR1 reading, so the rest is not split further.
+func (s *state) budgetBAR1(j *judgement) {
+	fd := &j.cap
+	smp := fd.sample
+	if smp == nil || smp.Total == nil || smp.Free == nil || *smp.Free > *smp.Total {
+		return
+	}
+	b := report.Budget{GPU: fd.gpu, GPUUUID: s.gpuUUID[fd.gpu], View: cuda.ViewBAR1.String(), At: "first-failure",
+		TimeNS: smp.Start, Total: *smp.Total}
+	src := apiOf(smp.API, smp.Struct)
+	rest := int64(*smp.Total) - int64(*smp.Free)
+	restSrc := src + " used (the traced calls at the failure are not exactly those the sample saw, so it is not split)"
+	if fd.alignedWithSample() {
+		parts := s.mappingParts(fd.gpu)
+		for _, p := range parts {
+			rest -= int64(p.Bytes)
+		}
+		b.Parts = append(b.Parts, parts...)
+		restSrc = src + " used, less the traced mappings: the driver's own, those of processes not recorded, and those no call sized"
+	}
+	if rest < 0 {
+		b.Note = "the traced mappings are more than NVML's BAR1 used: the driver counts some of them in other units or not at all"
+		rest = 0
+	}
+	b.Parts = append(b.Parts, report.BudgetPart{Kind: "unattributed", Bytes: uint64(rest), Bound: boundExact, Source: restSrc},
+		report.BudgetPart{Kind: "free", Bytes: *smp.Free, Bound: boundExact, Source: src + " free"})
+	s.rep.Budget = append(s.rep.Budget, b)
+}
+
+// mappingParts are the recorded processes' traced BAR1 mappings on a GPU
+// at the first failure, one part per process and kind of mapping, in pid
+// and kind order. A kind with a mapping of unknown size, or a grant that
+// may cost one mapping per peer, is at least its sized part.
+func (s *state) mappingParts(gpu int) []report.BudgetPart {
+	var out []report.BudgetPart
+	for k, sh := range s.replay.kinds {
+		if k.view != (viewKey{gpu, -1, cuda.ViewBAR1}) || (sh.bytes == 0 && sh.unsized == 0) {
+			continue
+		}
+		pid := k.pid
+		p := report.BudgetPart{Kind: "mapping", PID: &pid, Mapping: k.kind, Bytes: sh.bytes, Bound: boundExact,
+			Source: fmt.Sprintf("traced %s mappings live at the failure (%d)", k.kind, sh.count)}
+		if proc := s.processAt(pid, s.first.e.End); proc != nil {
+			p.Command = commandOf(proc)
+		}
+		if sh.unsized > 0 || sh.most > sh.bytes {
+			p.Bound = boundAtLeast
+			p.Source += "; some of no known size, or costing one mapping per peer"
+		}
+		out = append(out, p)
+	}
+	sort.Slice(out, func(a, b int) bool {
+		if *out[a].PID != *out[b].PID {
+			return *out[a].PID < *out[b].PID
+		}
+		return out[a].Mapping < out[b].Mapping
+	})
+	return out
+}
+
+// heldKindKey names what one process held of one kind of resource on one
+// view.
+type heldKindKey struct {
+	pid  uint32
+	view viewKey
+	kind string
+}
+
+// kindShare is what a process held of one kind on one view at the first
+// failure: the sized bytes, the most they may cost, and how many had no
+// known size.
+type kindShare struct {
+	bytes, most    uint64
+	count, unsized int
+}
+
+// snapshotKind counts a resource live at the first failure in its
+// process's share of its kind.
+func (p *replayer) snapshotKind(k resKey, l liveRes) {
+	if l.view != cuda.ViewBAR1 {
+		return // only the BAR1 budget splits by kind
+	}
+	kk := heldKindKey{k.pid, l.key(), k.res.String()}
+	sh := p.kinds[kk]
+	if sh == nil {
+		sh = &kindShare{}
+		p.kinds[kk] = sh
+	}
+	sh.count++
+	if l.sized {
+		sh.bytes += l.size
+		sh.most += max(l.most, l.size)
+	} else {
+		sh.unsized++
+	}
 }

@@ -257,3 +257,60 @@ func TestBudgetShowsEachMemoryPoolInUse(t *testing.T) {
 		})
 	}
 }
+
+func TestBudgetOfBAR1SplitsTracedMappingsByKind(t *testing.T) {
+	key1 := []byte("0123456789abcdef0123456789abcdef")
+	key2 := []byte("fedcba9876543210fedcba9876543210")
+	failAt := tClock + 300*ms
+	trig := store.Trigger{PID: 8, TID: 8, Symbol: "cuIpcOpenMemHandle_v2", End: failAt}
+	ev := func(sym uint16, pid uint32, end int64, res int32, f cuda.Fields) store.Event {
+		return store.Event{Symbol: sym, PID: pid, TID: pid, Start: end - 1000, End: end, Result: res, Ctx: 1, Dev: 0, Stack: -1, Fields: f}
+	}
+	events := []store.Event{
+		ev(0, 7, tClock+100*ms, 0, cuda.Fields{Has: cuda.FieldSize | cuda.FieldPtr, Size: 64 * mibB, Ptr: 0x1000}),
+		ev(1, 7, tClock+110*ms, 0, cuda.Fields{Has: cuda.FieldTarget | cuda.FieldKey, Target: 0x1000, Key: key1}),
+		ev(0, 7, tClock+120*ms, 0, cuda.Fields{Has: cuda.FieldSize | cuda.FieldPtr, Size: 192 * mibB, Ptr: 0x2000}),
+		ev(1, 7, tClock+130*ms, 0, cuda.Fields{Has: cuda.FieldTarget | cuda.FieldKey, Target: 0x2000, Key: key2}),
+		ev(2, 8, tClock+200*ms, 0, cuda.Fields{Has: cuda.FieldKey | cuda.FieldFlags | cuda.FieldPtr, Key: key1, Flags: 1, Ptr: 0x9000}),
+		ev(2, 8, failAt, 205, cuda.Fields{Has: cuda.FieldKey | cuda.FieldFlags, Key: key2, Flags: 1}),
+	}
+	one := []store.DeviceMap{{Ordinal: 0, GPU: 0, Method: "uuid"}}
+	procs := []store.Process{{PID: 7, Start: tClock, Exe: "/bin/exporter", Root: true, Devices: one},
+		{PID: 8, Start: tClock, Exe: "/bin/importer", Args: []string{"importer", "--rank", "1"}, Devices: one}}
+	cases := []struct {
+		name   string
+		sample store.Sample
+		want   []budgetPart
+	}{
+		{"the failure's own sample: the importer's IPC mappings, the rest, free",
+			bar1Of(0, failAt+300_000, 188*mibB, trig),
+			[]budgetPart{{"mapping", 8, 64 * mibB, "exact"}, {"unattributed", 0, 4 * mibB, "exact"}, {"free", 0, 188 * mibB, "exact"}}},
+		{"a sample before the failure, not its own: used is one part",
+			bar1Of(0, failAt-50*ms, 188*mibB),
+			[]budgetPart{{"unattributed", 0, 68 * mibB, "exact"}, {"free", 0, 188 * mibB, "exact"}}},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			rep := runSpec{symbols: []string{"cuMemAlloc_v2", "cuIpcGetMemHandle", "cuIpcOpenMemHandle_v2"}, events: events,
+				samples: []store.Sample{tc.sample}, procs: procs}.analyze(t, nil)
+			if len(rep.Budget) != 1 || rep.Budget[0].View != "bar1" {
+				t.Fatalf("budgets %+v, want BAR1's (verdict %q)", rep.Budget, rep.Verdict)
+			}
+			var got []budgetPart
+			for _, p := range rep.Budget[0].Parts {
+				bp := budgetPart{kind: p.Kind, bytes: p.Bytes, bound: p.Bound}
+				if p.PID != nil {
+					bp.pid = *p.PID
+					if p.Mapping != "ipc-mapping" || p.Command != "importer --rank 1" {
+						t.Errorf("mapping part %+v: want the importer's ipc-mapping", p)
+					}
+				}
+				got = append(got, bp)
+			}
+			if !equalParts(got, tc.want) {
+				t.Errorf("parts\n%+v\nwant\n%+v", got, tc.want)
+			}
+			checkSchema(t, rep)
+		})
+	}
+}

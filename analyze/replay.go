@@ -117,6 +117,9 @@ type replayer struct {
 	cur  *store.Event
 	// pools follows memory pools and what is drawn from them (pools.go).
 	pools *pools
+	// kinds is what each process held per view and kind of resource at
+	// the first failure (the BAR1 budget's mapping parts).
+	kinds map[heldKindKey]*kindShare
 }
 
 func newReplayer(s *state) *replayer {
@@ -124,7 +127,8 @@ func newReplayer(s *state) *replayer {
 		perProc: map[uint32]map[viewKey]*report.LiveBytes{}, pending: map[recovKey][]*failed{},
 		procCalls: map[uint32]*[2]uint64{}, lastEnd: map[uint32]int64{}, exportKeys: map[string]exportRef{}, exportSize: map[string]uint64{},
 		exportAt: map[string]int64{}, ctxs: map[uint32]map[uint64]*heldCtx{},
-		obs: s.opts.Observer, dev: devCache{s: s, lastDev: -2}, horizon: max(reconcileHorizon, s.window), pools: newPools()}
+		obs: s.opts.Observer, dev: devCache{s: s, lastDev: -2}, horizon: max(reconcileHorizon, s.window), pools: newPools(),
+		kinds: map[heldKindKey]*kindShare{}}
 	for _, f := range s.failures {
 		p.failTimes = append(p.failTimes, f.e.End)
 		k := recovKey{f.e.PID, f.sym.Op}
@@ -568,6 +572,7 @@ func (p *replayer) snapshotAtFailure() {
 		lb.Count++
 		addKind(lb, k.res.String())
 		p.pools.snapshot(k, l)
+		p.snapshotKind(k, l)
 		if l.sized {
 			lb.Bytes += l.size
 		} else {

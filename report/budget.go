@@ -8,7 +8,7 @@ import "strings"
 type Budget struct {
 	GPU     int    `json:"gpu"` // NVML index
 	GPUUUID string `json:"gpu_uuid,omitempty"`
-	View    string `json:"view"` // "framebuffer"
+	View    string `json:"view"` // "framebuffer" or "bar1"
 	// At names the moment: "first-failure" (the sample that best reflects
 	// the state at the first failure); TimeNS is that sample's start.
 	At     string       `json:"at"`
@@ -24,7 +24,8 @@ type BudgetPart struct {
 	// Kind is reserved (the driver's), traced (a recorded process's live
 	// traced allocations, outside memory pools when it has pool parts),
 	// pool (a recorded process's traced allocations live in one memory
-	// pool: the pool's memory in use), untraced (a recorded process's memory no traced
+	// pool: the pool's memory in use), mapping (BAR1: a recorded
+	// process's traced mappings of one kind), untraced (a recorded process's memory no traced
 	// call sized: its contexts, above all), process (a recorded process's
 	// use, not split), process-not-recorded (a process the recording did
 	// not follow), unattributed (used memory no listed process holds) or
@@ -41,6 +42,9 @@ type BudgetPart struct {
 	Pod       string `json:"pod,omitempty"`
 	// Pool is a pool part's memory pool (its handle, "0x..."), PoolMax
 	// the maxSize it was created with (absent: none recorded).
+	// Mapping is a mapping part's kind of mapping (ipc-mapping,
+	// peer-access, peer-access-range, pool-import).
+	Mapping string  `json:"mapping,omitempty"`
 	Pool    string  `json:"pool,omitempty"`
 	PoolMax *uint64 `json:"pool_max_bytes,omitempty"`
 	Bytes   uint64  `json:"bytes"`

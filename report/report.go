@@ -96,7 +96,8 @@ type Report struct {
 	// of some GPU was under NearMissPercent of its total.
 	NearMiss        bool    `json:"near_miss"`
 	NearMissPercent float64 `json:"near_miss_percent"`
-	// Budget is where the framebuffer went at the first failure, as parts
+	// Budget is where the framebuffer (or, for a failed mapping, BAR1)
+	// went at the first failure, as parts
 	// that add up to its total (empty when no usable sample shows it).
 	Budget []Budget `json:"budget"`
 	// Jobs are the recording's jobs, each with its first failure, when

@@ -89,6 +89,9 @@ func newBudgets(rep *report.Report, c clock) []budgetView {
 			if who := report.BudgetWho(p); who != "" {
 				r.Who += " (" + who + ")"
 			}
+			if p.Mapping != "" {
+				r.Who += " (" + p.Mapping + " mappings)"
+			}
 			if p.Pool != "" {
 				r.Who += " (memory pool " + p.Pool + ")"
 			}

@@ -32,6 +32,12 @@ func (t *writer) budget(rep *report.Report) {
 		named := map[uint32]bool{}
 		for _, p := range b.Parts {
 			label := budgetLabels[p.Kind]
+			switch {
+			case p.Mapping != "":
+				label = p.Mapping + " mappings"
+			case b.View == "bar1" && p.Kind == "unattributed":
+				label = "not traced (driver, others)" // NVML lists no process's BAR1
+			}
 			if label == "" {
 				label = p.Kind
 			}
