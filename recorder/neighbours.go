@@ -17,8 +17,12 @@ import (
 // them. The sampler goroutine alone uses it, after a round is queued, so
 // no call waits for it.
 type neighbourNamer struct {
-	proc   string // /proc
-	passwd string // /etc/passwd: user names
+	proc string // /proc
+	// passwd are the files user names are read from, the first that
+	// opens: the host's (/proc/1/root/etc/passwd: a recorder in a
+	// container that shares the host's pids reaches it there), then the
+	// recorder's own /etc/passwd.
+	passwd []string
 }
 
 // name reads the neighbours pids, at time t on the run clock.
@@ -73,12 +77,18 @@ func readUID(status string) (uint32, error) {
 	return 0, os.ErrNotExist
 }
 
-// readUsers maps user ids to names from a passwd file (none when it is
-// not there: a container that has not the host's).
-func readUsers(passwd string) map[uint32]string {
+// readUsers maps user ids to names from the first passwd file that opens
+// (none when none does).
+func readUsers(passwd []string) map[uint32]string {
 	users := map[uint32]string{}
-	f, err := os.Open(passwd)
-	if err != nil {
+	var f *os.File
+	for _, p := range passwd {
+		var err error
+		if f, err = os.Open(p); err == nil {
+			break
+		}
+	}
+	if f == nil {
 		return users
 	}
 	defer f.Close()

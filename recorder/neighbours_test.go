@@ -52,7 +52,7 @@ func TestNeighbourIsNamedByCommandLineUserAndContainer(t *testing.T) {
 		{"a process gone before the recorder looked", 44, store.Neighbour{PID: 44, Time: 7}},
 	} {
 		t.Run(c.name, func(t *testing.T) {
-			n := &neighbourNamer{proc: root, passwd: passwd}
+			n := &neighbourNamer{proc: root, passwd: []string{filepath.Join(root, "no-such-passwd"), passwd}}
 			got := n.name([]uint32{c.pid}, 7)[0]
 			if c.pid == 44 {
 				if got.Error == "" || got.UID != nil || got.Args != nil {

@@ -264,7 +264,7 @@ func (s *Session) openNVML() error {
 			inv.Init.Name, inv.Library))
 	}
 	s.smp = &sampling{smp: smp, q: s.q, freeze: s.fz, triggers: s.triggers, interval: s.cfg.Interval,
-		th: thinner{budget: s.cfg.SampleBudget}, names: &neighbourNamer{proc: "/proc", passwd: "/etc/passwd"}}
+		th: thinner{budget: s.cfg.SampleBudget}, names: &neighbourNamer{proc: "/proc", passwd: []string{"/proc/1/root/etc/passwd", "/etc/passwd"}}}
 	s.smp.first()
 	s.h = newHandler(s.q, s.objs, gpus, s.triggers, s.fz, s.files, s.ids)
 	s.h.evict = s.cfg.Flight != nil
