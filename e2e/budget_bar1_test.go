@@ -60,7 +60,7 @@ func TestBudgetOfBAR1ByKindOfMapping(t *testing.T) {
 		t.Errorf("parts add up to %d of %d, want BAR1's 256 MiB", sum, b.Total)
 	}
 	if text := textAt80(t, res.db); !strings.Contains(text, "Where GPU 0's BAR1 (256.0 MiB) went") ||
-		!strings.Contains(text, "ipc-mapping mappings (pid") {
+		!strings.Contains(text, "ipc-mapping (pid") {
 		t.Errorf("the text budget does not show BAR1 by kind of mapping:\n%s", text)
 	}
 }

@@ -34,7 +34,7 @@ func (t *writer) budget(rep *report.Report) {
 			label := budgetLabels[p.Kind]
 			switch {
 			case p.Mapping != "":
-				label = p.Mapping + " mappings"
+				label = p.Mapping // the kinds name mappings: ipc-mapping, peer-access, ...
 			case b.View == "bar1" && p.Kind == "unattributed":
 				label = "not traced (driver, others)" // NVML lists no process's BAR1
 			}

@@ -160,3 +160,29 @@ func TestBudgetPoolPartNamesThePoolAndItsLimit(t *testing.T) {
 		}
 	}
 }
+
+func TestBudgetOfBAR1NamesMappingsByKind(t *testing.T) {
+	pid := uint32(4194304)
+	size := uint64(192 << 20)
+	rep := report.Report{FirstFailure: &report.Failure{Symbol: "cuIpcOpenMemHandle_v2", Size: &size}, NearMissPercent: 5,
+		Budget: []report.Budget{{GPU: 1, View: "bar1", Total: 256 << 20, Parts: []report.BudgetPart{
+			{Kind: "mapping", PID: &pid, Mapping: "peer-access-range", Command: "python train.py", Bytes: 96 << 20, Bound: "at-least"},
+			{Kind: "unattributed", Bytes: 4 << 20, Bound: "exact"},
+			{Kind: "free", Bytes: 156 << 20, Bound: "exact"}}}}}
+	var b bytes.Buffer
+	if err := Write(&b, &rep, Options{Width: 80}); err != nil {
+		t.Fatal(err)
+	}
+	out := b.String()
+	for _, w := range []string{"GPU 1's BAR1 (256.0 MiB)", "peer-access-range (pid 4194304)", "96.0 MiB  at-least",
+		"not traced (driver, others)", "$ python train.py"} {
+		if !strings.Contains(out, w) {
+			t.Errorf("missing %q:\n%s", w, out)
+		}
+	}
+	for _, line := range strings.Split(out, "\n") {
+		if utf8.RuneCountInString(line) > 80 {
+			t.Errorf("line over 80 columns: %q", line)
+		}
+	}
+}
