@@ -104,3 +104,18 @@ func TestDaemonSetPinnedAndCritical(t *testing.T) {
 		t.Errorf("priorityClassName %q, want system-node-critical", pc)
 	}
 }
+
+// docs/flight.md's table of validated releases names each release the
+// tests validate against, with the module version of its schema.
+func TestFlightDocListsValidatedReleases(t *testing.T) {
+	doc, err := os.ReadFile("../docs/flight.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, r := range kubeschema.Supported() {
+		row := regexp.MustCompile(`(?m)^\|\s*` + regexp.QuoteMeta(r.Minor) + `\s*\|\s*` + regexp.QuoteMeta(r.Module) + `\s*\|`)
+		if !row.Match(doc) {
+			t.Errorf("docs/flight.md has no row for %s", r)
+		}
+	}
+}
