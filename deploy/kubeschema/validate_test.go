@@ -32,9 +32,9 @@ func firstLine(err error) string {
 	return line
 }
 
-// daemonSet is a minimal DaemonSet with extra spliced into its
-// container's securityContext (at 12 spaces), pod spec (6) or
-// container (8) by the caller's indentation.
+// daemonSet is a minimal valid DaemonSet with YAML lines added to its pod
+// spec (indented 6 spaces), its container (8) and the container's
+// securityContext (12).
 func daemonSet(pod, container, securityContext string) string {
 	return `apiVersion: apps/v1
 kind: DaemonSet
@@ -127,6 +127,9 @@ func TestRefusesWhatNoReleaseAccepts(t *testing.T) {
 			"spec.template.spec.containers[0]: missing property 'name'"},
 		{"memory limit as a list", strings.Replace(daemonSet("", "", ""), "memory: 1Gi", "memory: [1Gi]", 1),
 			"spec.template.spec.containers[0].resources.limits.memory: got array, want string"},
+		{"second document of a stream", daemonSet("", "", "") + "---\n" + daemonSet("", "", "            privilegd: true\n"),
+			"spec.template.spec.containers[0].securityContext.privilegd: unknown field"},
+		{"comments only", "# nothing\n---\n", "no object in the manifest"},
 		{"kind of another group", strings.Replace(daemonSet("", "", ""), "kind: DaemonSet", "kind: Pod", 1),
 			"has no kind Pod in apps/v1"},
 	}
