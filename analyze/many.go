@@ -100,7 +100,7 @@ func noteUnread(rep *report.Report, unread []Unread) {
 		return
 	}
 	rep.Missing = append(rep.Missing, hidden...)
-	rep.Attribution = report.AttrMissingEvidence
+	rep.Attribution = attribution(attributionFacts{judged: rep.Attribution, hidden: true})
 	rep.NextSteps = append([]string{hidden[0].Fix}, rep.NextSteps...)
 	what := "the first failure of the job"
 	if rep.FirstFailure == nil {
@@ -373,8 +373,8 @@ func explainOrder(rep *report.Report, order fleet.Result, own string) {
 		}
 	}
 	rep.Missing = append(rep.Missing, hidden...)
+	rep.Attribution = attribution(attributionFacts{judged: rep.Attribution, hidden: len(hidden) > 0})
 	if len(hidden) > 0 {
-		rep.Attribution = report.AttrMissingEvidence
 		var steps []string
 		for _, m := range hidden {
 			steps = append(steps, m.Fix)
