@@ -5,6 +5,7 @@ import (
 	"sort"
 	"strings"
 
+	"github.com/retrivium/forensic/analyze"
 	"github.com/retrivium/forensic/cuda"
 	"github.com/retrivium/forensic/report"
 )
@@ -25,7 +26,7 @@ type cand struct {
 // the failure is judged against, then causes before measures, then by
 // bytes, then by kind. It reads again the windows of calls where aligned
 // processes' summaries differ, and the stacks of the departing calls
-// through bad.Stack when set.
+// through bad.Stacks when set.
 func Compare(good []*Run, bad *Run) (*report.Diff, error) {
 	d := &report.Diff{Schema: report.DiffSchema, Bad: diffRun(bad.Report), Chosen: "last",
 		Explains: explainedView(bad.Report), Differences: []report.Difference{}, Processes: []report.ProcessPair{},
@@ -228,8 +229,8 @@ func departureCand(bad, good *Run, p pair, dep departure, cb, cg *Sequence) cand
 		if dd.Phase == "" {
 			dd.Phase, dd.View = dd.GoodCall.Phase, callView(dd.GoodCall.Symbol)
 		}
-		if dep.kind == report.DepartOtherSite && good.Stack != nil {
-			dd.GoodCall.Stack = good.Stack(dd.GoodCall.PID, dd.GoodCall.TimeNS)
+		if dep.kind == report.DepartOtherSite && good.Stacks != nil {
+			dd.GoodCall.Stack = good.Stacks([]analyze.CallRef{{PID: dd.GoodCall.PID, EndNS: dd.GoodCall.TimeNS}})[0]
 		}
 	}
 	dd.Bytes = departedBytes(dep.kind, dd.Call, dd.GoodCall)
@@ -376,14 +377,24 @@ func kindOrder(kind string) int {
 	return 7
 }
 
-// addStacks reads the stack of each departing call of the failing run.
+// addStacks reads the stacks of the failing run's departing calls, in one
+// pass over its events.
 func addStacks(ds []report.Difference, bad *Run) {
-	if bad.Stack == nil {
+	if bad.Stacks == nil {
 		return
 	}
+	var refs []analyze.CallRef
+	var calls []*report.DiffCall
 	for i := range ds {
 		if c := ds[i].Call; c != nil && ds[i].Kind == report.DiffCallSequence {
-			c.Stack = bad.Stack(c.PID, c.TimeNS)
+			refs = append(refs, analyze.CallRef{PID: c.PID, EndNS: c.TimeNS})
+			calls = append(calls, c)
 		}
+	}
+	if len(refs) == 0 {
+		return
+	}
+	for i, st := range bad.Stacks(refs) {
+		calls[i].Stack = st
 	}
 }

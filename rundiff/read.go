@@ -44,10 +44,10 @@ type Run struct {
 	// sites (Sites[0] is "": unknown).
 	Symbols []string
 	Sites   []string
-	// Stack returns the stack of one of the run's calls, named by its
-	// process and return time (nil when none was recorded); nil when
-	// stacks cannot be read (unit tests).
-	Stack func(pid uint32, endNS int64) *report.Stack
+	// Stacks returns the stacks of some of the run's calls, named by
+	// their process and return time (nil for one with none recorded), in
+	// one pass; nil when stacks cannot be read (unit tests).
+	Stacks func(calls []analyze.CallRef) []*report.Stack
 	// load reads windows of some processes' calls, a second pass over the
 	// run; their calls' Symbol and Site index Symbols and Sites.
 	load func(want map[uint32][]window) (map[uint32]*Sequence, error)
@@ -80,7 +80,7 @@ type GPUPlatform struct {
 
 // Read analyzes a run and keeps what a comparison needs: each process's
 // calls summarized, and a way to read windows of them again. src must
-// stay open while the Run is compared and its Stack is used.
+// stay open while the Run is compared and its Stacks are read.
 func Read(src analyze.Source, opts Options) (*Run, error) {
 	t := &tables{src: src, ids: map[string]uint16{}, byStack: map[int32]int32{}, sites: map[string]int32{"": 0},
 		siteKeys: []string{""}, siteHashes: []uint64{0}}
@@ -104,12 +104,15 @@ func Read(src analyze.Source, opts Options) (*Run, error) {
 	run.Symbols, run.Sites = t.names, t.siteKeys
 	sopts := opts.Analyze
 	sopts.Observer = nil
-	run.Stack = func(pid uint32, endNS int64) *report.Stack {
-		st, err := analyze.CallStack(src, sopts, pid, endNS)
+	run.Stacks = func(calls []analyze.CallRef) []*report.Stack {
+		sts, err := analyze.CallStacks(src, sopts, calls)
 		if err != nil {
-			return &report.Stack{Frames: []report.Frame{}, Partial: true, Note: "stack unreadable: " + err.Error()}
+			sts = make([]*report.Stack, len(calls))
+			for i := range sts {
+				sts[i] = &report.Stack{Frames: []report.Frame{}, Partial: true, Note: "stack unreadable: " + err.Error()}
+			}
 		}
-		return st
+		return sts
 	}
 	return run, nil
 }

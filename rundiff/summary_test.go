@@ -219,6 +219,9 @@ func TestDiffOfLongRunsFindsLateDepartures(t *testing.T) {
 	for _, f := range d.Differences {
 		if f.Kind == report.DiffCallSequence {
 			got[f.Departure] = f.Call.Index
+			if f.Call.Stack == nil {
+				t.Errorf("%s: the departing call's stack was not read", f.Departure)
+			}
 			if f.Departure == report.DepartExtraCall && *f.Call.Size != 2048<<20 {
 				t.Errorf("extra call of %d bytes, want 2 GiB", *f.Call.Size)
 			}
