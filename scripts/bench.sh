@@ -187,7 +187,9 @@ largerun_section() {
 	echo "would (its \`--json\` output discarded): \`analyze\` of the failing run (headroom and budget are part of every"
 	echo "analysis), \`diff\` of the good run and the failing one. Wall is ns/op; CPU and peak RSS (maxrss: heap, stacks"
 	echo "and the pages of run.db that bbolt maps) come from the child's getrusage; heap is its Go heap at the end"
-	echo "(runtime.MemStats.HeapSys, which does not shrink)."
+	echo "(runtime.MemStats.HeapSys, which does not shrink). A wall time well above the CPU time means other work"
+	echo "shared the CPUs (the load in the machine table); diff analyzes the runs side by side, so on 2 idle CPUs its"
+	echo "wall time is about half its CPU time."
 	echo
 	echo "| operation | wall | user + sys CPU | peak RSS (maxrss) | Go heap (HeapSys) | allocated |"
 	echo "|---|---:|---:|---:|---:|---:|"
