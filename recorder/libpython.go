@@ -76,9 +76,12 @@ func newPyWatch(d time.Duration) *pyWatch {
 	return &pyWatch{ctx: ctx, stop: stop}
 }
 
-// run reads the process's mappings every libpythonPoll until they show
-// an interpreter whose memory reads as one, the process is gone, or the
-// watch is stopped.
+// run reads the process's mappings at once, then every libpythonPoll,
+// until they show an interpreter whose memory reads as one, the process
+// is gone, or the watch is stopped. The first read is not put off: the
+// loader may have mapped the library since the reader read the exec's
+// mappings, and every poll waited is time in which an early failure
+// goes without its Python frames.
 func (w *pyWatch) run(f *pythonFinder, procRoot string, pid uint32, ids *buildIDCache, exe fileKey) {
 	tick := time.NewTicker(libpythonPoll)
 	defer tick.Stop()
