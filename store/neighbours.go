@@ -47,17 +47,11 @@ type Neighbour struct {
 // a process the recording does not follow is named, not described.
 const MaxNeighbourArgs = 1024
 
-// putNeighbours writes a batch's neighbours.
-func putNeighbours(tx *bolt.Tx, ns []Neighbour) error {
-	if len(ns) == 0 {
-		return nil
-	}
-	b, err := tx.CreateBucketIfNotExists(bucketNeighbours)
-	if err != nil {
-		return err
-	}
-	for i := range ns {
-		if err := putJSON(b, ProcessKey(ns[i].PID, ns[i].Time), &ns[i]); err != nil {
+// putNeighbours writes a batch's neighbours, by pid and time read.
+func putNeighbours(bk *bolt.Bucket, b *Batch) error {
+	for i := range b.Neighbours {
+		n := &b.Neighbours[i]
+		if err := putJSON(bk, ProcessKey(n.PID, n.Time), n); err != nil {
 			return err
 		}
 	}
