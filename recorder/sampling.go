@@ -37,10 +37,10 @@ type sampling struct {
 	names *neighbourNamer
 }
 
-// store queues a round kept, then names the neighbours it lists first
+// queueRound queues a round kept, then names the neighbours it lists first
 // (after the queueing, and after any frozen process was let go: no call
 // waits for /proc).
-func (s *sampling) store(round []store.Sample) {
+func (s *sampling) queueRound(round []store.Sample) {
 	s.q.addSamples(round)
 	if s.names == nil || len(round) == 0 {
 		return
@@ -57,7 +57,7 @@ func (s *sampling) first() {
 		return
 	}
 	s.th.keep(true)
-	s.store(s.take(-1, nil, "first"))
+	s.queueRound(s.take(-1, nil, "first"))
 }
 
 // take reads a round and queues it, marked with why it is kept.
@@ -92,7 +92,7 @@ func (s *sampling) run(stop <-chan struct{}) {
 				s.triggered(req)
 			default:
 			}
-			s.store(s.take(-1, nil, "last"))
+			s.queueRound(s.take(-1, nil, "last"))
 			return
 		case <-t.C:
 			s.periodic()
@@ -114,7 +114,7 @@ func (s *sampling) periodic() {
 		for i := range round {
 			round[i].Kept = why
 		}
-		s.store(round)
+		s.queueRound(round)
 		s.held = nil
 		return
 	}
@@ -138,7 +138,7 @@ drain:
 		for i := range s.held {
 			s.held[i].Kept = "before-failure"
 		}
-		s.store(s.held)
+		s.queueRound(s.held)
 		s.q.thinned(-len(s.held))
 		s.held = nil
 	}
@@ -153,7 +153,7 @@ drain:
 			}
 		}
 	}
-	s.store(round)
+	s.queueRound(round)
 	if len(round) > 0 {
 		delays := make([]int64, len(trs))
 		for i, tr := range trs {
