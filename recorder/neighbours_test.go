@@ -98,3 +98,15 @@ func TestNeighbourIsNamedOncePerSegmentAndNeverWhenRecorded(t *testing.T) {
 		t.Errorf("after a new segment: named %v, want [20]", got)
 	}
 }
+
+// BenchmarkNameNeighbour is what naming one neighbour costs the sampler:
+// the recorder's own process read from the real /proc.
+func BenchmarkNameNeighbour(b *testing.B) {
+	n := &neighbourNamer{proc: "/proc", passwd: []string{"/proc/1/root/etc/passwd", "/etc/passwd"}}
+	pid := []uint32{uint32(os.Getpid())}
+	for b.Loop() {
+		if ns := n.name(pid, 1); ns[0].UID == nil {
+			b.Fatalf("not named: %+v", ns[0])
+		}
+	}
+}
