@@ -180,10 +180,26 @@ func (r *Report) processText(f *Failure) string {
 			s += ": " + p.CommandLine()
 		}
 	}
-	if f.TID != 0 && f.TID != f.PID {
-		s += fmt.Sprintf(" (thread %d)", f.TID)
+	if t := f.ThreadText(); t != "" {
+		s += " (" + t + ")"
 	}
 	return s
+}
+
+// ThreadText names the failing thread: "thread pt_autograd_0, tid 4250",
+// "main thread worker" (its name when the record has one), "thread 4250"
+// when it has none; "" for a main thread without a recorded name.
+func (f *Failure) ThreadText() string {
+	main := f.TID == 0 || f.TID == f.PID
+	switch {
+	case f.ThreadName != nil && main:
+		return "main thread " + *f.ThreadName
+	case f.ThreadName != nil:
+		return fmt.Sprintf("thread %s, tid %d", *f.ThreadName, f.TID)
+	case main:
+		return ""
+	}
+	return fmt.Sprintf("thread %d", f.TID)
 }
 
 // UserFrameOf returns the innermost frame of the user's own code in st,

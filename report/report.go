@@ -233,6 +233,9 @@ type Failure struct {
 	Flags      *uint64 `json:"flags"`
 	PID        uint32  `json:"pid"`
 	TID        uint32  `json:"tid"`
+	// ThreadName is the failing thread's name (its comm) as the kernel
+	// had it at the call; nil when the record has none.
+	ThreadName *string `json:"thread_name"`
 	TimeNS     int64   `json:"time_ns"`
 	StartNS    int64   `json:"start_ns"`
 	Wall       string  `json:"wall_time"`

@@ -376,8 +376,8 @@ func (t *writer) procName(f *report.Failure, other bool) string {
 	if p := t.rep.ProcessOf(f.PID); p != nil && !other {
 		s = fmt.Sprintf("pid %d: %s", f.PID, report.ClipMiddle(p.CommandLine(), 2*(t.o.Width-14)))
 	}
-	if f.TID != f.PID {
-		s += fmt.Sprintf(" (thread %d)", f.TID)
+	if th := f.ThreadText(); th != "" {
+		s += " (" + th + ")"
 	}
 	return s
 }
