@@ -7,19 +7,22 @@ import (
 
 // A failed call is reported with the name its thread had at the call, read
 // by the probe: a named worker thread, a main thread that renamed itself,
-// and an unnamed main thread (the kernel gives it the process's name). The
-// name is on the first screen of the text report at 80 columns, beside the
-// process, and in --json.
+// and an unnamed main thread (the kernel gives it the program's name). The
+// name is in --json, and on the first screen of the text report at 80
+// columns beside the process, except the program's own name on a main
+// thread, which says nothing the command line does not.
 func TestFailureNamesItsThread(t *testing.T) {
 	tests := []struct {
 		name   string
 		script string
-		thread string // the name the report must give
+		thread string // the name --json must give
+		text   string // what the first screen must say of it ("": nothing)
 		main   bool   // the failing thread is the process's main thread
 	}{
-		{"named worker thread", "init; threads 1 { thread-name pt_autograd_0; use 0; alloc 8G }", "pt_autograd_0", false},
-		{"renamed main thread", "thread-name worker-3; init; use 0; alloc 8G", "worker-3", true},
-		{"unnamed main thread", "init; use 0; alloc 8G", "simwork", true},
+		{"named worker thread", "init; threads 1 { thread-name pt_autograd_0; use 0; alloc 8G }", "pt_autograd_0",
+			"(thread pt_autograd_0, tid ", false},
+		{"renamed main thread", "thread-name worker-3; init; use 0; alloc 8G", "worker-3", "(main thread worker-3)", true},
+		{"unnamed main thread", "init; use 0; alloc 8G", "simwork", "", true},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -37,14 +40,13 @@ func TestFailureNamesItsThread(t *testing.T) {
 			if got, _ := ff["thread_name"].(string); got != tt.thread {
 				t.Errorf("--json first_failure.thread_name = %v, want %q", ff["thread_name"], tt.thread)
 			}
-			text := textAt80(t, res.db)
-			screen := firstLines(text, 25)
-			want := "main thread " + tt.thread
-			if !tt.main {
-				want = "thread " + tt.thread + ", tid"
-			}
-			if !strings.Contains(strings.Join(strings.Fields(screen), " "), want) {
-				t.Errorf("the first 25 lines at 80 columns do not name the thread (%q):\n%s", want, screen)
+			screen := firstLines(textAt80(t, res.db), 25)
+			words := strings.Join(strings.Fields(screen), " ")
+			switch {
+			case tt.text != "" && !strings.Contains(words, tt.text):
+				t.Errorf("the first 25 lines at 80 columns do not name the thread (%q):\n%s", tt.text, screen)
+			case tt.text == "" && strings.Contains(words, "thread "+tt.thread):
+				t.Errorf("the first 25 lines name a main thread by its program's name:\n%s", screen)
 			}
 		})
 	}
