@@ -62,6 +62,8 @@ build/roots/trixie/.complete:
 # Every test, with the end-to-end tests required: a missing prerequisite
 # (root, the simulator, the NVIDIA libraries) fails instead of skipping.
 # Then the e2e suite once more, against the -race build of the binary.
+# The deploy tests fetch the Kubernetes 1.29 to 1.33 schemas with
+# `go mod download` on their first run (84 MB into the module cache).
 test:
 	scripts/deps.sh test
 	$(MAKE) --no-print-directory all nvidia-libs roots

@@ -73,4 +73,20 @@ func TestCallStackFindsTheCallsStack(t *testing.T) {
 			}
 		})
 	}
+	t.Run("several calls in one pass, in the order asked", func(t *testing.T) {
+		refs := make([]CallRef, len(cases)+1)
+		for i, c := range cases {
+			refs[len(cases)-1-i] = CallRef{c.pid, c.end}
+		}
+		refs[len(cases)] = refs[len(cases)-1] // the same call twice
+		sts, err := CallStacks(r, Options{Symbolizer: namingSymbolizer{}}, refs)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for i, ref := range refs {
+			if has := sts[i] != nil; has != (ref == CallRef{7, tClock + ms}) {
+				t.Errorf("call %d (%+v): stack %+v", i, ref, sts[i])
+			}
+		}
+	})
 }

@@ -122,7 +122,7 @@ func (p *replayer) exitContexts(pid uint32, t int64) {
 	}
 	sort.Ints(order)
 	for _, g := range order {
-		p.logOpaque(opaqueRel{at: t, from: p.exitFrom(pid, t), gpu: g, view: viewMixed, pid: pid, ctx: true,
+		p.logOpaque(opaqueRel{at: t, from: p.exitFrom(pid, t), gpu: g, view: viewMixed, pid: pid, ctx: true, exit: true,
 			why: fmt.Sprintf("exited, freeing its CUDA context%s, %s", onGPU(g), ctxMemory)})
 	}
 }

@@ -321,7 +321,7 @@ func (s *state) jobsReport() {
 	out := make([]report.Job, len(jobs))
 	for i, j := range jobs {
 		j.PIDs = slices.Clone(j.PIDs)
-		j.Attribution = report.AttrNone
+		j.Attribution = attribution(attributionFacts{})
 		if f := s.jobFirst(j.PIDs); f != nil {
 			j.FirstFailure = jobFailure(f)
 			j.Attribution = s.jobAttribution(f, j.PIDs)
@@ -356,8 +356,10 @@ func (s *state) jobFirst(pids []uint32) *failed {
 // gap before its failure could hide an earlier one, the gaps read as that
 // job's own (the subject is that job's processes for the while).
 func (s *state) jobAttribution(f *failed, pids []uint32) report.Attribution {
+	facts := attributionFacts{failed: f.sym, meaning: cuda.LookupResult(f.e.Result).Meaning}
 	if p := s.procs[f.e.PID]; p != nil && p.AttachedLate {
-		return report.AttrMissingEvidence
+		facts.hidden = true
+		return attribution(facts)
 	}
 	js := s.jobs
 	saved := js.subject
@@ -365,12 +367,9 @@ func (s *state) jobAttribution(f *failed, pids []uint32) report.Attribution {
 	for _, pid := range pids {
 		js.subject[pid] = true
 	}
-	hidden := s.hiding(f.e.End)
+	facts.hidden = len(s.hiding(f.e.End)) > 0
 	js.subject = saved
-	if len(hidden) > 0 {
-		return report.AttrMissingEvidence
-	}
-	return attributionOf(f.sym, cuda.LookupResult(f.e.Result).Meaning)
+	return attribution(facts)
 }
 
 // failedOutside reports whether a process of a job other than the

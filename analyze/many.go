@@ -100,7 +100,7 @@ func noteUnread(rep *report.Report, unread []Unread) {
 		return
 	}
 	rep.Missing = append(rep.Missing, hidden...)
-	rep.Attribution = report.AttrMissingEvidence
+	rep.Attribution = attribution(attributionFacts{judged: rep.Attribution, hidden: true})
 	rep.NextSteps = append([]string{hidden[0].Fix}, rep.NextSteps...)
 	what := "the first failure of the job"
 	if rep.FirstFailure == nil {
@@ -363,16 +363,18 @@ func explainOrder(rep *report.Report, order fleet.Result, own string) {
 	if order.FirstUnrecovered != nil && order.Order == fleet.OrderUncertain {
 		rep.Missing = append(rep.Missing, report.Missing{
 			What: "the runs' first failures cannot be ordered: " + unorderedText(order.FirstFailure) + "; those that could be first were recovered, so it decides nothing",
-			Fix:  "run a time daemon (chrony or linuxptp) on every host so each run records a bound on its clock's error"})
+			Fix:  fleet.FixClockBound})
 	}
 	for _, n := range order.Notes {
-		if !strings.Contains(n, "ranks have no run") && !strings.HasPrefix(n, "the first failure is uncertain") {
-			rep.Missing = append(rep.Missing, report.Missing{What: n, Fix: noteFix(n)})
+		// Missing ranks and an uncertain order are said from the
+		// order's fields, by hiddenByOrder, as decisive.
+		if !n.Kind.Restates() {
+			rep.Missing = append(rep.Missing, report.Missing{What: n.Text, Fix: n.Kind.Fix()})
 		}
 	}
 	rep.Missing = append(rep.Missing, hidden...)
+	rep.Attribution = attribution(attributionFacts{judged: rep.Attribution, hidden: len(hidden) > 0})
 	if len(hidden) > 0 {
-		rep.Attribution = report.AttrMissingEvidence
 		var steps []string
 		for _, m := range hidden {
 			steps = append(steps, m.Fix)
@@ -468,7 +470,7 @@ func recoveredInJob(f *report.Failure) string {
 // failures cannot be ordered, and ranks with no run.
 func hiddenByOrder(order fleet.Result) []report.Missing {
 	var hidden []report.Missing
-	const fix = "run a time daemon (chrony or linuxptp) on every host so each run records a bound on its clock's error"
+	const fix = fleet.FixClockBound
 	switch {
 	case order.FirstUnrecovered != nil:
 		// The recovered first failures' order decides nothing: the
@@ -489,19 +491,6 @@ func hiddenByOrder(order fleet.Result) []report.Missing {
 				report.RankRanges(order.MissingRanks))})
 	}
 	return hidden
-}
-
-// noteFix is the advice for one of fleet's notes that decides nothing
-// alone (duplicate ranks, disagreeing world sizes, a clock without a
-// bound across boots).
-func noteFix(note string) string {
-	switch {
-	case strings.Contains(note, "no clock bound"), strings.Contains(note, "no wall-clock mapping"):
-		return "run a time daemon (chrony or linuxptp) on every host so each run records a bound on its clock's error"
-	case strings.HasPrefix(note, "rank ") && strings.Contains(note, " runs ("):
-		return "give the runs of one attempt of the job: a restarted job's earlier runs belong to another analysis"
-	}
-	return "see docs/multi-run.md"
 }
 
 // afterText says what came after the first failure in other runs, by

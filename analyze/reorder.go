@@ -2,6 +2,12 @@ package analyze
 
 import "github.com/retrivium/forensic/store"
 
+// EventsInOrder streams the run's events in the order the analysis
+// replays them and hands them to an Observer: a second pass over a run
+// (forensic diff reading again a few of the calls it summarized) numbers
+// each process's calls as the first pass did.
+func EventsInOrder(r Source, fn func(*store.Event) error) error { return eventsInOrder(r, fn) }
+
 // eventsInOrder streams the run's events to replay in time order. Stored
 // events are nearly ordered already (one ring buffer, committed in arrival
 // order); a bounded reorder window repairs what is not, so totals at a

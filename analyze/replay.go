@@ -4,7 +4,6 @@ import (
 	"math"
 	"slices"
 	"sort"
-	"strings"
 	"time"
 
 	"github.com/retrivium/forensic/cuda"
@@ -389,13 +388,15 @@ type opaqueRel struct {
 	ctx  bool // it frees (or, acquire, takes) a CUDA context's own memory
 	// acquire: it took memory rather than freed it.
 	acquire bool
+	// exit: the process exited, and the driver freed what it held.
+	exit bool
 }
 
 // event names the release in two or three words ("exit", "context
 // release"), for the short tags of the default text report.
 func (o *opaqueRel) event() string {
 	switch {
-	case strings.HasPrefix(o.why, "exited"):
+	case o.exit:
 		return "exit"
 	case o.ctx && o.acquire:
 		return "context creation"
@@ -729,7 +730,7 @@ func (q *exitQueue) releaseUpTo(t int64, live map[resKey]liveRes, freed func(vk 
 		*q = (*q)[1:]
 		exited(x)
 		if x.late {
-			opaque(opaqueRel{at: x.t, gpu: -1, view: viewMixed, pid: x.pid,
+			opaque(opaqueRel{at: x.t, gpu: -1, view: viewMixed, pid: x.pid, exit: true,
 				why: "exited, and the driver freed what it held, including memory allocated before recording started (it was already running), of a size the record does not have"})
 		}
 		lost := map[viewKey][2]uint64{}
@@ -743,7 +744,7 @@ func (q *exitQueue) releaseUpTo(t int64, live map[resKey]liveRes, freed func(vk 
 				n := lost[l.key()]
 				lost[l.key()] = [2]uint64{n[0] + l.size, n[1] + l.most}
 			case l.view != cuda.ViewNone && !x.late:
-				opaque(opaqueRel{at: x.t, gpu: l.gpu, view: l.view, pid: x.pid, why: "exited, and the driver freed memory of unknown size it held"})
+				opaque(opaqueRel{at: x.t, gpu: l.gpu, view: l.view, pid: x.pid, exit: true, why: "exited, and the driver freed memory of unknown size it held"})
 			}
 		}
 		keys := make([]viewKey, 0, len(lost))

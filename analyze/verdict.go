@@ -23,41 +23,6 @@ const (
 	rulePoolLimit   = "pool-limit"
 )
 
-// attributionOf is the verdict rule for a failure: the operation class and
-// what the result code means (cuda.Results). It is the only place where
-// the two meet.
-func attributionOf(sym *cuda.Symbol, m cuda.Meaning) report.Attribution {
-	switch m {
-	case cuda.MeaningNotMemory, cuda.MeaningSuccess:
-		return report.AttrNotMemory
-	case cuda.MeaningSticky, cuda.MeaningUnknown:
-		return report.AttrMissingEvidence
-	}
-	switch sym.Op {
-	case cuda.OpAllocation, cuda.OpHostAllocation, cuda.OpContext:
-		return report.AttrAllocation
-	case cuda.OpMapping:
-		if m == cuda.MeaningResource && sym.Creates.View() == cuda.ViewHost {
-			// Registering host memory that ran out of memory ran out of
-			// page-locked host memory, what it creates: an allocation
-			// problem of host memory, not a mapping of device memory.
-			return report.AttrAllocation
-		}
-		return report.AttrMapping
-	case cuda.OpFree:
-		// A failed release belongs to the side that created what it
-		// primarily releases (cuMemFree: allocations; cuMemUnmap: mappings).
-		if len(sym.Releases) > 0 && sym.Releases[0].CreatedBy() == cuda.OpMapping {
-			return report.AttrMapping
-		}
-		return report.AttrAllocation
-	}
-	if m == cuda.MeaningResource {
-		return report.AttrAllocation
-	}
-	return report.AttrNotMemory
-}
-
 // judgement is the verdict on one failure: its attribution, what hid it
 // (missing evidence that makes it unestablished), its capacity finding,
 // the cause behind a not-memory code, and the evidence and missing items
@@ -65,8 +30,9 @@ func attributionOf(sym *cuda.Symbol, m cuda.Meaning) report.Attribution {
 type judgement struct {
 	f           *failed
 	res         cuda.Result
-	attribution report.Attribution
-	hidden      []report.Missing // decisive: the failure cannot be established
+	facts       attributionFacts
+	attribution report.Attribution // attribution(facts)
+	hidden      []report.Missing   // decisive: the failure cannot be established
 	cap         finding
 	cause       *report.Cause
 	evidence    []report.Evidence
@@ -76,11 +42,9 @@ type judgement struct {
 // judge decides one failure, whose hiding gaps are those before it.
 func (s *state) judge(f *failed) *judgement {
 	j := &judgement{f: f, res: cuda.LookupResult(f.e.Result)}
-	j.attribution = attributionOf(f.sym, j.res.Meaning)
 	j.hidden = s.hiding(f.e.End)
-	if len(j.hidden) > 0 {
-		j.attribution = report.AttrMissingEvidence
-	}
+	j.facts = attributionFacts{failed: f.sym, meaning: j.res.Meaning, hidden: len(j.hidden) > 0}
+	j.attribution = attribution(j.facts)
 	j.missing = append(j.missing, j.hidden...)
 	j.evidence = append(j.evidence, report.Evidence{Field: "result", Text: j.res.Name, Unit: "CUresult",
 		Source: f.name + " return value (uretprobe)", Status: "recorded", TimeNS: f.e.End, Note: j.res.Cause,
@@ -149,7 +113,7 @@ func (s *state) verdict() {
 	}
 	j := s.judge(s.first)
 	s.budgetAtFailure(j)
-	rep.Attribution = j.attribution
+	facts := j.facts
 	c := j.cap.capacity
 	rep.Capacity = &c
 	rep.Cause = j.cause
@@ -169,23 +133,25 @@ func (s *state) verdict() {
 		story = rep.FirstUnrecovered.Verdict + " " + s.recoveredNote(j, false)
 		rep.NextSteps = s.nextSteps(u)
 	case s.first.recovered:
-		story += " " + s.recoveredNote(j, true) + s.allRecovered()
+		story += " " + s.recoveredNote(j, true) + s.allRecovered(&facts)
 	}
+	rep.Attribution = attribution(facts)
 	rep.Verdict = strings.TrimSpace(story)
 }
 
 // allRecovered decides a run whose every failure was recovered: a process
 // that then ended badly died of something the record does not hold, and
-// the evidence is missing; otherwise the failure did no harm, and making
-// the request fit is not the advice. It returns the verdict's last words.
-func (s *state) allRecovered() string {
+// the evidence is missing (facts.endedBadly); otherwise the failure did
+// no harm, and making the request fit is not the advice. It returns the
+// verdict's last words.
+func (s *state) allRecovered(facts *attributionFacts) string {
 	rep := s.rep
 	exits := s.unexplainedExits(s.first.e.End, 0)
 	if len(exits) == 0 {
 		rep.NextSteps = []string{"nothing needs fixing for this failure: the process recovered from it, as a caching allocator does when it frees cached blocks and retries; if the retries slow the job, leave more headroom (a smaller batch, or PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True against fragmentation)"}
 		return " No later failure went unrecovered."
 	}
-	rep.Attribution = report.AttrMissingEvidence
+	facts.endedBadly = true
 	rep.Missing = append(rep.Missing, exits...)
 	rep.NextSteps = nil
 	for _, m := range exits {
@@ -235,16 +201,14 @@ func (s *state) verdictNoFailure() {
 		n += c.Calls
 	}
 	calls := fmt.Sprintf("%s from %s", report.Plural(int(n), "traced call"), report.Plural(len(s.procList), "process"))
+	rep.Attribution = attribution(attributionFacts{hidden: len(hidden) > 0})
 	switch {
 	case len(hidden) > 0:
-		rep.Attribution = report.AttrMissingEvidence
 		rep.Verdict = fmt.Sprintf("No recorded call failed (%s), but the record cannot rule a failure out: %s.", calls, whats(hidden))
 	case rep.Run.Interrupted != "":
-		rep.Attribution = report.AttrNone
 		rep.Verdict = fmt.Sprintf("The run was interrupted by %s at %s: stopped by the user or forensic, not a crash. No recorded call failed before it (%s), with no evidence lost.",
 			rep.Run.Interrupted, s.rel(s.interruptTime()), calls)
 	default:
-		rep.Attribution = report.AttrNone
 		rep.Verdict = fmt.Sprintf("No recorded call failed: %s, with no evidence lost.", calls)
 	}
 	if rep.NearMiss {

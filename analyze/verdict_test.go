@@ -18,7 +18,7 @@ func sym(name string) *cuda.Symbol {
 }
 
 // The attribution rule: the operation class meets the meaning of the code.
-func TestAttributionOf(t *testing.T) {
+func TestAttributionByResultCode(t *testing.T) {
 	tests := []struct {
 		symbol string
 		code   int32
@@ -42,7 +42,7 @@ func TestAttributionOf(t *testing.T) {
 		{"cuInit", 100, report.AttrNotMemory},                // identity/initialization
 	}
 	for _, tt := range tests {
-		got := attributionOf(sym(tt.symbol), cuda.LookupResult(tt.code).Meaning)
+		got := attribution(attributionFacts{failed: sym(tt.symbol), meaning: cuda.LookupResult(tt.code).Meaning})
 		if got != tt.want {
 			t.Errorf("%s returning %d: %s, want %s", tt.symbol, tt.code, got, tt.want)
 		}

@@ -3,7 +3,6 @@ package analyze
 import (
 	"fmt"
 	"sort"
-	"strings"
 
 	"github.com/retrivium/forensic/cuda"
 	"github.com/retrivium/forensic/report"
@@ -71,10 +70,13 @@ type fieldAcc struct {
 	peakSpans  []span
 	spansCut   bool
 	api, strct string
-	lastStatus string
-	usable     bool
-	scope      string
-	migIndex   *int
+	// lastStatus is the NVML status of the last sample without a value,
+	// and lastNotReported, instead, why its struct has no such field.
+	lastStatus      string
+	lastNotReported string
+	usable          bool
+	scope           string
+	migIndex        *int
 }
 
 func (a *fieldAcc) observe(v uint64, t int64, lm *landmarks) {
@@ -158,6 +160,14 @@ func (a *fieldAcc) clone() fieldAcc {
 	return c
 }
 
+// fieldMissing says why a sample may have no value for a field: the
+// NVML status to report, or (notReported) that the sample's struct has
+// no such field, in words.
+type fieldMissing struct {
+	status      string
+	notReported string
+}
+
 // sampleField names a sampled field of one GPU.
 type sampleField struct {
 	gpu   int
@@ -189,7 +199,7 @@ func (s *state) feedFields(sp *samplesPass, smp *store.Sample, trig bool) {
 		mig = *smp.GPU.MIGIndex
 	}
 	lm := s.landmarks()
-	feed := func(name string, pid uint32, v *uint64, missingWhy string) {
+	feed := func(name string, pid uint32, v *uint64, missing fieldMissing) {
 		scope := smp.Scope
 		if smp.Kind == store.KindProcesses {
 			scope = store.ScopeProcess
@@ -198,9 +208,9 @@ func (s *state) feedFields(sp *samplesPass, smp *store.Sample, trig bool) {
 		a.api, a.strct = smp.API, smp.Struct
 		switch {
 		case !smp.Status.OK():
-			a.lastStatus = smp.Status.Name
+			a.lastStatus, a.lastNotReported = smp.Status.Name, ""
 		case v == nil:
-			a.lastStatus = missingWhy
+			a.lastStatus, a.lastNotReported = missing.status, missing.notReported
 		default:
 			a.usable = true
 			a.observe(*v, smp.End, lm)
@@ -212,18 +222,18 @@ func (s *state) feedFields(sp *samplesPass, smp *store.Sample, trig bool) {
 	switch smp.Kind {
 	case store.KindFramebuffer:
 		s.watchPeak(smp)
-		feed("framebuffer total", 0, smp.Total, "")
-		feed("framebuffer reserved", 0, smp.Reserved, "not reported by "+smp.Struct+" (v1 has no reserved field)")
-		feed("framebuffer used", 0, smp.Used, "")
-		feed("framebuffer free", 0, smp.Free, "")
+		feed("framebuffer total", 0, smp.Total, fieldMissing{})
+		feed("framebuffer reserved", 0, smp.Reserved, fieldMissing{notReported: "not reported by " + smp.Struct + " (v1 has no reserved field)"})
+		feed("framebuffer used", 0, smp.Used, fieldMissing{})
+		feed("framebuffer free", 0, smp.Free, fieldMissing{})
 	case store.KindBAR1:
-		feed("BAR1 total", 0, smp.Total, "")
-		feed("BAR1 used", 0, smp.Used, "")
-		feed("BAR1 free", 0, smp.Free, "")
+		feed("BAR1 total", 0, smp.Total, fieldMissing{})
+		feed("BAR1 used", 0, smp.Used, fieldMissing{})
+		feed("BAR1 free", 0, smp.Free, fieldMissing{})
 	case store.KindProcesses:
 		mig = -1
 		if !smp.Status.OK() {
-			feed("process used", 0, nil, "")
+			feed("process used", 0, nil, fieldMissing{})
 			return
 		}
 		s.feedProcesses(sp, smp, trig, feed)
@@ -269,7 +279,7 @@ func (s *state) procsOn(gpu int) *gpuProcs {
 
 // feedProcesses feeds a usable per-process query: each listed process's
 // value, and 0 for every process listed before that it no longer lists.
-func (s *state) feedProcesses(sp *samplesPass, smp *store.Sample, trig bool, feed func(string, uint32, *uint64, string)) {
+func (s *state) feedProcesses(sp *samplesPass, smp *store.Sample, trig bool, feed func(string, uint32, *uint64, fieldMissing)) {
 	g := s.procsOn(smp.GPU.Index)
 	g.n++
 	g.gone = g.gone[:0]
@@ -286,7 +296,7 @@ func (s *state) feedProcesses(sp *samplesPass, smp *store.Sample, trig bool, fee
 			g.byPID[p.PID] = lp
 		}
 		lp.last = g.n
-		feed("process used", p.PID, p.Used, "NVML_VALUE_NOT_AVAILABLE")
+		feed("process used", p.PID, p.Used, fieldMissing{status: "NVML_VALUE_NOT_AVAILABLE"})
 	}
 	lm := s.landmarks()
 	for _, lp := range g.procs {
@@ -328,17 +338,18 @@ func (s *state) goneFrom(smp *store.Sample) []uint32 {
 type fieldInfo struct {
 	meaning, examines string
 	order             int
+	view              cuda.View // the memory view the field reads
 }
 
 var fieldInfos = map[string]fieldInfo{
-	"framebuffer total":    {"device memory the GPU has (configuration)", "device allocations", 0},
-	"framebuffer reserved": {"device memory the driver keeps for itself; no allocation can get it", "device allocations", 1},
-	"framebuffer used":     {"device memory allocated on the GPU, by every process", "device allocations", 2},
-	"framebuffer free":     {"device memory a new allocation can still get", "device allocations", 3},
-	"BAR1 total":           {"size of the PCIe aperture that maps device memory for the CPU and peers (configuration, not capacity)", "mappings through the aperture (IPC, peer, CPU)", 4},
-	"BAR1 used":            {"device memory currently mapped through the aperture", "mappings through the aperture (IPC, peer, CPU)", 5},
-	"BAR1 free":            {"aperture space left for new mappings; never room for allocations", "mappings through the aperture (IPC, peer, CPU)", 6},
-	"process used":         {"device memory NVML attributes to this process", "device allocations (who holds the memory)", 7},
+	"framebuffer total":    {"device memory the GPU has (configuration)", "device allocations", 0, cuda.ViewFramebuffer},
+	"framebuffer reserved": {"device memory the driver keeps for itself; no allocation can get it", "device allocations", 1, cuda.ViewFramebuffer},
+	"framebuffer used":     {"device memory allocated on the GPU, by every process", "device allocations", 2, cuda.ViewFramebuffer},
+	"framebuffer free":     {"device memory a new allocation can still get", "device allocations", 3, cuda.ViewFramebuffer},
+	"BAR1 total":           {"size of the PCIe aperture that maps device memory for the CPU and peers (configuration, not capacity)", "mappings through the aperture (IPC, peer, CPU)", 4, cuda.ViewBAR1},
+	"BAR1 used":            {"device memory currently mapped through the aperture", "mappings through the aperture (IPC, peer, CPU)", 5, cuda.ViewBAR1},
+	"BAR1 free":            {"aperture space left for new mappings; never room for allocations", "mappings through the aperture (IPC, peer, CPU)", 6, cuda.ViewBAR1},
+	"process used":         {"device memory NVML attributes to this process", "device allocations (who holds the memory)", 7, cuda.ViewFramebuffer},
 }
 
 // rows builds the memory-view table: one row per sampled field, GPU and
@@ -373,11 +384,7 @@ func sampleFieldLess(a, b sampleField) bool {
 
 func (s *state) sampledRow(k sampleField, a *fieldAcc) report.ViewRow {
 	m := fieldInfos[k.field]
-	view := "framebuffer"
-	if strings.HasPrefix(k.field, "BAR1") {
-		view = "bar1"
-	}
-	row := report.ViewRow{GPU: k.gpu, GPUUUID: s.gpuUUID[k.gpu], Field: k.field, View: view, Meaning: m.meaning, Unit: "bytes",
+	row := report.ViewRow{GPU: k.gpu, GPUUUID: s.gpuUUID[k.gpu], Field: k.field, View: m.view.String(), Meaning: m.meaning, Unit: "bytes",
 		Scope: a.scope, API: a.api, Struct: a.strct, Examines: m.examines, PID: k.pid, MIGIndex: a.migIndex}
 	if k.pid != 0 {
 		row.Scope = fmt.Sprintf("pid %d", k.pid)
@@ -387,7 +394,7 @@ func (s *state) sampledRow(k sampleField, a *fieldAcc) report.ViewRow {
 	}
 	row.Support = "supported"
 	if !a.usable {
-		row.Support = supportText(a.lastStatus, a.api)
+		row.Support = supportText(a.lastStatus, a.lastNotReported, a.api)
 	}
 	s.fillRow(&row, a)
 	return row
@@ -460,13 +467,14 @@ func viewKeyLess(a, b viewKey) bool {
 }
 
 // supportText says in words why a field has no values: "not supported"
-// when NVML said so, never a zero.
-func supportText(status, api string) string {
+// when NVML said so or the struct has no such field (notReported, why),
+// never a zero.
+func supportText(status, notReported, api string) string {
 	switch {
 	case status == "NVML_ERROR_NOT_SUPPORTED":
 		return "not supported: " + api + " returned NVML_ERROR_NOT_SUPPORTED"
-	case strings.HasPrefix(status, "not reported"):
-		return "not supported: " + status
+	case notReported != "":
+		return "not supported: " + notReported
 	case status == "":
 		return "no sample"
 	}

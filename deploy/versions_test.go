@@ -1,73 +1,90 @@
 package deploy
 
 import (
-	"encoding/json"
+	"errors"
+	"fmt"
+	"os"
+	"os/exec"
 	"regexp"
+	"slices"
 	"strings"
 	"testing"
+
+	"github.com/retrivium/forensic/deploy/kubeschema"
+	"github.com/retrivium/forensic/internal/e2eenv"
 )
 
-// newerThan129 are pod template fields Kubernetes 1.29 does not know
-// (strict field validation refuses them), with the release that added
-// them. The k8s.io/api types the manifest is decoded into are newer than
-// 1.29, so they accept these; this list is what keeps the manifest
-// within 1.29 to 1.33.
-var newerThan129 = map[string]string{
-	"appArmorProfile":          "1.30",
-	"recursiveReadOnly":        "1.30",
-	"supplementalGroupsPolicy": "1.31",
-	"image":                    "1.31 (as a volume source)",
-	"resources":                "1.32 (at the pod level)",
-	"stopSignal":               "1.33",
-	"hostnameOverride":         "1.34",
-}
-
-// fieldPaths lists the JSON paths of every key in v.
-func fieldPaths(prefix string, v any, out *[]string) {
-	switch t := v.(type) {
-	case map[string]any:
-		for k, e := range t {
-			*out = append(*out, prefix+"."+k)
-			fieldPaths(prefix+"."+k, e, out)
-		}
-	case []any:
-		for _, e := range t {
-			fieldPaths(prefix+"[]", e, out)
-		}
+// validators returns a schema validator per supported Kubernetes
+// release; the schemas come through GOPROXY on the first run.
+func validators(t *testing.T) []*kubeschema.Validator {
+	t.Helper()
+	_, err := exec.LookPath("go")
+	e2eenv.Need(t, err == nil, "the go command, to download the Kubernetes schemas")
+	vs, err := kubeschema.FetchSupported(t.Context(), "go")
+	if errors.Is(err, kubeschema.ErrModuleHash) {
+		t.Fatal(err)
 	}
+	e2eenv.Need(t, err == nil, fmt.Sprintf("the Kubernetes schemas through GOPROXY: %v", err))
+	return vs
 }
 
-// The DaemonSet uses no pod template field newer than 1.29 but
-// appArmorProfile, which 1.29 gets from the annotation instead (the
-// manifest says to delete the field there); everything else reads the
-// same from 1.29 to 1.33.
-func TestDaemonSetWithin129To133(t *testing.T) {
-	ds := readDaemonSet(t)
-	data, err := json.Marshal(ds.Spec.Template)
+// on129 is daemonset.yaml edited as its header says to for Kubernetes
+// 1.29: the two appArmorProfile lines deleted.
+func on129(t *testing.T, manifest []byte) []byte {
+	t.Helper()
+	lines := strings.SplitAfter(string(manifest), "\n")
+	i := slices.IndexFunc(lines, func(l string) bool { return strings.TrimSpace(l) == "appArmorProfile:" })
+	if i < 0 || !strings.Contains(lines[i+1], "type: Unconfined") {
+		t.Fatal("daemonset.yaml has no two appArmorProfile lines to delete for 1.29")
+	}
+	return []byte(strings.Join(slices.Delete(lines, i, i+2), ""))
+}
+
+// The DaemonSet and its namespace are valid objects for every supported
+// release, checked against the release's own OpenAPI schema with strict
+// field validation: as shipped from 1.30 on; on 1.29, 1.29 refuses the
+// one field its header says to delete there, and nothing else, and the
+// edit it describes is accepted.
+func TestManifestsValidForSupportedReleases(t *testing.T) {
+	daemonSet, err := os.ReadFile("kubernetes/daemonset.yaml")
 	if err != nil {
 		t.Fatal(err)
 	}
-	var tree any
-	json.Unmarshal(data, &tree)
-	var paths []string
-	fieldPaths("template", tree, &paths)
-	sawAppArmor := false
-	for _, p := range paths {
-		last := p[strings.LastIndex(p, ".")+1:]
-		since, newer := newerThan129[last]
-		switch {
-		case !newer:
-		case last == "resources" && strings.Contains(p, "containers[]"):
-		case last == "image" && !strings.Contains(p, "volumes[]"):
-		case last == "appArmorProfile" && strings.HasSuffix(p, "containers[].securityContext.appArmorProfile"):
-			sawAppArmor = true
-		default:
-			t.Errorf("%s needs Kubernetes %s", p, since)
-		}
+	namespace, err := os.ReadFile("kubernetes/namespace.yaml")
+	if err != nil {
+		t.Fatal(err)
 	}
+	for _, v := range validators(t) {
+		t.Run(v.Release().Minor, func(t *testing.T) {
+			if err := v.ValidateYAML(namespace); err != nil {
+				t.Errorf("namespace.yaml: %v", err)
+			}
+			err := v.ValidateYAML(daemonSet)
+			if v.Release().Minor != "1.29" {
+				if err != nil {
+					t.Errorf("daemonset.yaml: %v", err)
+				}
+				return
+			}
+			want := []kubeschema.Violation{{Path: "spec.template.spec.containers[0].securityContext.appArmorProfile", Problem: "unknown field"}}
+			var e *kubeschema.Error
+			if !errors.As(err, &e) || !slices.Equal(e.Violations, want) {
+				t.Errorf("daemonset.yaml on 1.29: %v, want only %v refused (the header says to delete it there)", err, want)
+			}
+			if err := v.ValidateYAML(on129(t, daemonSet)); err != nil {
+				t.Errorf("daemonset.yaml edited for 1.29: %v", err)
+			}
+		})
+	}
+}
+
+// Without the appArmorProfile field (1.29), AppArmor is unconfined by the
+// pod template's annotation, which 1.30 and later accept too.
+func TestDaemonSetUnconfinedOn129(t *testing.T) {
+	ds := readDaemonSet(t)
 	ann := ds.Spec.Template.Annotations["container.apparmor.security.beta.kubernetes.io/"+ds.Spec.Template.Spec.Containers[0].Name]
-	if sawAppArmor && ann != "unconfined" {
-		t.Errorf("appArmorProfile without the annotation 1.29 reads (%q)", ann)
+	if ann != "unconfined" {
+		t.Errorf("AppArmor annotation %q, want unconfined for 1.29", ann)
 	}
 }
 
@@ -85,5 +102,20 @@ func TestDaemonSetPinnedAndCritical(t *testing.T) {
 	}
 	if pc := ds.Spec.Template.Spec.PriorityClassName; pc != "system-node-critical" {
 		t.Errorf("priorityClassName %q, want system-node-critical", pc)
+	}
+}
+
+// docs/flight.md's table of validated releases names each release the
+// tests validate against, with the module version of its schema.
+func TestFlightDocListsValidatedReleases(t *testing.T) {
+	doc, err := os.ReadFile("../docs/flight.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, r := range kubeschema.Supported() {
+		row := regexp.MustCompile(`(?m)^\|\s*` + regexp.QuoteMeta(r.Minor) + `\s*\|\s*` + regexp.QuoteMeta(r.Module) + `\s*\|`)
+		if !row.Match(doc) {
+			t.Errorf("docs/flight.md has no row for %s", r)
+		}
 	}
 }

@@ -138,13 +138,22 @@ func TestBoundNotesOnlyAcrossBoots(t *testing.T) {
 		t.Fatalf("order %s, want certain on the shared clock", res.Order)
 	}
 	for _, n := range res.Notes {
-		if strings.Contains(n, "clock bound") {
+		if n.Kind == NoteNoClockBound || n.Kind == NoteNoClockMapping {
 			t.Errorf("a note asks for a clock bound within one boot: %s", n)
 		}
 	}
 	c := synthetic("c.db", "other", "boot-2", ip(2), 0, nil)
 	res = Order([]Run{a, b, c})
-	notes := strings.Join(res.Notes, "\n")
+	notes := noteText(res.Notes)
+	bounds := 0
+	for _, n := range res.Notes {
+		if n.Kind == NoteNoClockBound {
+			bounds++
+		}
+	}
+	if bounds != 3 {
+		t.Errorf("note kinds %v, want a missing clock bound for each of the 3 runs", kindsOf(res.Notes))
+	}
 	for _, want := range []string{"a.db (host vm) has no clock bound", "c.db (host other) has no clock bound"} {
 		if !strings.Contains(notes, want) {
 			t.Errorf("notes lack %q:\n%s", want, notes)

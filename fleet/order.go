@@ -2,7 +2,6 @@ package fleet
 
 import (
 	"cmp"
-	"fmt"
 	"slices"
 	"strconv"
 	"strings"
@@ -125,8 +124,8 @@ type Result struct {
 	Consequences []Consequence `json:"consequences"`
 	WorldSize    *int          `json:"world_size"`
 	// MissingRanks are ranks below WorldSize that no run names.
-	MissingRanks []int    `json:"missing_ranks"`
-	Notes        []string `json:"notes"`
+	MissingRanks []int  `json:"missing_ranks"`
+	Notes        []Note `json:"notes"`
 }
 
 // Candidate is one run's failure placed in wall time.
@@ -179,7 +178,7 @@ type Consequence struct {
 // no run.
 func Order(runs []Run) Result {
 	res := Result{Order: OrderNone, Runs: runs, Candidates: candidates(runs, false), Consequences: []Consequence{},
-		MissingRanks: []int{}, Notes: []string{}}
+		MissingRanks: []int{}, Notes: []Note{}}
 	res.WorldSize, res.MissingRanks, res.Notes = missingRanks(runs)
 	res.Notes = append(res.Notes, boundNotes(runs)...)
 	if len(res.Candidates) == 0 {
@@ -389,8 +388,8 @@ func runBefore(a, b *Run) bool {
 
 // missingRanks compares the ranks the runs name with the world size they
 // report.
-func missingRanks(runs []Run) (*int, []int, []string) {
-	var notes []string
+func missingRanks(runs []Run) (*int, []int, []Note) {
+	var notes []Note
 	sizes := map[int]bool{}
 	has := map[int][]string{}
 	unnamed := 0
@@ -418,11 +417,10 @@ func missingRanks(runs []Run) (*int, []int, []string) {
 		ws = max(ws, s)
 	}
 	if len(sizes) > 1 {
-		notes = append(notes, fmt.Sprintf("the runs disagree on the world size (%s): the largest, %d, is used",
-			joinInts(sortedKeys(sizes)), ws))
+		notes = append(notes, worldSizeNote(sizes, ws))
 	}
 	if ws > maxWorldSize {
-		return &ws, []int{}, append(notes, fmt.Sprintf("world size %d is too large to list missing ranks", ws))
+		return &ws, []int{}, append(notes, tooLargeNote(ws))
 	}
 	missing := []int{}
 	for k := 0; k < ws; k++ {
@@ -436,56 +434,6 @@ func missingRanks(runs []Run) (*int, []int, []string) {
 	return &ws, missing, notes
 }
 
-func missingNote(missing []int, ws, unnamed int) string {
-	list := joinInts(missing[:min(len(missing), 32)])
-	if len(missing) > 32 {
-		list += ", …"
-	}
-	n := fmt.Sprintf("%d of %d ranks have no run (%s): the rank that failed first is often the one whose file is missing "+
-		"(its node crashed, was not recorded, or its run.db was not gathered); collect it before trusting this order",
-		len(missing), ws, list)
-	if unnamed > 0 {
-		n += fmt.Sprintf("; %d run(s) name no rank and may be among them", unnamed)
-	}
-	return n
-}
-
-func duplicateNotes(has map[int][]string) []string {
-	var notes []string
-	for _, k := range sortedKeys(has) {
-		if paths := has[k]; len(paths) > 1 {
-			notes = append(notes, fmt.Sprintf("rank %d has %d runs (%s): a restarted job, or two recorders on one process",
-				k, len(paths), strings.Join(paths, ", ")))
-		}
-	}
-	return notes
-}
-
-// boundNotes names the failed runs whose failure cannot be ordered against
-// another boot's failure because their clock has no bound. Runs of one boot
-// share a clock and need none: a run is named only when a failure of
-// another boot (or of a run that names no boot) is there to order it
-// against.
-func boundNotes(runs []Run) []string {
-	var notes []string
-	for i, r := range runs {
-		if r.Failure == nil || !otherBootFailed(runs, i) {
-			continue
-		}
-		switch {
-		case r.Clock == nil:
-			notes = append(notes, fmt.Sprintf("%s (host %s) has no wall-clock mapping: its failure cannot be ordered against other hosts", r.Path, r.Host))
-		case r.Clock.ErrorNS == nil:
-			why := r.Clock.ErrorWhy
-			if why == "" {
-				why = "no clock error bound was recorded"
-			}
-			notes = append(notes, fmt.Sprintf("%s (host %s) has no clock bound (%s): its failure cannot be ordered against other hosts or boots", r.Path, r.Host, why))
-		}
-	}
-	return notes
-}
-
 // otherBootFailed reports whether a run other than runs[i] failed on
 // another boot than runs[i]'s, or either names no boot.
 func otherBootFailed(runs []Run, i int) bool {
@@ -495,22 +443,6 @@ func otherBootFailed(runs []Run, i int) bool {
 		}
 	}
 	return false
-}
-
-func uncertainNote(f *Candidate) string {
-	var parts []string
-	for _, u := range f.Unordered {
-		switch u.Reason {
-		case ReasonOverlap:
-			parts = append(parts, fmt.Sprintf("%s (intervals overlap by %d ns)", u.RunPath, *u.OverlapNS))
-		case ReasonNoBound:
-			parts = append(parts, u.RunPath+" (no clock bound)")
-		default:
-			parts = append(parts, u.RunPath+" (same time on the same clock)")
-		}
-	}
-	return fmt.Sprintf("the first failure is uncertain: %s has the earliest estimate, but it cannot be ordered against %s",
-		f.RunPath, strings.Join(parts, ", "))
 }
 
 func sortedKeys[V any](m map[int]V) []int {

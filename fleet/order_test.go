@@ -2,6 +2,7 @@ package fleet
 
 import (
 	"reflect"
+	"slices"
 	"strings"
 	"testing"
 
@@ -174,7 +175,7 @@ func TestOrder(t *testing.T) {
 			if !reflect.DeepEqual(res.MissingRanks, tt.missing) {
 				t.Errorf("missing ranks %v, want %v", res.MissingRanks, tt.missing)
 			}
-			notes := strings.Join(res.Notes, "\n")
+			notes := noteText(res.Notes)
 			for _, want := range tt.noteHas {
 				if !strings.Contains(notes, want) {
 					t.Errorf("notes lack %q:\n%s", want, notes)
@@ -221,7 +222,7 @@ func TestCandidatesIntervals(t *testing.T) {
 			t.Errorf("%s: none can be ordered, so each could be first", cd.RunPath)
 		}
 	}
-	if !strings.Contains(strings.Join(res.Notes, "\n"), "c.db (host node-c) has no wall-clock mapping") {
+	if !strings.Contains(noteText(res.Notes), "c.db (host node-c) has no wall-clock mapping") {
 		t.Errorf("notes %q", res.Notes)
 	}
 }
@@ -238,17 +239,18 @@ func TestMissingRanks(t *testing.T) {
 		world   *int
 		missing []int
 		noteHas string
+		kind    NoteKind
 	}{
-		{"two nodes of four ranks each", []Run{node("n0.db", []int{0, 1, 2, 3}, 8), node("n1.db", []int{4, 5, 6, 7}, 8)}, ip(8), []int{}, ""},
+		{"two nodes of four ranks each", []Run{node("n0.db", []int{0, 1, 2, 3}, 8), node("n1.db", []int{4, 5, 6, 7}, 8)}, ip(8), []int{}, "", ""},
 		{"a node missing", []Run{node("n0.db", []int{0, 1, 2, 3}, 12), node("n2.db", []int{8, 9, 10, 11}, 12)}, ip(12),
-			[]int{4, 5, 6, 7}, "4 of 12 ranks have no run (4, 5, 6, 7)"},
-		{"world sizes disagree", []Run{node("a.db", []int{0}, 2), node("b.db", []int{1}, 3)}, ip(3), []int{2}, "disagree on the world size (2, 3)"},
+			[]int{4, 5, 6, 7}, "4 of 12 ranks have no run (4, 5, 6, 7)", NoteMissingRanks},
+		{"world sizes disagree", []Run{node("a.db", []int{0}, 2), node("b.db", []int{1}, 3)}, ip(3), []int{2}, "disagree on the world size (2, 3)", NoteWorldSizeDisagrees},
 		{"duplicate rank", []Run{node("a.db", []int{0}, 2), node("b.db", []int{0}, 2), node("c.db", []int{1}, 2)}, ip(2), []int{},
-			"rank 0 has 2 runs (a.db, b.db)"},
+			"rank 0 has 2 runs (a.db, b.db)", NoteDuplicateRank},
 		{"a run names no rank", []Run{node("a.db", []int{0}, 3), {Path: "b.db", WorldSize: ip(3)}}, ip(3), []int{1, 2},
-			"1 run(s) name no rank and may be among them"},
-		{"no world size", []Run{{Path: "a.db", Rank: ip(0)}}, nil, []int{}, ""},
-		{"absurd world size", []Run{node("a.db", []int{0}, 1<<30)}, ip(1 << 30), []int{}, "too large"},
+			"1 run(s) name no rank and may be among them", NoteMissingRanks},
+		{"no world size", []Run{{Path: "a.db", Rank: ip(0)}}, nil, []int{}, "", ""},
+		{"absurd world size", []Run{node("a.db", []int{0}, 1<<30)}, ip(1 << 30), []int{}, "too large", NoteWorldSizeTooLarge},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -256,13 +258,34 @@ func TestMissingRanks(t *testing.T) {
 			if !reflect.DeepEqual(res.WorldSize, tt.world) || !reflect.DeepEqual(res.MissingRanks, tt.missing) {
 				t.Errorf("world %v missing %v, want %v %v", res.WorldSize, res.MissingRanks, tt.world, tt.missing)
 			}
-			notes := strings.Join(res.Notes, "\n")
+			notes := noteText(res.Notes)
 			if tt.noteHas != "" && !strings.Contains(notes, tt.noteHas) {
 				t.Errorf("notes lack %q:\n%s", tt.noteHas, notes)
 			}
 			if tt.noteHas == "" && notes != "" {
 				t.Errorf("unexpected notes:\n%s", notes)
 			}
+			if tt.kind != "" && !slices.Contains(kindsOf(res.Notes), tt.kind) {
+				t.Errorf("note kinds %v lack %s", kindsOf(res.Notes), tt.kind)
+			}
 		})
 	}
+}
+
+// noteText is the notes' texts, one a line.
+func noteText(ns []Note) string {
+	s := make([]string, len(ns))
+	for i, n := range ns {
+		s[i] = n.Text
+	}
+	return strings.Join(s, "\n")
+}
+
+// kindsOf is the notes' kinds, in order.
+func kindsOf(ns []Note) []NoteKind {
+	var ks []NoteKind
+	for _, n := range ns {
+		ks = append(ks, n.Kind)
+	}
+	return ks
 }

@@ -148,6 +148,26 @@ func (d *Dir) Start(start int64) (path string, seq uint64, pl Plan, err error) {
 	if l := d.live(); l != nil {
 		return "", 0, pl, fmt.Errorf("segment %d is still live: close it first", l.Seq)
 	}
+	return d.start(start)
+}
+
+// Next closes the live segment with its final progress pr (its file has
+// its stop record and is closed) and begins the next one at start, as
+// Start does, in one write of the index: a reader never finds the
+// recording without a live segment between the two.
+func (d *Dir) Next(pr Progress, start int64) (path string, seq uint64, pl Plan, err error) {
+	l := d.live()
+	if l == nil {
+		return "", 0, pl, errors.New("no live segment")
+	}
+	d.progress(l, pr)
+	l.Live = false
+	return d.start(start)
+}
+
+// start names a new live segment at start after retention made room for
+// it, and writes the index.
+func (d *Dir) start(start int64) (path string, seq uint64, pl Plan, err error) {
 	seq = 1
 	if n := len(d.idx.Segments); n > 0 {
 		seq = d.idx.Segments[n-1].Seq + 1

@@ -216,3 +216,34 @@ func TestFileBytes(t *testing.T) {
 		t.Errorf("FileBytes = %d %v, want the allocated page(s), not the 64 MiB apparent size", n, err)
 	}
 }
+
+// Next closes the live segment and names the next one in one write of the
+// index: the index read right after it has the old segment closed with
+// its final figures and exactly one live segment, the new one. (Close
+// then Start leaves a moment with none, when a reader would find the
+// recording without a live segment.)
+func TestDirNextRotatesInOneIndexWrite(t *testing.T) {
+	d := mustCreate(t, t.TempDir(), Policy{MaxBytes: 1000, SegmentBytes: 30}, CreateOptions{})
+	path, _, _, err := d.Start(0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(path, []byte("segment"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	next, seq, _, err := d.Next(Progress{End: 10, Calls: 7, Bytes: 30}, 10)
+	if err != nil {
+		t.Fatal(err)
+	}
+	x, err := ReadIndex(d.Path())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(x.Segments) != 2 || x.Segments[0].Live || x.Segments[0].Calls != 7 || x.Segments[0].End != 10 ||
+		!x.Segments[1].Live || x.Segments[1].Seq != seq || filepath.Join(d.Path(), x.Segments[1].File) != next {
+		t.Errorf("index after Next: %+v; want segment 1 closed with 7 calls to 10, segment %d live", x.Segments, seq)
+	}
+	if _, _, _, err := d.Start(20); err == nil {
+		t.Error("Start with a live segment: no error")
+	}
+}

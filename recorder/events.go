@@ -2,13 +2,13 @@ package recorder
 
 import (
 	"cmp"
-	"debug/elf"
 	"encoding/hex"
 	"errors"
 	"os"
 	"path/filepath"
 	"strconv"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -68,6 +68,10 @@ type handler struct {
 	files   *fileIndex
 	ids     *buildIDCache
 	py      *pythonFinder // nil: Python frames are not read
+	// pyWait bounds each libpython watch (libpythonWait); watches counts
+	// the watches' goroutines, waited for when reading ends.
+	pyWait  time.Duration
+	watches sync.WaitGroup
 
 	procs      map[uint32]*procState
 	late       map[uint32]bool // had libcuda mapped before its probes were in
@@ -102,7 +106,7 @@ type handler struct {
 func newHandler(q *queue, stacks stackSource, gpus []gpuID, trigger chan<- triggerReq, fz *freezer, files *fileIndex, ids *buildIDCache) *handler {
 	return &handler{q: q, stacks: stacks, proc: "/proc", gpus: gpus, trigger: trigger, freeze: fz, files: files, ids: ids,
 		procs: map[uint32]*procState{}, late: map[uint32]bool{}, stacksSeen: map[int32]bool{},
-		rootExited: make(chan struct{})}
+		rootExited: make(chan struct{}), pyWait: libpythonWait}
 }
 
 // run reads records until the ring is flushed and empty after the probes
@@ -131,6 +135,7 @@ func (h *handler) run(src recordSource) {
 			// ringbuf.ErrFlushed: everything submitted before the flush
 			// has been read and the probes are detached, so nothing more
 			// will come. Any other error ends reading too.
+			h.endWatches()
 			h.publish()
 			return
 		}
@@ -325,6 +330,7 @@ func gpuOf(p *procState, dev int32) int {
 // tracked before its fork record was read).
 func (h *handler) process(pid uint32, t int64) *procState {
 	if p, ok := h.procs[pid]; ok {
+		h.adoptWatch(p, pid)
 		return p
 	}
 	pi := readProc(h.proc, pid)
@@ -373,6 +379,7 @@ func (h *handler) onProc(e *bpf.Proc) {
 		p.rec.Exit = store.ExitFromWaitStatus(ts, e.ExitCode)
 		p.dirty = true
 		p.closeRoot() // its captures' files were found before this record
+		p.stopWatch()
 		h.name(nameJob{forget: e.Pid})
 		h.freeze.resume(e.Pid)
 		if e.Pid == h.rootPID && !h.rootDone {
@@ -389,6 +396,7 @@ func (h *handler) forked(e *bpf.Proc, ts int64) {
 	}
 	st := store.Process{PID: e.Pid, PPID: e.Ppid, Start: ts, Comm: bpf.CString(e.Comm[:]), CgroupID: e.CgroupId}
 	if parent := h.procs[e.Ppid]; parent != nil {
+		h.adoptWatch(parent, e.Ppid)
 		st.Env = parent.rec.Env
 		st.Exe, st.Args = parent.rec.Exe, parent.rec.Args
 		st.Cgroup, st.Pod = parent.rec.Cgroup, parent.rec.Pod
@@ -425,10 +433,11 @@ func (h *handler) executed(e *bpf.Proc, ts int64) {
 	if e.What == bpf.ProcExec {
 		p.rec.Maps, p.rec.Python = nil, nil
 		p.closeRoot()
+		p.stopWatch()
 	}
 	h.readMaps(p, e.Pid)
 	if e.What == bpf.ProcExec {
-		h.awaitLibpython(p, e.Pid)
+		h.watchLibpython(p, e.Pid, fileKey{e.ExeDev, e.ExeIno})
 	}
 	if pi := readProc(h.proc, e.Pid); pi.Readable {
 		if sameProgram(h.proc, e) {
@@ -470,11 +479,7 @@ func (h *handler) executed(e *bpf.Proc, ts int64) {
 // record is read shows another program there, or none. A record that
 // names no file (inode 0) trusts /proc.
 func sameProgram(procRoot string, e *bpf.Proc) bool {
-	if e.ExeIno == 0 {
-		return true
-	}
-	k, ok := statKey(filepath.Join(procRoot, strconv.FormatUint(uint64(e.Pid), 10), "exe"))
-	return ok && k.Dev == e.ExeDev && k.Ino == e.ExeIno
+	return runsFile(procRoot, e.Pid, fileKey{e.ExeDev, e.ExeIno})
 }
 
 // extendsArgs says whether full is the argument list cut (or empty)
@@ -500,6 +505,7 @@ func (h *handler) publish() {
 	h.segmentBegun()
 	var out []store.Process
 	for pid, p := range h.procs {
+		h.adoptWatch(p, pid)
 		if p.dirty {
 			rec := p.rec
 			rec.Devices = append([]store.DeviceMap(nil), p.rec.Devices...)
@@ -528,59 +534,4 @@ func framesOf(fs []bpf.StackFrame) []store.Frame {
 		}
 	}
 	return out
-}
-
-// libpythonWait bounds how long the reader waits, at the exec of a
-// program that links a shared libpython, for the loader to map it; the
-// loader maps a program's libraries within a millisecond or two of the
-// exec, long before the interpreter runs any Python code, unless the
-// process is held off the CPUs (a busy machine: then its first failure
-// is that much later too). The wait ends as soon as the process is gone.
-const (
-	libpythonWait = 500 * time.Millisecond
-	libpythonPoll = 2 * time.Millisecond
-)
-
-// awaitLibpython locates the interpreter of a program that links a shared
-// libpython (python.org's, pyenv's and conda's --enable-shared builds)
-// at its exec: the library is mapped by the loader after the exec, so
-// the exec's mappings do not have it yet, and a failure before the next
-// read of the mappings (the process's first recorded call) would have no
-// Python frames. The reader reads the mappings again until the library
-// is there, the process is gone, or libpythonWait has passed.
-func (h *handler) awaitLibpython(p *procState, pid uint32) {
-	if h.py == nil || p.rec.Python != nil || !linksLibpython(filepath.Join(h.proc, strconv.FormatUint(uint64(pid), 10), "exe")) {
-		return
-	}
-	for end := time.Now().Add(libpythonWait); time.Now().Before(end); {
-		if py := p.rec.Python; py != nil {
-			if py.Error == "" || py.Version == "" {
-				return // located, or refused by its version
-			}
-			// Located, but its memory did not read as the interpreter's
-			// (its _Py_DebugOffsets): the loader had mapped the code but
-			// not yet the data over it. Look again.
-			p.rec.Python = nil
-		}
-		time.Sleep(libpythonPoll)
-		if h.readMaps(p, pid) == nil {
-			return // gone
-		}
-	}
-}
-
-// linksLibpython reports whether an executable needs a shared libpython.
-func linksLibpython(exe string) bool {
-	f, err := elf.Open(exe)
-	if err != nil {
-		return false
-	}
-	defer f.Close()
-	libs, _ := f.ImportedLibraries()
-	for _, l := range libs {
-		if strings.HasPrefix(l, "libpython") {
-			return true
-		}
-	}
-	return false
 }

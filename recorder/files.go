@@ -4,6 +4,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -168,7 +169,7 @@ func (x *fileIndex) resolve(frames []store.Frame, maps func() []store.Mapping) [
 	defer x.mu.Unlock()
 	var want []string
 	for _, f := range frames {
-		if f.BuildID != "" && !x.stored[f.BuildID] && !contains(want, f.BuildID) {
+		if f.BuildID != "" && !x.stored[f.BuildID] && !slices.Contains(want, f.BuildID) {
 			want = append(want, f.BuildID)
 		}
 	}
@@ -200,15 +201,6 @@ func (x *fileIndex) resolve(frames []store.Frame, maps func() []store.Mapping) [
 func (x *fileIndex) missing(ids []string) bool {
 	for _, id := range ids {
 		if _, ok := x.known[id]; !ok {
-			return true
-		}
-	}
-	return false
-}
-
-func contains(list []string, s string) bool {
-	for _, v := range list {
-		if v == s {
 			return true
 		}
 	}

@@ -70,6 +70,13 @@ func (g *segments) open(t int64) (*store.Writer, error) {
 	if err != nil {
 		return nil, err
 	}
+	return g.create(path, seq, pl, t)
+}
+
+// create makes the file of the segment the index named (path, seq) at t,
+// after retention's plan pl, with the run record, the symbol names and its
+// flight record.
+func (g *segments) create(path string, seq uint64, pl flight.Plan, t int64) (*store.Writer, error) {
 	g.logCuts(pl)
 	w, err := store.Create(path, store.CreateOptions{Owner: g.owner}, g.run, g.names)
 	if err != nil {
@@ -148,15 +155,16 @@ func (g *segments) committed(b *store.Batch, t int64) error {
 }
 
 // next closes the live segment in the index (its file has its stop record
-// and is closed) and starts the next one at t.
+// and is closed) and starts the next one at t, in one write of the index.
 func (g *segments) next(t int64) (*store.Writer, error) {
 	if n, err := flight.FileBytes(g.path); err == nil {
 		g.prog.Bytes = n
 	}
-	if err := g.dir.Close(g.prog); err != nil {
+	path, seq, pl, err := g.dir.Next(g.prog, t)
+	if err != nil {
 		return nil, err
 	}
-	return g.open(t)
+	return g.create(path, seq, pl, t)
 }
 
 // close closes the live segment in the index at the end of the recording:

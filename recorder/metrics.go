@@ -32,7 +32,7 @@ func (s *Session) listenMetrics() error {
 	if err != nil {
 		return fmt.Errorf("--metrics-addr: %w", err)
 	}
-	m := metrics.New(metricsOptions(s.h.gpus))
+	m := metrics.New(metricsOptions(s.h.gpus, s.cfg.Build))
 	s.metrics, s.metricsLn = m, ln
 	s.onRelease(func() { ln.Close() })
 	s.wr.stats = func(st store.Stats) {
@@ -56,9 +56,8 @@ func (s *Session) listenMetrics() error {
 
 // metricsOptions names what the metrics count from the start: every
 // symbol of the table by class, on every GPU of the inventory.
-func metricsOptions(gpus []gpuID) metrics.Options {
-	b := buildinfo.Read()
-	o := metrics.Options{Version: Version, Revision: b.Revision, Modified: b.Modified}
+func metricsOptions(gpus []gpuID, b buildinfo.Info) metrics.Options {
+	o := metrics.Options{Version: b.Version, Revision: b.Revision, Modified: b.Modified}
 	for _, sym := range cuda.Symbols {
 		o.Symbols = append(o.Symbols, metrics.Symbol{Class: sym.Op.String(), Name: sym.Name})
 	}

@@ -5,6 +5,7 @@ import (
 	"cmp"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -362,7 +363,7 @@ func (p *procState) inRoot(k fileKey, name string) (seen, host string, ok bool) 
 	}
 	dirs := pythonDirs(p.rec.Python)
 	for _, m := range p.rec.Maps {
-		if filepath.IsAbs(m.Path) && !contains(dirs, filepath.Dir(m.Path)) {
+		if filepath.IsAbs(m.Path) && !slices.Contains(dirs, filepath.Dir(m.Path)) {
 			dirs = append(dirs, filepath.Dir(m.Path))
 		}
 	}

@@ -44,10 +44,6 @@ import (
 	"github.com/retrivium/forensic/store"
 )
 
-// Version is forensic's version, stored with every run: the module's
-// version from the build's VCS stamp (package buildinfo).
-var Version = buildinfo.Read().Version
-
 // Errors a CLI maps to one line.
 var (
 	ErrNoCommand = errors.New("nothing to record: give -- CMD, --pid PID or --all")
@@ -137,6 +133,10 @@ type Config struct {
 	// Snapshots, when set, are requests for a snapshot of the live
 	// segment into the flight recording's snapshots directory (SIGUSR1).
 	Snapshots <-chan os.Signal
+	// Build is forensic's build, its version stored with every run and
+	// shown in the metrics (default: the running binary's, package
+	// buildinfo).
+	Build buildinfo.Info
 }
 
 // Result is how a recording ended.
@@ -204,6 +204,9 @@ func (c *Config) defaults() error {
 	}
 	if c.Log == nil {
 		c.Log = logging.New(os.Stderr, logging.Options{Format: logging.Text})
+	}
+	if c.Build.Version == "" {
+		c.Build = buildinfo.Read()
 	}
 	return nil
 }

@@ -166,6 +166,7 @@ func (h *handler) segmentBegun() {
 func (h *handler) forget(pid uint32) {
 	if p := h.procs[pid]; p != nil {
 		p.closeRoot() // closed at its exit already, unless that was missed
+		p.stopWatch()
 	}
 	delete(h.procs, pid)
 	delete(h.late, pid)

@@ -169,7 +169,7 @@ func (s *Session) createRun() error {
 	unix.Uname(&uts)
 	start := now()
 	s.run = store.RunInfo{
-		ID: fmt.Sprintf("%d-%d", time.Now().Unix(), os.Getpid()), Version: Version,
+		ID: fmt.Sprintf("%d-%d", time.Now().Unix(), os.Getpid()), Version: cfg.Build.Version,
 		Clock: store.ClockName, ClockStart: start, WallStart: time.Now().UTC(),
 		Hostname: host, Kernel: unix.ByteSliceToString(uts.Release[:]),
 		Command: cfg.Command, RecorderPID: os.Getpid(), Interval: cfg.Interval,

@@ -313,7 +313,11 @@ func (f *pythonFinder) locate(p *procState, pid uint32, procRoot string) {
 			f.notPython[key] = true
 			continue
 		}
-		p.rec.Python = f.found(t, err, m, pid, procRoot)
+		py := checkedInterpreter(t, err, m, pid, procRoot)
+		if py.Error == "" {
+			f.tell(pid, t, py)
+		}
+		p.rec.Python = py
 		p.dirty = true
 		return
 	}
@@ -336,9 +340,9 @@ func (f *pythonFinder) inherit(pid uint32, py *store.Python) {
 	f.sink.SetPython(pid, minor, py.Runtime)
 }
 
-// found checks a located interpreter against the process's own debug
-// offsets (3.13+), tells the probes, and says what run.db keeps of it.
-func (f *pythonFinder) found(t *pystack.Target, err error, m store.Mapping, pid uint32, procRoot string) *store.Python {
+// checkedInterpreter checks a located interpreter against the process's
+// own debug offsets (3.13+) and says what run.db keeps of it.
+func checkedInterpreter(t *pystack.Target, err error, m store.Mapping, pid uint32, procRoot string) *store.Python {
 	if err != nil {
 		return &store.Python{Path: m.Path, Error: err.Error()}
 	}
@@ -351,13 +355,18 @@ func (f *pythonFinder) found(t *pystack.Target, err error, m store.Mapping, pid 
 		}
 		if err != nil {
 			py.Error = err.Error()
-			return py
-		}
-	}
-	if f.sink != nil {
-		if err := f.sink.SetPython(pid, t.Layout.Minor, t.Runtime); err != nil {
-			py.Error = err.Error()
 		}
 	}
 	return py
+}
+
+// tell tells the probes where process pid's interpreter is; py says why
+// they could not be told.
+func (f *pythonFinder) tell(pid uint32, t *pystack.Target, py *store.Python) {
+	if f.sink == nil {
+		return
+	}
+	if err := f.sink.SetPython(pid, t.Layout.Minor, t.Runtime); err != nil {
+		py.Error = err.Error()
+	}
 }

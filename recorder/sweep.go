@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"log/slog"
 	"os"
+	"slices"
 	"sync/atomic"
 	"time"
 
@@ -80,7 +81,7 @@ func (w *sweeper) sweep() {
 	}
 	again := w.mapped()
 	for k, af := range a.byFile {
-		if !containsFile(idle, af) {
+		if !slices.Contains(idle, af) {
 			continue
 		}
 		if mappedAny(again, af.keys) {
@@ -114,7 +115,7 @@ func (a *attacher) unmapped(mapped map[fileKey]bool) []*attachedFile {
 func (a *attacher) addKey(dev, ino uint64, k fileKey) {
 	a.mu.Lock()
 	defer a.mu.Unlock()
-	if af := a.byFile[[2]uint64{dev, ino}]; af != nil && k != (fileKey{}) && !containsKey(af.keys, k) {
+	if af := a.byFile[[2]uint64{dev, ino}]; af != nil && k != (fileKey{}) && !slices.Contains(af.keys, k) {
 		af.keys = append(af.keys, k)
 	}
 }
@@ -122,24 +123,6 @@ func (a *attacher) addKey(dev, ino uint64, k fileKey) {
 func mappedAny(mapped map[fileKey]bool, keys []fileKey) bool {
 	for _, k := range keys {
 		if mapped[k] {
-			return true
-		}
-	}
-	return false
-}
-
-func containsFile(list []*attachedFile, af *attachedFile) bool {
-	for _, x := range list {
-		if x == af {
-			return true
-		}
-	}
-	return false
-}
-
-func containsKey(list []fileKey, k fileKey) bool {
-	for _, x := range list {
-		if x == k {
 			return true
 		}
 	}

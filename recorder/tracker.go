@@ -24,6 +24,9 @@ type procState struct {
 	// once it has exited (processRoot); rootRead says it was looked at.
 	root     *os.File
 	rootRead bool
+	// watch looks for the interpreter of a program that links a shared
+	// libpython while the loader maps it (libpython.go); nil when none.
+	watch *pyWatch
 }
 
 func newProcState(p store.Process) *procState {

@@ -19,8 +19,9 @@ const (
 	// allocation and mapping calls departs from the same process's in the
 	// good run.
 	DiffCallSequence = "call-sequence"
-	// DiffLeastFree: the least free memory NVML sampled on a GPU and view
-	// was lower in the failing run.
+	// DiffLeastFree: the least free memory at any moment (the headroom:
+	// samples corrected by the traced calls) on a GPU and view was lower
+	// in the failing run.
 	DiffLeastFree = "least-free"
 	// DiffTracedPeak: the traced calls held more at their peak on a GPU
 	// and view.
@@ -123,8 +124,9 @@ type Difference struct {
 	Field       string `json:"field,omitempty"`
 	GoodText    string `json:"good_text,omitempty"`
 	FailingText string `json:"failing_text,omitempty"`
-	// Exact is false for a value from samples, which may miss the moment
-	// memory was lowest or highest.
+	// Exact is false for a value that is a bound: NVML's figure for a
+	// process (its samples may miss its highest moment), or a least free
+	// that either run's headroom gives as a bound.
 	Exact bool `json:"exact"`
 }
 

@@ -3,7 +3,6 @@ package report
 import (
 	"bytes"
 	_ "embed"
-	"fmt"
 	"sync"
 
 	"github.com/santhosh-tekuri/jsonschema/v6"
@@ -28,32 +27,12 @@ const DiffSchemaID = "https://github.com/retrivium/forensic/docs/diff.schema.jso
 func DiffJSONSchema() []byte { return bytes.Clone(diffSchemaJSON) }
 
 var compiledDiffSchema = sync.OnceValues(func() (*jsonschema.Schema, error) {
-	c := jsonschema.NewCompiler()
-	for _, r := range []struct {
-		id   string
-		data []byte
-	}{{ReportSchemaID, reportSchemaJSON}, {DiffSchemaID, diffSchemaJSON}} {
-		doc, err := jsonschema.UnmarshalJSON(bytes.NewReader(r.data))
-		if err != nil {
-			return nil, fmt.Errorf("%s: %w", r.id, err)
-		}
-		if err := c.AddResource(r.id, doc); err != nil {
-			return nil, fmt.Errorf("%s: %w", r.id, err)
-		}
-	}
-	return c.Compile(DiffSchemaID)
+	return compileSchema(schemaDoc{"analyze.schema.json", ReportSchemaID, reportSchemaJSON},
+		schemaDoc{"diff.schema.json", DiffSchemaID, diffSchemaJSON})
 })
 
 // ValidateDiffJSON checks data, the output of `forensic diff --json`
 // (WriteDiffJSON), against the published schema.
 func ValidateDiffJSON(data []byte) error {
-	sch, err := compiledDiffSchema()
-	if err != nil {
-		return err
-	}
-	inst, err := jsonschema.UnmarshalJSON(bytes.NewReader(data))
-	if err != nil {
-		return fmt.Errorf("not JSON: %w", err)
-	}
-	return sch.Validate(inst)
+	return validateJSON(compiledDiffSchema, data)
 }

@@ -28,22 +28,42 @@ const ReportSchemaID = "https://github.com/retrivium/forensic/docs/analyze.schem
 func ReportJSONSchema() []byte { return bytes.Clone(reportSchemaJSON) }
 
 var compiledReportSchema = sync.OnceValues(func() (*jsonschema.Schema, error) {
-	doc, err := jsonschema.UnmarshalJSON(bytes.NewReader(reportSchemaJSON))
-	if err != nil {
-		return nil, fmt.Errorf("analyze.schema.json: %w", err)
-	}
-	c := jsonschema.NewCompiler()
-	if err := c.AddResource(ReportSchemaID, doc); err != nil {
-		return nil, fmt.Errorf("analyze.schema.json: %w", err)
-	}
-	return c.Compile(ReportSchemaID)
+	return compileSchema(schemaDoc{"analyze.schema.json", ReportSchemaID, reportSchemaJSON})
 })
 
 // ValidateReportJSON checks data, the output of `forensic analyze --json`
 // (WriteJSON), against the published schema. The error lists every
 // violation with its location in the document.
 func ValidateReportJSON(data []byte) error {
-	sch, err := compiledReportSchema()
+	return validateJSON(compiledReportSchema, data)
+}
+
+// schemaDoc is one embedded schema document: its file's name (for
+// errors), its $id and its text.
+type schemaDoc struct {
+	name, id string
+	data     []byte
+}
+
+// compileSchema compiles the last of docs; the others are documents it
+// refers to.
+func compileSchema(docs ...schemaDoc) (*jsonschema.Schema, error) {
+	c := jsonschema.NewCompiler()
+	for _, d := range docs {
+		doc, err := jsonschema.UnmarshalJSON(bytes.NewReader(d.data))
+		if err != nil {
+			return nil, fmt.Errorf("%s: %w", d.name, err)
+		}
+		if err := c.AddResource(d.id, doc); err != nil {
+			return nil, fmt.Errorf("%s: %w", d.name, err)
+		}
+	}
+	return c.Compile(docs[len(docs)-1].id)
+}
+
+// validateJSON checks data against the schema compiled returns.
+func validateJSON(compiled func() (*jsonschema.Schema, error), data []byte) error {
+	sch, err := compiled()
 	if err != nil {
 		return err
 	}

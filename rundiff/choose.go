@@ -72,7 +72,10 @@ func Diff(runs []*Run) (*report.Diff, error) {
 			good = append(good, r)
 		}
 	}
-	d := Compare(good, runs[bad])
+	d, err := Compare(good, runs[bad])
+	if err != nil {
+		return nil, err
+	}
 	d.Chosen = chosen
 	for _, g := range d.Good {
 		if g.Attribution != report.AttrNone {

@@ -5,6 +5,7 @@ import (
 	"sort"
 	"strings"
 
+	"github.com/retrivium/forensic/analyze"
 	"github.com/retrivium/forensic/cuda"
 	"github.com/retrivium/forensic/report"
 )
@@ -23,21 +24,29 @@ type cand struct {
 // Compare compares the failing run bad with the good runs and ranks the
 // differences: what no good run has first, then those in the memory view
 // the failure is judged against, then causes before measures, then by
-// bytes, then by kind. It reads the stacks of the departing calls through
-// bad.Stack when set.
-func Compare(good []*Run, bad *Run) *report.Diff {
+// bytes, then by kind. It reads again the windows of calls where aligned
+// processes' summaries differ, and the stacks of the departing calls
+// through bad.Stacks when set.
+func Compare(good []*Run, bad *Run) (*report.Diff, error) {
 	d := &report.Diff{Schema: report.DiffSchema, Bad: diffRun(bad.Report), Chosen: "last",
 		Explains: explainedView(bad.Report), Differences: []report.Difference{}, Processes: []report.ProcessPair{},
 		Notes: []string{}}
+	pairs := make([][]pair, len(good))
+	for i, g := range good {
+		pairs[i] = align(processes(bad.Report), processes(g.Report))
+	}
+	rd, err := readCalls(good, bad, pairs)
+	if err != nil {
+		return nil, err
+	}
 	merged := map[string]*report.Difference{}
 	var order []string
 	for i, g := range good {
 		d.Good = append(d.Good, diffRun(g.Report))
-		pairs := align(processes(bad.Report), processes(g.Report))
 		if i == 0 {
-			d.Processes = processPairs(pairs)
+			d.Processes = processPairs(pairs[i])
 		}
-		for _, c := range against(bad, g, pairs, d) {
+		for _, c := range against(bad, g, pairs[i], d, rd.of(i)) {
 			m, ok := merged[c.key]
 			switch {
 			case !ok:
@@ -66,13 +75,13 @@ func Compare(good []*Run, bad *Run) *report.Diff {
 	addStacks(d.Differences, bad)
 	d.Notes = dedupe(d.Notes)
 	d.Headline = headline(d.Differences, len(good))
-	return d
+	return d, nil
 }
 
 // against lists the differences of the failing run from one good run.
-func against(bad, good *Run, pairs []pair, d *report.Diff) []cand {
+func against(bad, good *Run, pairs []pair, d *report.Diff, rd pairCalls) []cand {
 	var out []cand
-	out = append(out, processDiffs(bad, good, pairs, d)...)
+	out = append(out, processDiffs(bad, good, pairs, d, rd)...)
 	out = append(out, viewDiffs(bad.Report, good.Report)...)
 	out = append(out, phaseDiffs(bad.Report, good.Report, d)...)
 	out = append(out, platformDiffs(bad.Platform, good.Platform)...)
@@ -125,7 +134,7 @@ func processPairs(pairs []pair) []report.ProcessPair {
 
 // processDiffs are the processes one side has alone, and the first
 // departure of each aligned pair's calls.
-func processDiffs(bad, good *Run, pairs []pair, d *report.Diff) []cand {
+func processDiffs(bad, good *Run, pairs []pair, d *report.Diff, rd pairCalls) []cand {
 	var out []cand
 	for _, p := range pairs {
 		switch {
@@ -136,7 +145,7 @@ func processDiffs(bad, good *Run, pairs []pair, d *report.Diff) []cand {
 			out = append(out, cand{key: "missing-process\x00" + p.good.role(), d: report.Difference{Kind: report.DiffMissingProcess,
 				Summary: fmt.Sprintf("the good run had %s, which the failing run lacks", procText(&info)), Process: &info, Exact: true}})
 		case p.bad.recorded:
-			out = append(out, sequenceDiffs(bad, good, p, d)...)
+			out = append(out, sequenceDiffs(bad, good, p, d, rd)...)
 		}
 	}
 	return out
@@ -185,23 +194,24 @@ func clip(s string, n int) string {
 
 // sequenceDiffs are the first departure of an aligned pair's calls, and
 // the first call made from another call site when that came before it.
-func sequenceDiffs(bad, good *Run, p pair, d *report.Diff) []cand {
-	cb, cg := bad.Seqs[p.bad.info.PID], good.Seqs[p.good.info.PID]
-	for _, s := range []*Sequence{cb, cg} {
-		if s != nil && s.Cut > 0 {
-			d.Notes = append(d.Notes, fmt.Sprintf("only the first %d allocation and mapping calls of a process were compared (%d more were not kept)", s.Len(), s.Cut))
-		}
-	}
+func sequenceDiffs(bad, good *Run, p pair, d *report.Diff, rd pairCalls) []cand {
+	pb, pg := p.bad.info.PID, p.good.info.PID
+	cb, cg, pl := rd.bad[pb], rd.good[pg], rd.plans[pidPair{pb, pg}]
 	var out []cand
 	end := max(cb.Len(), cg.Len())
-	if dep, ok := depart(cb, cg, bad.Symbols, good.Symbols); ok {
-		out = append(out, departureCand(bad, good, p, dep, cb, cg))
-		end = max(dep.bad, dep.good)
+	if !pl.same {
+		if dep, ok := depart(cb, cg, pl.from, bad.Symbols, good.Symbols); ok {
+			out = append(out, departureCand(bad, good, p, dep, cb, cg))
+			end = max(dep.bad, dep.good)
+		}
 	}
 	if k, ok := otherSite(cb, cg, sites{bad.Sites, good.Sites}, end); ok {
 		c := departureCand(bad, good, p, departure{report.DepartOtherSite, k, k}, cb, cg)
 		c.d.Summary += "; the calls that follow are compared as the same steps"
 		out = append(out, c)
+	} else if pl.sitesCut {
+		d.Notes = append(d.Notes, fmt.Sprintf("process %d: call sites were compared in the first %d blocks of %d calls where they differ from the good run's, not in the later ones",
+			pb, maxSiteBlocks, blockLen))
 	}
 	return out
 }
@@ -219,8 +229,8 @@ func departureCand(bad, good *Run, p pair, dep departure, cb, cg *Sequence) cand
 		if dd.Phase == "" {
 			dd.Phase, dd.View = dd.GoodCall.Phase, callView(dd.GoodCall.Symbol)
 		}
-		if dep.kind == report.DepartOtherSite && good.Stack != nil {
-			dd.GoodCall.Stack = good.Stack(dd.GoodCall.PID, dd.GoodCall.TimeNS)
+		if dep.kind == report.DepartOtherSite && good.Stacks != nil {
+			dd.GoodCall.Stack = good.Stacks([]analyze.CallRef{{PID: dd.GoodCall.PID, EndNS: dd.GoodCall.TimeNS}})[0]
 		}
 	}
 	dd.Bytes = departedBytes(dep.kind, dd.Call, dd.GoodCall)
@@ -367,14 +377,24 @@ func kindOrder(kind string) int {
 	return 7
 }
 
-// addStacks reads the stack of each departing call of the failing run.
+// addStacks reads the stacks of the failing run's departing calls, in one
+// pass over its events.
 func addStacks(ds []report.Difference, bad *Run) {
-	if bad.Stack == nil {
+	if bad.Stacks == nil {
 		return
 	}
+	var refs []analyze.CallRef
+	var calls []*report.DiffCall
 	for i := range ds {
 		if c := ds[i].Call; c != nil && ds[i].Kind == report.DiffCallSequence {
-			c.Stack = bad.Stack(c.PID, c.TimeNS)
+			refs = append(refs, analyze.CallRef{PID: c.PID, EndNS: c.TimeNS})
+			calls = append(calls, c)
 		}
+	}
+	if len(refs) == 0 {
+		return
+	}
+	for i, st := range bad.Stacks(refs) {
+		calls[i].Stack = st
 	}
 }

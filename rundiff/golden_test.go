@@ -14,13 +14,13 @@ var update = flag.Bool("update", false, "rewrite the golden files")
 
 // goldenRuns are three good runs and a failing one of a serving job: the
 // failing run has a neighbour NVML listed, an extra 2 GiB allocation in
-// its serving phase, less framebuffer free at the least, and another
-// driver.
+// its serving phase, less framebuffer free at the least (a bound, where
+// the good runs' headroom is exact), and another driver.
 func goldenRuns() []*Run {
 	mk := func(path string, failed bool, sizes []int64, neighbour uint64, leastFree uint64, driver string) *Run {
 		r := run(path, failed, sizes, neighbour)
-		r.Report.MemoryViews = append(r.Report.MemoryViews,
-			report.ViewRow{GPU: 0, Field: "framebuffer free", View: "framebuffer", Scope: "device", Low: u64(leastFree)})
+		r.Report.Headroom = []report.Headroom{{GPU: 0, View: "framebuffer", LeastFree: leastFree, Total: 81559 << 20,
+			Exact: !failed, Source: "sample and traced calls"}}
 		r.Report.Phases = []report.Phase{{Label: "before serving", StartNS: 0, EndNS: 2}, {Label: "serving", StartNS: 2, EndNS: 100}}
 		r.Report.PhasesFrom = "markers"
 		r.Platform = Platform{Driver: driver, GPUs: []GPUPlatform{{Index: 0, Name: "NVIDIA H100 80GB HBM3", FBTotal: u64(81559 << 20), BAR1: u64(128 << 30), MIG: "disabled"}}}

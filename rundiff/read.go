@@ -5,9 +5,11 @@
 // traced peak per GPU and view, growth per phase, the platform, and phase
 // durations.
 //
-// Each run is read once by the analysis ([Read]: analyze.Analyze with an
-// observer that keeps each process's allocation and mapping calls), then
-// [Compare] aligns the runs and ranks what differs. Framebuffer and BAR1
+// Each run is read by the analysis ([Read]: analyze.Analyze with an
+// observer that summarizes each process's allocation and mapping calls
+// in hashed blocks), then [Compare] aligns the runs, finds from the
+// summaries where aligned processes' calls may depart, reads those few
+// calls again, and ranks what differs. Framebuffer and BAR1
 // are compared view by view, never added. docs/diff.md describes the
 // output and the ranking.
 package rundiff
@@ -24,16 +26,10 @@ import (
 	"github.com/retrivium/forensic/store"
 )
 
-// MaxCalls bounds the calls of one process a Run keeps (Options.MaxCalls
-// default): past it, sequences are compared in part, and the diff says so.
-const MaxCalls = 2_000_000
-
 // Options adjust how a run is read.
 type Options struct {
 	// Analyze is passed to the analysis (its Observer is replaced).
 	Analyze analyze.Options
-	// MaxCalls bounds the calls kept per process (default MaxCalls).
-	MaxCalls int
 }
 
 // Run is one analyzed run, with what the comparison needs beyond the
@@ -41,62 +37,27 @@ type Options struct {
 type Run struct {
 	Report   *report.Report
 	Platform Platform
-	// Seqs holds each process's allocation, host-allocation and mapping
-	// calls of the application, in time order, by pid.
-	Seqs map[uint32]*Sequence
-	// Symbols names the Sequence entries' symbol ids; Sites their call
+	// Procs summarizes each process's allocation, host-allocation and
+	// mapping calls of the application, in time order, by pid.
+	Procs map[uint32]*Summary
+	// Symbols names the symbol ids of the calls read; Sites their call
 	// sites (Sites[0] is "": unknown).
 	Symbols []string
 	Sites   []string
-	// Stack returns the stack of one of the run's calls, named by its
-	// process and return time (nil when none was recorded); nil when
-	// stacks cannot be read (unit tests).
-	Stack func(pid uint32, endNS int64) *report.Stack
+	// Stacks returns the stacks of some of the run's calls, named by
+	// their process and return time (nil for one with none recorded), in
+	// one pass; nil when stacks cannot be read (unit tests).
+	Stacks func(calls []analyze.CallRef) []*report.Stack
+	// load reads windows of some processes' calls, a second pass over the
+	// run; their calls' Symbol and Site index Symbols and Sites.
+	load func(want map[uint32][]window) (map[uint32]*Sequence, error)
 }
 
-// chunkBits sizes the blocks a Sequence grows by (65,536 calls): a
-// sequence never holds more than one block it does not use, where a
-// slice grown by appending may hold as much again as it uses.
-const chunkBits = 16
-
-// Sequence is one process's allocation and mapping calls.
-type Sequence struct {
-	chunks [][]Call
-	n      int
-	// Cut counts the calls past the bound that were not kept.
-	Cut uint64
-}
-
-// Len is the number of calls kept.
-func (s *Sequence) Len() int {
-	if s == nil {
-		return 0
-	}
-	return s.n
-}
-
-// At returns the i-th call.
-func (s *Sequence) At(i int) Call { return s.chunks[i>>chunkBits][i&(1<<chunkBits-1)] }
-
-// at returns a pointer to the i-th call.
-func (s *Sequence) at(i int) *Call { return &s.chunks[i>>chunkBits][i&(1<<chunkBits-1)] }
-
-// Add appends a call.
-func (s *Sequence) Add(c Call) {
-	if s.n&(1<<chunkBits-1) == 0 {
-		s.chunks = append(s.chunks, make([]Call, 0, 1<<chunkBits))
-	}
-	last := len(s.chunks) - 1
-	s.chunks[last] = append(s.chunks[last], c)
-	s.n++
-}
-
-// Call is one kept call: 24 bytes, since a long run has millions.
+// Call is one call read: 24 bytes.
 type Call struct {
 	EndNS int64
 	Size  uint64
-	// Site is the call's call site (an index into Run.Sites; 0 unknown),
-	// the recording's stack id until Read resolves it.
+	// Site is the call's call site (an index into Run.Sites; 0 unknown).
 	Site   int32
 	Symbol uint16
 	// HasSize says the record has the call's size; Failed that it failed.
@@ -117,13 +78,13 @@ type GPUPlatform struct {
 	FBTotal, BAR1 *uint64
 }
 
-// Read analyzes a run and keeps what a comparison needs. src must stay
-// open while the Run's Stack is used.
+// Read analyzes a run and keeps what a comparison needs: each process's
+// calls summarized, and a way to read windows of them again. src must
+// stay open while the Run is compared and its Stacks are read.
 func Read(src analyze.Source, opts Options) (*Run, error) {
-	if opts.MaxCalls <= 0 {
-		opts.MaxCalls = MaxCalls
-	}
-	obs := &collector{max: opts.MaxCalls, seqs: map[uint32]*Sequence{}, ids: map[string]uint16{}}
+	t := &tables{src: src, ids: map[string]uint16{}, byStack: map[int32]int32{}, sites: map[string]int32{"": 0},
+		siteKeys: []string{""}, siteHashes: []uint64{0}}
+	obs := &collector{t: t, procs: map[uint32]*Summary{}}
 	aopts := opts.Analyze
 	aopts.Observer, aopts.NoTimeline = obs, true
 	rep, err := analyze.Analyze(src, aopts)
@@ -134,60 +95,117 @@ func Read(src analyze.Source, opts Options) (*Run, error) {
 	if err != nil {
 		return nil, err
 	}
-	run := &Run{Report: rep, Platform: platformOf(inv), Seqs: obs.seqs, Symbols: obs.names}
-	if run.Sites, err = resolveSites(src, obs.seqs); err != nil {
-		return nil, err
+	run := &Run{Report: rep, Platform: platformOf(inv), Procs: obs.procs}
+	run.load = func(want map[uint32][]window) (map[uint32]*Sequence, error) {
+		seqs, err := t.read(obs.procs, want)
+		run.Symbols, run.Sites = t.names, t.siteKeys
+		return seqs, err
 	}
+	run.Symbols, run.Sites = t.names, t.siteKeys
 	sopts := opts.Analyze
 	sopts.Observer = nil
-	run.Stack = func(pid uint32, endNS int64) *report.Stack {
-		st, err := analyze.CallStack(src, sopts, pid, endNS)
+	run.Stacks = func(calls []analyze.CallRef) []*report.Stack {
+		sts, err := analyze.CallStacks(src, sopts, calls)
 		if err != nil {
-			return &report.Stack{Frames: []report.Frame{}, Partial: true, Note: "stack unreadable: " + err.Error()}
+			sts = make([]*report.Stack, len(calls))
+			for i := range sts {
+				sts[i] = &report.Stack{Frames: []report.Frame{}, Partial: true, Note: "stack unreadable: " + err.Error()}
+			}
 		}
-		return st
+		return sts
 	}
 	return run, nil
 }
 
-// collector is the observer that keeps each process's calls.
-type collector struct {
-	max   int
-	seqs  map[uint32]*Sequence
-	ids   map[string]uint16
-	names []string
+// tables number a run's symbols and call sites as both passes meet them.
+type tables struct {
+	src analyze.Source
+	// ids and names number symbol names; nameHashes hash them.
+	ids        map[string]uint16
+	names      []string
+	nameHashes []uint64
+	// byStack maps the recording's stack ids to call sites, sites the
+	// sites' keys to their numbers; siteKeys and siteHashes by number.
+	byStack    map[int32]int32
+	sites      map[string]int32
+	siteKeys   []string
+	siteHashes []uint64
 }
 
-func (c *collector) Begin(*report.Report) error              { return nil }
-func (c *collector) Sample(*report.SampleValue) error        { return nil }
-func (c *collector) Call(call *report.Call) error            { c.add(call); return nil }
-func (c *collector) symbol(name string) (id uint16, ok bool) { id, ok = c.ids[name]; return }
-
-// add keeps an application call that allocates or maps.
-func (c *collector) add(call *report.Call) {
-	if call.Depth > 0 || !kept(call.Operation) {
-		return
-	}
-	id, ok := c.symbol(call.Symbol)
+// symbol numbers a symbol name.
+func (t *tables) symbol(name string) uint16 {
+	id, ok := t.ids[name]
 	if !ok {
-		id = uint16(len(c.names))
-		c.ids[call.Symbol] = id
-		c.names = append(c.names, call.Symbol)
+		id = uint16(len(t.names))
+		t.ids[name] = id
+		t.names = append(t.names, name)
+		t.nameHashes = append(t.nameHashes, textHash(name))
 	}
-	seq := c.seqs[call.PID]
-	if seq == nil {
-		seq = &Sequence{}
-		c.seqs[call.PID] = seq
+	return id
+}
+
+// site is the call site of a recorded stack (0: unknown, or no stack):
+// the stack's frames as (build id, file offset), which name the same code
+// in every run of the same binaries wherever they were loaded. Frames
+// stored as bare addresses differ from run to run and are left out; a
+// stack with none other has an unknown site.
+func (t *tables) site(stack int32) (int32, error) {
+	if stack < 0 {
+		return 0, nil
 	}
-	if seq.Len() >= c.max {
-		seq.Cut++
-		return
+	if s, ok := t.byStack[stack]; ok {
+		return s, nil
 	}
-	k := Call{EndNS: call.EndNS, Site: call.Stack, Symbol: id, Failed: call.Result != 0}
+	frames, err := t.src.Stack(stack)
+	if err != nil {
+		return 0, err
+	}
+	key := siteKey(frames)
+	s, ok := t.sites[key]
+	if !ok {
+		s = int32(len(t.siteKeys))
+		t.sites[key] = s
+		t.siteKeys = append(t.siteKeys, key)
+		t.siteHashes = append(t.siteHashes, textHash(key))
+	}
+	t.byStack[stack] = s
+	return s, nil
+}
+
+// summarize adds one call to its process's summary.
+func (t *tables) summarize(s *Summary, c Call) {
+	s.add(stepHash(t.nameHashes[c.Symbol], c), t.siteHashes[c.Site])
+}
+
+// collector is the observer that summarizes each process's calls.
+type collector struct {
+	t     *tables
+	procs map[uint32]*Summary
+}
+
+func (c *collector) Begin(*report.Report) error       { return nil }
+func (c *collector) Sample(*report.SampleValue) error { return nil }
+
+// Call summarizes an application call that allocates or maps.
+func (c *collector) Call(call *report.Call) error {
+	if call.Depth > 0 || !kept(call.Operation) {
+		return nil
+	}
+	site, err := c.t.site(call.Stack)
+	if err != nil {
+		return err
+	}
+	k := Call{EndNS: call.EndNS, Site: site, Symbol: c.t.symbol(call.Symbol), Failed: call.Result != 0}
 	if call.Args.Size != nil {
 		k.Size, k.HasSize = *call.Args.Size, true
 	}
-	seq.Add(k)
+	s := c.procs[call.PID]
+	if s == nil {
+		s = &Summary{}
+		c.procs[call.PID] = s
+	}
+	c.t.summarize(s, k)
+	return nil
 }
 
 // kept says whether calls of an operation class are compared: those that
@@ -221,42 +239,6 @@ func obsText(o store.Obs[string]) string {
 		return ""
 	}
 	return *o.Value
-}
-
-// resolveSites replaces each kept call's stack id with its call site: the
-// stack's frames as (build id, file offset), which name the same code in
-// every run of the same binaries wherever they were loaded. Frames stored
-// as bare addresses differ from run to run and are left out; a stack with
-// none other has an unknown site.
-func resolveSites(src analyze.Source, seqs map[uint32]*Sequence) ([]string, error) {
-	sites := []string{""}
-	index := map[string]int32{"": 0}
-	byStack := map[int32]int32{}
-	for _, seq := range seqs {
-		for i := 0; i < seq.Len(); i++ {
-			c := seq.at(i)
-			if c.Site < 0 {
-				c.Site = 0
-				continue
-			}
-			site, ok := byStack[c.Site]
-			if !ok {
-				frames, err := src.Stack(c.Site)
-				if err != nil {
-					return nil, err
-				}
-				key := siteKey(frames)
-				if site, ok = index[key]; !ok {
-					site = int32(len(sites))
-					index[key] = site
-					sites = append(sites, key)
-				}
-				byStack[c.Site] = site
-			}
-			c.Site = site
-		}
-	}
-	return sites, nil
 }
 
 // siteKey is a stack's frames that name code the same way in every run.

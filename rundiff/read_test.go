@@ -65,8 +65,8 @@ func TestReadAllReadsRunsSideBySide(t *testing.T) {
 		t.Fatal(err)
 	}
 	for i, want := range []int{2, 2, 3} {
-		if got := runs[i].Seqs[7].Len(); got != want || runs[i].Report.Run.Path != paths[i] {
-			t.Errorf("run %d (%s): %d calls kept, want %d of %s", i, runs[i].Report.Run.Path, got, want, paths[i])
+		if got := runs[i].Procs[7].Len(); got != want || runs[i].Report.Run.Path != paths[i] {
+			t.Errorf("run %d (%s): %d calls summarized, want %d of %s", i, runs[i].Report.Run.Path, got, want, paths[i])
 		}
 	}
 	d, err := Diff(runs)
@@ -78,7 +78,9 @@ func TestReadAllReadsRunsSideBySide(t *testing.T) {
 	}
 }
 
-// noSymbols symbolizes nothing (the test's stacks are not on this machine).
+// noSymbols names no frame (the test's stacks are not on this machine).
 type noSymbols struct{}
 
-func (noSymbols) Symbolize([]store.Frame, []analyze.File, []store.Mapping) *report.Stack { return nil }
+func (noSymbols) Symbolize([]store.Frame, []analyze.File, []store.Mapping) *report.Stack {
+	return &report.Stack{Frames: []report.Frame{}}
+}

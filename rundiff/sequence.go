@@ -1,10 +1,69 @@
 package rundiff
 
-import "github.com/retrivium/forensic/report"
+import (
+	"sort"
+
+	"github.com/retrivium/forensic/report"
+)
 
 // lookahead is how many calls after a departure must agree for it to be
 // called an extra or a missing call rather than another call in place.
 const lookahead = 4
+
+// Sequence is the part of one process's calls a comparison read: windows
+// of its sequence, by index.
+type Sequence struct {
+	n     int
+	spans []span // by from, not overlapping
+}
+
+// span is calls [from, from+len(calls)) of a sequence.
+type span struct {
+	from  int
+	calls []Call
+}
+
+// Len is the number of calls in the whole sequence (read or not).
+func (s *Sequence) Len() int {
+	if s == nil {
+		return 0
+	}
+	return s.n
+}
+
+// find returns the span holding call i, nil when it was not read.
+func (s *Sequence) find(i int) *span {
+	if s == nil {
+		return nil
+	}
+	k := sort.Search(len(s.spans), func(k int) bool { return s.spans[k].from+len(s.spans[k].calls) > i })
+	if k < len(s.spans) && s.spans[k].from <= i {
+		return &s.spans[k]
+	}
+	return nil
+}
+
+// has says call i was read.
+func (s *Sequence) has(i int) bool { return s.find(i) != nil }
+
+// At returns the i-th call; a zero Call when it was not read.
+func (s *Sequence) At(i int) Call {
+	if sp := s.find(i); sp != nil {
+		return sp.calls[i-sp.from]
+	}
+	return Call{}
+}
+
+// at returns a pointer to the i-th call, which must have been read.
+func (s *Sequence) at(i int) *Call {
+	sp := s.find(i)
+	return &sp.calls[i-sp.from]
+}
+
+// whole is a sequence of every one of calls (tests, small runs).
+func whole(calls []Call) *Sequence {
+	return &Sequence{n: len(calls), spans: []span{{0, calls}}}
+}
 
 // departure is where two sequences of one role first differ.
 type departure struct {
@@ -25,16 +84,21 @@ func sameStep(a, b Call, an, bn []string) bool {
 	return an[a.Symbol] == bn[b.Symbol] && a.HasSize == b.HasSize && a.Size == b.Size
 }
 
-// depart finds the first call where the failing run's sequence departs
+// depart finds the first call, from index from on (the calls before it
+// are known to be the same), where the failing run's sequence departs
 // from the good run's; ok is false when they agree as far as both go and
-// the failing one is not longer.
-func depart(bad, good *Sequence, bn, gn []string) (departure, bool) {
+// the failing one is not longer, or as far as was read.
+func depart(bad, good *Sequence, from int, bn, gn []string) (departure, bool) {
 	n := min(bad.Len(), good.Len())
-	k := 0
-	for k < n && sameCall(bad.At(k), good.At(k), bn, gn) {
+	k := from
+	for k < n && bad.has(k) && good.has(k) && sameCall(bad.At(k), good.At(k), bn, gn) {
 		k++
 	}
 	switch {
+	case k < n && (!bad.has(k) || !good.has(k)):
+		// The summaries differed where the calls read agree: a hash
+		// collision, as good as never.
+		return departure{}, false
 	case k == n && bad.Len() > good.Len():
 		return departure{departExtra, k, -1}, true
 	case k == n && bad.Len() < good.Len():
@@ -84,15 +148,26 @@ type sites struct{ bad, good []string }
 
 // otherSite finds the first call, before the calls depart (at most
 // before index end), made from another call site than the good run's
-// same step; both sites must be known. ok is false when none is.
+// same step; both sites must be known. Only calls read on both sides are
+// looked at (the summaries say the others' sites are the same). ok is
+// false when none is.
 func otherSite(bad, good *Sequence, st sites, end int) (int, bool) {
-	if st.bad == nil || st.good == nil {
+	if st.bad == nil || st.good == nil || bad == nil {
 		return 0, false
 	}
-	for k := 0; k < end && k < bad.Len() && k < good.Len(); k++ {
-		b, g := bad.At(k).Site, good.At(k).Site
-		if b != 0 && g != 0 && st.bad[b] != st.good[g] {
-			return k, true
+	for _, sp := range bad.spans {
+		for i, b := range sp.calls {
+			k := sp.from + i
+			if k >= end || k >= good.Len() {
+				break
+			}
+			if !good.has(k) {
+				continue
+			}
+			g := good.At(k).Site
+			if b.Site != 0 && g != 0 && st.bad[b.Site] != st.good[g] {
+				return k, true
+			}
 		}
 	}
 	return 0, false

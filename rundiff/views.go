@@ -34,55 +34,101 @@ func deviceRows(rep *report.Report) (map[rowKey]*report.ViewRow, []rowKey) {
 	return out, keys
 }
 
-// viewMeasure is one value compared per GPU and view.
-type viewMeasure struct {
-	kind, field, view string
-	// value reads the row's value; lower says less is worse.
-	value func(*report.ViewRow) *uint64
-	lower bool
-	exact bool
-	what  string
+// tracedMeasure is a traced row compared per GPU and view.
+type tracedMeasure struct {
+	field, view, what string
 }
 
-// viewMeasures: the least free NVML sampled and the traced peak, per view.
-func viewMeasures() []viewMeasure {
-	low := func(r *report.ViewRow) *uint64 { return r.Low }
-	peak := func(r *report.ViewRow) *uint64 { return r.Peak }
-	return []viewMeasure{
-		{report.DiffLeastFree, "framebuffer free", "framebuffer", low, true, false, "least free framebuffer (NVML samples)"},
-		{report.DiffLeastFree, "BAR1 free", "bar1", low, true, false, "least free BAR1 (NVML samples)"},
-		{report.DiffTracedPeak, "traced device allocations", "framebuffer", peak, false, true, "peak of traced device allocations"},
-		{report.DiffTracedPeak, "traced aperture mappings", "bar1", peak, false, true, "peak of traced BAR1 mappings"},
+// tracedMeasures: the traced peak, per view.
+func tracedMeasures() []tracedMeasure {
+	return []tracedMeasure{
+		{"traced device allocations", "framebuffer", "peak of traced device allocations"},
+		{"traced aperture mappings", "bar1", "peak of traced BAR1 mappings"},
 	}
 }
 
 // viewDiffs compares the least free and the traced peak per GPU and view.
 func viewDiffs(bad, good *report.Report) []cand {
+	out := headroomDiffs(bad, good)
 	br, keys := deviceRows(bad)
 	gr, _ := deviceRows(good)
-	var out []cand
-	for _, m := range viewMeasures() {
+	for _, m := range tracedMeasures() {
 		for _, k := range keys {
 			b, g := br[k], gr[k]
-			if k.field != m.field || g == nil || m.value(b) == nil || m.value(g) == nil {
+			if k.field != m.field || g == nil || b.Peak == nil || g.Peak == nil || *b.Peak < *g.Peak+minBytes {
 				continue
 			}
-			bv, gv := *m.value(b), *m.value(g)
-			worse, by := bv > gv, bv-gv
-			if m.lower {
-				worse, by = bv < gv, gv-bv
-			}
-			if !worse || by < minBytes {
-				continue
-			}
+			bv, gv := *b.Peak, *g.Peak
 			gpu := k.gpu
-			dd := report.Difference{Kind: m.kind, GPU: &gpu, View: m.view, Bytes: by, Good: i64(gv), Failing: i64(bv), Exact: m.exact,
-				Summary: fmt.Sprintf("%s on GPU %d: %s in the failing run, %s in the good run", m.what, gpu,
+			dd := report.Difference{Kind: report.DiffTracedPeak, GPU: &gpu, View: m.view, Bytes: bv - gv, Good: i64(gv), Failing: i64(bv),
+				Exact: true, Summary: fmt.Sprintf("%s on GPU %d: %s in the failing run, %s in the good run", m.what, gpu,
 					report.HumanBytes(bv), report.HumanBytes(gv))}
-			out = append(out, cand{key: fmt.Sprintf("%s\x00%d\x00%s", m.kind, gpu, m.view), d: dd})
+			out = append(out, cand{key: fmt.Sprintf("%s\x00%d\x00%s", report.DiffTracedPeak, gpu, m.view), d: dd})
 		}
 	}
 	return out
+}
+
+// headKey names one whole GPU's view in the headroom.
+type headKey struct {
+	gpu  int
+	view string
+}
+
+// wholeGPUHeadroom indexes a report's headroom of whole GPUs (MIG
+// instances apart) and lists its keys in the report's order.
+func wholeGPUHeadroom(rep *report.Report) (map[headKey]*report.Headroom, []headKey) {
+	out := map[headKey]*report.Headroom{}
+	var keys []headKey
+	for i := range rep.Headroom {
+		h := &rep.Headroom[i]
+		if h.MIG != nil {
+			continue
+		}
+		k := headKey{h.GPU, h.View}
+		if out[k] == nil {
+			keys = append(keys, k)
+		}
+		out[k] = h
+	}
+	return out, keys
+}
+
+// headroomDiffs compares the least free memory per GPU and view: the
+// analysis's headroom, the samples corrected by the traced calls between
+// them, which a sample alone can miss. The difference is exact when both
+// figures are; otherwise one of them is a bound and the summary says so.
+func headroomDiffs(bad, good *report.Report) []cand {
+	bh, keys := wholeGPUHeadroom(bad)
+	gh, _ := wholeGPUHeadroom(good)
+	var out []cand
+	for _, k := range keys {
+		b, g := bh[k], gh[k]
+		if g == nil || b.LeastFree+minBytes > g.LeastFree {
+			continue
+		}
+		gpu := k.gpu
+		exact := b.Exact && g.Exact
+		dd := report.Difference{Kind: report.DiffLeastFree, GPU: &gpu, View: k.view, Bytes: g.LeastFree - b.LeastFree,
+			Good: i64(g.LeastFree), Failing: i64(b.LeastFree), Exact: exact,
+			Summary: fmt.Sprintf("least free %s on GPU %d: %s in the failing run, %s in the good run%s", viewName(k.view), gpu,
+				report.HumanBytes(b.LeastFree), report.HumanBytes(g.LeastFree), boundText(b.Exact, g.Exact))}
+		out = append(out, cand{key: fmt.Sprintf("%s\x00%d\x00%s", report.DiffLeastFree, gpu, k.view), d: dd})
+	}
+	return out
+}
+
+// boundText says which of two headroom figures is a bound, not exact.
+func boundText(bad, good bool) string {
+	switch {
+	case bad && good:
+		return ""
+	case !bad && !good:
+		return " (both bounds, not exact)"
+	case !bad:
+		return " (the failing run's a bound, not exact)"
+	}
+	return " (the good run's a bound, not exact)"
 }
 
 func i64(v uint64) *int64 { x := int64(v); return &x }

@@ -6,8 +6,9 @@
 #
 # Needs root (the benchmarks load eBPF programs), Go, and bpftrace (installed
 # by scripts/deps.sh when missing). The harness is Go programs under bench/
-# (one per measurement, each printing a markdown section) and
-# `go test -bench BenchmarkCommit ./store`; this script runs them in order
+# (one per measurement, each printing a markdown section),
+# `go test -bench BenchmarkCommit ./store` and
+# `go test -bench BenchmarkLargeRun ./bench/largerun`; this script runs them in order
 # and assembles BENCHMARKS.md. Intermediate files go to build/bench/; the
 # large ones are deleted at the end.
 set -euo pipefail
@@ -172,6 +173,64 @@ else
 		-cpuprofile "$work/analyze.pprof" -gen "$gen_small" -scale-gen "$gen_large"
 fi
 rm -f "$work/big.db" "$work/huge.db" "$work"/{big,huge}-trace.{json,pftrace} "$work"/{big,huge}-report.html
+
+# largerun_section OUT CALLS: the markdown of `go test -bench LargeRun`'s
+# output OUT, and its targets' rows in the summary (at 10M calls only).
+largerun_section() {
+	local out=$1 calls=$2
+	echo "## 4b. Analyze and diff of ${calls}-call runs"
+	echo
+	echo "\`go test -bench BenchmarkLargeRun ./bench/largerun\` (\`bench/largerun/largerun_test.go\`): two runs written by"
+	echo "\`bench/internal/runsynth\` (the workload of \`bench/genrun\`, $calls calls and $((calls / 100)) NVML samples each,"
+	echo "seed 1): a failing one, and a good one without its failed allocations, so the two make the same calls until the"
+	echo "first failure, 90% of the way in. Each operation runs in a child process of the benchmark, as the command"
+	echo "would (its \`--json\` output discarded): \`analyze\` of the failing run (headroom and budget are part of every"
+	echo "analysis), \`diff\` of the good run and the failing one. Wall is ns/op; CPU and peak RSS (maxrss: heap, stacks"
+	echo "and the pages of run.db that bbolt maps) come from the child's getrusage; heap is its Go heap at the end"
+	echo "(runtime.MemStats.HeapSys, which does not shrink). A wall time well above the CPU time means other work"
+	echo "shared the CPUs (the load in the machine table); diff analyzes the runs side by side, so on 2 idle CPUs its"
+	echo "wall time is about half its CPU time."
+	echo
+	echo "| operation | wall | user + sys CPU | peak RSS (maxrss) | Go heap (HeapSys) | allocated |"
+	echo "|---|---:|---:|---:|---:|---:|"
+	awk '/^BenchmarkLargeRun\// {
+		name=$1; sub(/^BenchmarkLargeRun\//, "", name); sub(/-[0-9]+$/, "", name)
+		for (i = 3; i < NF; i += 2) v[$(i+1)] = $i
+		printf "| %s | %.2f s | %.2f s | %.1f MiB | %.1f MiB | %.0f MiB |\n", name, v["ns/op"] / 1e9, v["cpu-s/op"], v["maxrss-MiB"], v["heapsys-MiB"], v["alloc-MiB/op"]
+	}' "$out"
+	echo
+	echo '```'
+	grep -E '^(goos|goarch|cpu|Benchmark|    largerun_test)' "$out"
+	echo '```'
+	echo
+	((calls == 10000000)) || return 0
+	awk '/^BenchmarkLargeRun\// {
+		for (i = 3; i < NF; i += 2) v[$(i+1)] = $i
+		s = v["ns/op"] / 1e9
+		if ($1 ~ /analyze/) {
+			printf "| 4b | 10M-call `analyze` under 6 s (headroom and budget) | %.2f s | %s |\n", s, s < 6 ? "met" : "**missed**"
+			printf "| 4b | 10M-call `analyze` under 160 MiB peak (maxrss) | %.1f MiB | %s |\n", v["maxrss-MiB"], v["maxrss-MiB"] < 160 ? "met" : "**missed**"
+		} else if ($1 ~ /diff/) {
+			printf "| 4b | `diff` of two 10M-call runs under 15 s | %.2f s (peak %.1f MiB) | %s |\n", s, v["maxrss-MiB"], s < 15 ? "met" : "**missed**"
+		}
+	}' "$out" >>"$BENCH_SUMMARY"
+}
+
+echo "== 4b. analyze and diff of 10M-call runs (go test -bench LargeRun ./bench/largerun)"
+# The figures the analysis and diff are held to: analyze of a 10M-call
+# run under 6 s and 160 MiB, diff of two under 15 s. Each operation runs
+# in a child process of the benchmark (its own maxrss); the run.db files
+# live in the benchmark's temporary directory and are removed with it.
+status=0
+LARGERUN_CALLS=$calls TMPDIR=$work $GO test -run '^$' -bench '^BenchmarkLargeRun$' -benchtime 1x -count 1 -timeout 60m \
+	./bench/largerun >"$work/largerun.txt" 2>&1 || status=$?
+cat "$work/largerun.txt"
+if ((status != 0)); then
+	fail 4b "Analyze and diff of large runs (go test -bench LargeRun ./bench/largerun)" "$work/4b-largerun.md" "$work/largerun.txt" "$status"
+else
+	largerun_section "$work/largerun.txt" "$calls" >"$work/4b-largerun.md"
+fi
+sections+=("$work/4b-largerun.md")
 
 echo "== 5. failure-to-sample delay (bench/faildelay)"
 section 5 "Failure-to-sample delay" "$work/5-faildelay.md" "$bin/faildelay"

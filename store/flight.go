@@ -83,11 +83,8 @@ func (w *Writer) Snapshot(begin func(size int64) (io.Writer, error)) (int64, err
 // batch's own transaction, replacing the last commit's: whoever reads the
 // file, or a consistent copy of it, finds the count that matches the
 // events it holds, not a reading taken before or after them.
-func putCounts(tx *bolt.Tx, c *Stats) error {
-	if c == nil {
-		return nil
-	}
-	return putJSON(tx.Bucket(bucketMeta), keyCommitted, c)
+func putCounts(meta *bolt.Bucket, b *Batch) error {
+	return putJSON(meta, keyCommitted, b.Counts)
 }
 
 // Committed returns the recorder's counters as of the file's last commit

@@ -93,16 +93,9 @@ type NamedPyFrame struct {
 }
 
 // putNamed writes a batch's named stacks.
-func putNamed(tx *bolt.Tx, named []NamedStack) error {
-	if len(named) == 0 {
-		return nil
-	}
-	b, err := tx.CreateBucketIfNotExists(bucketNamed)
-	if err != nil {
-		return err
-	}
-	for i := range named {
-		n := &named[i]
+func putNamed(b *bolt.Bucket, batch *Batch) error {
+	for i := range batch.Named {
+		n := &batch.Named[i]
 		js, err := json.Marshal(n)
 		if err != nil {
 			return err

@@ -277,15 +277,8 @@ func decodeStackRefs(chunk []byte, fn func(*StackRef) error) error {
 	return nil
 }
 
-// putStacks writes a batch's stack captures.
-func putStacks(tx *bolt.Tx, b *Batch) error {
-	if len(b.Captures)+len(b.PyStacks)+len(b.PyCodes)+len(b.StackRefs) == 0 {
-		return nil
-	}
-	cb, err := tx.CreateBucketIfNotExists(bucketCaptures)
-	if err != nil {
-		return err
-	}
+// putCaptures writes a batch's stack captures, by call.
+func putCaptures(cb *bolt.Bucket, b *Batch) error {
 	for i := range b.Captures {
 		c := &b.Captures[i]
 		v, err := encodeCapture(c)
@@ -296,32 +289,32 @@ func putStacks(tx *bolt.Tx, b *Batch) error {
 			return err
 		}
 	}
-	pb, err := tx.CreateBucketIfNotExists(bucketPyStacks)
-	if err != nil {
-		return err
-	}
+	return nil
+}
+
+// putPyStacks writes a batch's Python frames, by call.
+func putPyStacks(pb *bolt.Bucket, b *Batch) error {
 	for i := range b.PyStacks {
 		p := &b.PyStacks[i]
 		if err := putJSON(pb, CaptureKey(p.PID, p.TID, p.Time), p); err != nil {
 			return err
 		}
 	}
-	codes, err := tx.CreateBucketIfNotExists(bucketPyCode)
-	if err != nil {
-		return err
-	}
+	return nil
+}
+
+// putPyCodes writes a batch's code objects.
+func putPyCodes(codes *bolt.Bucket, b *Batch) error {
 	for i := range b.PyCodes {
 		if err := putJSON(codes, pyCodeKey(&b.PyCodes[i]), &b.PyCodes[i]); err != nil {
 			return err
 		}
 	}
-	if len(b.StackRefs) == 0 {
-		return nil
-	}
-	rb, err := tx.CreateBucketIfNotExists(bucketStackRefs)
-	if err != nil {
-		return err
-	}
+	return nil
+}
+
+// putStackRefs writes a batch's stack references as one chunk.
+func putStackRefs(rb *bolt.Bucket, b *Batch) error {
 	rb.FillPercent = 1
 	seq, _ := rb.NextSequence()
 	return rb.Put(u64key(seq), encodeStackRefs(b.StackRefs))

@@ -170,6 +170,7 @@ func ProcessKey(pid uint32, start int64) []byte {
 }
 
 // Batch is what one commit writes. The recorder fills it between flushes.
+// Each field is a kind of record, a row of batchKinds (kinds.go).
 type Batch struct {
 	Events    []Event
 	Samples   []Sample
@@ -193,35 +194,23 @@ type Batch struct {
 	Counts *Stats
 }
 
-// Len is the number of records in the batch.
+// Len is the number of records in the batch (Counts ride along and are
+// not counted).
 func (b *Batch) Len() int {
-	n := len(b.Events) + len(b.Samples) + len(b.Processes) + len(b.Stacks) + len(b.Kmsg) +
-		len(b.Markers) + len(b.Drops) + len(b.Libraries) + len(b.Files) +
-		len(b.Captures) + len(b.PyStacks) + len(b.PyCodes) + len(b.StackRefs) + len(b.Named)
-	if b.Inventory != nil {
-		n++
+	n := 0
+	for _, k := range batchKinds {
+		if !k.rides {
+			n += k.count(b)
+		}
 	}
 	return n
 }
 
 // Reset empties the batch, keeping its storage.
 func (b *Batch) Reset() {
-	b.Events = b.Events[:0]
-	b.Samples = b.Samples[:0]
-	b.Processes = b.Processes[:0]
-	clear(b.Stacks)
-	b.Kmsg = b.Kmsg[:0]
-	b.Markers = b.Markers[:0]
-	b.Drops = b.Drops[:0]
-	b.Libraries = b.Libraries[:0]
-	b.Files = b.Files[:0]
-	b.Inventory = nil
-	b.Captures = b.Captures[:0]
-	b.PyStacks = b.PyStacks[:0]
-	b.PyCodes = b.PyCodes[:0]
-	b.StackRefs = b.StackRefs[:0]
-	b.Named = b.Named[:0]
-	b.Counts = nil
+	for _, k := range batchKinds {
+		k.reset(b)
+	}
 }
 
 // appendJSON stores each record under the bucket's next sequence number.
@@ -254,86 +243,7 @@ func (w *Writer) Commit(b *Batch) error {
 			return fmt.Errorf("%w: %d bytes left on the filesystem of %s", ErrDiskFull, free, w.path)
 		}
 	}
-	err := w.db.Update(func(tx *bolt.Tx) error {
-		if len(b.Events) > 0 {
-			eb := tx.Bucket(bucketEvents)
-			eb.FillPercent = 1 // append-only keys
-			for _, chunk := range EncodeChunks(b.Events) {
-				seq, _ := eb.NextSequence() // fails only in a read-only tx
-				if err := eb.Put(u64key(seq), chunk); err != nil {
-					return err
-				}
-			}
-			// Failed calls are also indexed on their own, so a reader finds
-			// them without decoding every event.
-			fb := tx.Bucket(bucketFailures)
-			fb.FillPercent = 1
-			for i := range b.Events {
-				if b.Events[i].Result != 0 {
-					seq, _ := fb.NextSequence()
-					if err := fb.Put(u64key(seq), EncodeChunk(b.Events[i:i+1])); err != nil {
-						return err
-					}
-				}
-			}
-		}
-		sb := tx.Bucket(bucketSamples)
-		sb.FillPercent = 1
-		for i := range b.Samples {
-			s := &b.Samples[i]
-			s.Seq, _ = sb.NextSequence()
-			if err := putJSON(sb, u64key(s.Seq), s); err != nil {
-				return err
-			}
-		}
-		pb := tx.Bucket(bucketProcesses)
-		for i := range b.Processes {
-			p := &b.Processes[i]
-			if err := putJSON(pb, ProcessKey(p.PID, p.Start), p); err != nil {
-				return err
-			}
-		}
-		stb := tx.Bucket(bucketStacks)
-		for id, frames := range b.Stacks {
-			if err := putJSON(stb, binary.BigEndian.AppendUint32(nil, uint32(id)), frames); err != nil {
-				return err
-			}
-		}
-		if err := appendJSON(tx.Bucket(bucketKmsg), b.Kmsg); err != nil {
-			return err
-		}
-		if err := appendJSON(tx.Bucket(bucketMarkers), b.Markers); err != nil {
-			return err
-		}
-		if err := appendJSON(tx.Bucket(bucketDrops), b.Drops); err != nil {
-			return err
-		}
-		lb := tx.Bucket(bucketLibraries)
-		for _, l := range b.Libraries {
-			seq, _ := lb.NextSequence()
-			if err := putJSON(lb, binary.BigEndian.AppendUint32(nil, uint32(seq)), l); err != nil {
-				return err
-			}
-		}
-		filesB := tx.Bucket(bucketFiles)
-		for i := range b.Files {
-			if err := putJSON(filesB, []byte(b.Files[i].BuildID), &b.Files[i]); err != nil {
-				return err
-			}
-		}
-		if b.Inventory != nil {
-			if err := putJSON(tx.Bucket(bucketMeta), keyInventory, b.Inventory); err != nil {
-				return err
-			}
-		}
-		if err := putCounts(tx, b.Counts); err != nil {
-			return err
-		}
-		if err := putNamed(tx, b.Named); err != nil {
-			return err
-		}
-		return putStacks(tx, b)
-	})
+	err := w.db.Update(func(tx *bolt.Tx) error { return putBatch(tx, b) })
 	if err != nil {
 		err = diskErr(err)
 		if errors.Is(err, ErrDiskFull) {

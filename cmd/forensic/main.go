@@ -20,6 +20,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/retrivium/forensic/internal/buildinfo"
 	"github.com/retrivium/forensic/recorder"
 )
 
@@ -46,6 +47,9 @@ type cli struct {
 	// terminal, when set, says whether a writer is a terminal (tests);
 	// nil: asks the operating system.
 	terminal func(io.Writer) bool
+	// build is this binary's: its version is shown by --version and
+	// stored with what it writes.
+	build buildinfo.Info
 }
 
 // run executes one command line and returns the exit status. A panic
@@ -57,7 +61,7 @@ func run(args []string, stdout, stderr io.Writer) (code int) {
 			code = exitInternal
 		}
 	}()
-	c := &cli{stdout: stdout, stderr: stderr, getenv: os.Getenv}
+	c := &cli{stdout: stdout, stderr: stderr, getenv: os.Getenv, build: buildinfo.Read()}
 	root := c.rootCommand()
 	root.SetArgs(args)
 	cmd, err := root.ExecuteC()

@@ -245,7 +245,7 @@ func (c *cli) exportParquet(ctx context.Context, args []string, dir string, forc
 			return fmt.Errorf("%s: a flight recording is not exported to Parquet (its segments share one run id); export a snapshot or a run.db", p)
 		}
 	}
-	if err := parquetexport.Write(ctx, dir, paths, parquetexport.Options{Overwrite: force, Version: recorder.Version}); err != nil {
+	if err := parquetexport.Write(ctx, dir, paths, parquetexport.Options{Overwrite: force, Version: c.build.Version}); err != nil {
 		return err
 	}
 	fmt.Fprintf(c.stdout, "wrote %s (%s)\n", dir, report.Plural(len(paths), "run"))

@@ -129,6 +129,7 @@ func (c *cli) recordCommandFlags() (*cobra.Command, *recordFlags) {
 // configuration.
 func (c *cli) config(f *recordFlags, command []string) (recorder.Config, error) {
 	cfg := f.cfg
+	cfg.Build = c.build
 	switch {
 	case cfg.Output == "":
 		return cfg, usageErr("give the run.db to create with -o FILE")

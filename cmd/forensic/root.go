@@ -10,7 +10,6 @@ import (
 	"github.com/spf13/cobra"
 	"github.com/spf13/pflag"
 
-	"github.com/retrivium/forensic/recorder"
 	"github.com/retrivium/forensic/store"
 )
 
@@ -37,7 +36,7 @@ func (c *cli) rootCommand() *cobra.Command {
 		Use:                   "forensic COMMAND [ARGS...]",
 		Short:                 "record and explain GPU memory failures",
 		Long:                  rootLong,
-		Version:               fmt.Sprintf("%s (run.db schema %d)", recorder.Version, store.SchemaVersion),
+		Version:               fmt.Sprintf("%s (run.db schema %d)", c.build.Version, store.SchemaVersion),
 		Annotations:           map[string]string{"exit": rootExit},
 		DisableFlagsInUseLine: true,
 		SilenceErrors:         true,

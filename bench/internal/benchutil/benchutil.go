@@ -225,7 +225,7 @@ type Usage struct {
 	Wall time.Duration
 }
 
-var clkTck = int64(100) // sysconf(_SC_CLK_TCK) is 100 on Linux x86-64
+const clkTck = 100 // sysconf(_SC_CLK_TCK) is 100 on Linux x86-64
 
 // procCPU reads utime+stime of a process (fields 14 and 15 of stat).
 func procCPU(pid int) (time.Duration, error) {
