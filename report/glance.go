@@ -273,15 +273,58 @@ func (r *Report) processText(f *Failure) string {
 	if f.Rank != nil {
 		s = fmt.Sprintf("rank %d, %s", *f.Rank, s)
 	}
+	var p *ProcessInfo // nil for a failure of another run, whose processes r lacks
 	if f.RunPath == "" || f.RunPath == r.Run.Path {
-		if p := r.ProcessOf(f.PID); p != nil && p.CommandLine() != "" {
-			s += ": " + p.CommandLine()
-		}
+		p = r.ProcessOf(f.PID)
 	}
-	if f.TID != 0 && f.TID != f.PID {
-		s += fmt.Sprintf(" (thread %d)", f.TID)
+	if p != nil && p.CommandLine() != "" {
+		s += ": " + p.CommandLine()
+	}
+	if t := f.ThreadText(p); t != "" {
+		s += " (" + t + ")"
 	}
 	return s
+}
+
+// ThreadText names the failing thread: "thread pt_autograd_0, tid 4250",
+// "main thread worker" (its name when the record has one), "thread 4250"
+// when it has none. A main thread is not mentioned when it has no name of
+// its own: none recorded, or its program's name, which the kernel gives
+// every thread that does not name itself (p, the failing process, may be
+// nil).
+func (f *Failure) ThreadText(p *ProcessInfo) string {
+	main := f.TID == 0 || f.TID == f.PID
+	switch {
+	case f.ThreadName != nil && main && !programName(p, *f.ThreadName):
+		return "main thread " + *f.ThreadName
+	case f.ThreadName != nil && !main:
+		return fmt.Sprintf("thread %s, tid %d", *f.ThreadName, f.TID)
+	case main:
+		return ""
+	}
+	return fmt.Sprintf("thread %d", f.TID)
+}
+
+// commLen is the most bytes of a thread's name the kernel keeps.
+const commLen = 15
+
+// programName reports whether name is p's program's name as the kernel
+// makes a thread name of it: the executable's, or its first or second
+// argument's (a script run through its interpreter) last path element,
+// cut to commLen bytes.
+func programName(p *ProcessInfo, name string) bool {
+	if p == nil {
+		return false
+	}
+	cands := []string{p.Exe}
+	cands = append(cands, p.Args[:min(2, len(p.Args))]...)
+	for _, c := range cands {
+		base := c[strings.LastIndexByte(c, '/')+1:]
+		if base != "" && base[:min(commLen, len(base))] == name {
+			return true
+		}
+	}
+	return false
 }
 
 // UserFrameOf returns the innermost frame of the user's own code in st,
