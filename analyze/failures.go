@@ -16,6 +16,11 @@ func (s *state) failure(f *failed) report.Failure {
 		Meaning: res.Meaning.String(), PID: f.e.PID, TID: f.e.TID, TimeNS: f.e.End, StartNS: f.e.Start,
 		Wall: s.wall(f.e.End), CUDADevice: f.e.Dev, Context: f.e.Ctx, Frozen: f.e.Flags&store.EventFrozen != 0,
 		Recovered: f.recovered, Phase: s.phaseOf(f.e.End)}
+	if p := s.processAt(f.e.PID, f.e.End); p != nil {
+		if name := p.ThreadName(f.e.TID); name != "" {
+			out.ThreadName = &name
+		}
+	}
 	if f.e.Has&cuda.FieldSize != 0 {
 		out.Size = ptr(f.e.Size)
 	}

@@ -92,8 +92,7 @@ func (s *state) hiding(t int64) []report.Missing {
 			report.Plural(int(n), "time")), "record again; if it repeats, report it (the holds ring was full)")
 	}
 	for _, p := range s.lateProcs(t) {
-		add(fmt.Sprintf("process %d already had libcuda loaded when recording started: calls it made earlier are not in the record", p),
-			"start the recorder before the workload: forensic record -o run.db -- CMD")
+		add(lateWhat(p), "start the recorder before the workload: forensic record -o run.db -- CMD")
 	}
 	for _, m := range s.unexplainedExits(0, t) {
 		add(m.What, m.Fix)
@@ -108,6 +107,45 @@ func (s *state) hiding(t int64) []report.Missing {
 	out = append(out, s.flightUnaccounted()...)
 	out = append(out, s.countersShort(t)...)
 	return out
+}
+
+// lateWhat says what is missing of a process attached late; the verdict
+// tells this item from the other gaps by it.
+func lateWhat(pid uint32) string {
+	return fmt.Sprintf("process %d already had libcuda loaded when recording started: calls it made earlier are not in the record", pid)
+}
+
+// attachedAt is when the probes went in on the libcuda process pid had
+// mapped (the earliest attached library when its mappings name none of
+// them), 0 when the record does not say.
+func (s *state) attachedAt(pid uint32) int64 {
+	var mine, first int64
+	p := s.procs[pid]
+	for _, l := range s.libs {
+		if len(l.Attached) == 0 || l.Time == 0 {
+			continue
+		}
+		if first == 0 || l.Time < first {
+			first = l.Time
+		}
+		if p != nil && mapsLibrary(p, &l) && (mine == 0 || l.Time < mine) {
+			mine = l.Time
+		}
+	}
+	if mine != 0 {
+		return mine
+	}
+	return first
+}
+
+// mapsLibrary reports whether one of p's mappings is the library's file.
+func mapsLibrary(p *store.Process, l *store.Library) bool {
+	for _, m := range p.Maps {
+		if (m.Inode != 0 && m.Inode == l.Inode) || (m.BuildID != "" && m.BuildID == l.BuildID) || (m.Path != "" && m.Path == l.Path) {
+			return true
+		}
+	}
+	return false
 }
 
 // lateProcs lists the processes attached late that matter at t: the

@@ -167,6 +167,9 @@ func (s *state) processes() {
 		if p.Pod != nil {
 			pi.Pod = &report.Pod{UID: p.Pod.UID, Namespace: p.Pod.Namespace, Name: p.Pod.Name}
 		}
+		for _, t := range p.Threads {
+			pi.Threads = append(pi.Threads, report.ThreadInfo{TID: t.TID, Name: t.Name})
+		}
 		for _, d := range p.Devices {
 			dm := report.DeviceMap{Ordinal: d.Ordinal, UUID: d.UUID, Method: d.Method, Why: d.Why}
 			if d.GPU >= 0 {

@@ -61,7 +61,7 @@ func (s *state) storyText(j *judgement) string {
 		case len(j.hidden) > 0 && capacityEvidenced(j.cap.capacity):
 			// The numbers are sound; only its place as the first failure is
 			// not: the numbers first, then the one uncertain thing.
-			fmt.Fprintf(&b, "%s This may not be the first failure: %s.", s.capacitySentence(j), whats(j.hidden))
+			fmt.Fprintf(&b, "%s %s", s.capacitySentence(j), s.doubt(f, j.hidden))
 		case len(j.hidden) > 0:
 			fmt.Fprintf(&b, "The record cannot establish it as the first failure: %s.", whats(j.hidden))
 		case j.res.Meaning == cuda.MeaningSticky:
@@ -87,6 +87,27 @@ func (s *state) storyText(j *judgement) string {
 	}
 	fmt.Fprintf(&b, "It is %s. %s", kind, s.capacitySentence(j))
 	return b.String()
+}
+
+// doubt is the one uncertain thing of a failure whose numbers are sound:
+// what could hide an earlier failure. A process attached late is said in
+// its few words, with the attach's time ("calls before the attach at
+// +0.8 s are not recorded"); any other gap as the missing list says it.
+func (s *state) doubt(f *failed, hidden []report.Missing) string {
+	late := lateWhat(f.e.PID)
+	items := make([]string, 0, len(hidden))
+	for _, m := range hidden {
+		if m.What != late {
+			items = append(items, m.What)
+			continue
+		}
+		said := "calls before the recorder attached are not recorded"
+		if at := s.attachedAt(f.e.PID); at != 0 {
+			said = "calls before the attach at " + s.rel(at) + " are not recorded"
+		}
+		items = append(items, said)
+	}
+	return "This may not be the job's first failure: " + sentences(items) + "."
 }
 
 // capacityEvidenced reports whether a capacity finding rests on a

@@ -160,6 +160,7 @@ const enum fx_proc_what *unused_fx_proc_what __attribute__((unused));
 const enum fx_proc_flags *unused_fx_proc_flags __attribute__((unused));
 const enum fx_counter *unused_fx_counter __attribute__((unused));
 const struct fx_hold *unused_fx_hold __attribute__((unused));
+const struct fx_thread *unused_fx_thread __attribute__((unused));
 const enum fx_hold_flags *unused_fx_hold_flags __attribute__((unused));
 
 static __always_inline struct fx_stats *stats_get(void)
@@ -707,6 +708,26 @@ static __always_inline void emit_array(struct ret *r)
 	send(r, &a->call, a);
 }
 
+/* emit_thread sends the name of the thread that made a failed call, after
+ * the call's record: the name is the kernel's at the call, so a thread
+ * that exits or renames itself before user space reads the record is
+ * still named as it was. */
+static __always_inline void emit_thread(struct ret *r)
+{
+	struct fx_thread *t = bpf_ringbuf_reserve(&events, sizeof(*t), 0);
+	if (!t)
+		return; /* the failure is then reported without its thread's name */
+	t->kind = FX_KIND_THREAD;
+	__builtin_memset(t->pad, 0, sizeof(t->pad));
+	t->pid = r->th->pid;
+	t->tid = r->th->tid;
+	t->pad2 = 0;
+	t->ts_exit = r->now;
+	if (bpf_get_current_comm(t->comm, sizeof(t->comm)))
+		t->comm[0] = 0;
+	bpf_ringbuf_submit(t, 0);
+}
+
 /* The return probe sends one record per call, as long as its row needs. */
 SEC("uretprobe")
 int call_return(struct pt_regs *ctx)
@@ -738,6 +759,8 @@ int call_return(struct pt_regs *ctx)
 		emit_out8(&r);
 	else
 		emit_whole(&r);
+	if (r.result != 0)
+		emit_thread(&r);
 	/* Registers, stack and Python frames for unwinding offline, after the
 	 * call record, for the application's own failed calls (and its
 	 * allocations under --stacks): stacks.h. */

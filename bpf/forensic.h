@@ -84,6 +84,7 @@ enum fx_kind {
 	FX_KIND_PYCODE = 7,     /* struct fx_pycode: a code object, once per process while unchanged */
 	FX_KIND_STACK_REF = 8,  /* struct fx_stack_ref: a call at a call site captured before */
 	FX_KIND_VMAS = 9,       /* struct fx_vmas: the executable mappings at a capture */
+	FX_KIND_THREAD = 10,    /* struct fx_thread: the name of a thread at a failed call */
 };
 
 /* Flags of a call. The same bits are stored with each event in run.db
@@ -132,6 +133,21 @@ struct fx_call_array {
 	__u8 n;       /* elements read at entry: min(count, the row's maximum) */
 	__u8 pad[7];
 	__u8 data[FX_ARRAY_LEN]; /* the n elements, as the caller laid them out */
+};
+
+/* The name of the thread that made a failed call (its comm, as
+ * pthread_setname_np or prctl(PR_SET_NAME) set it: "pt_autograd_0",
+ * "worker-3"), read at the call's return and sent right after its call
+ * record. Only failed calls send one, so a successful call's record does
+ * not grow; a record the ring had no room for is not sent (the failure
+ * then has no thread name). */
+struct fx_thread {
+	__u8 kind; /* FX_KIND_THREAD */
+	__u8 pad[3];
+	__u32 pid, tid;
+	__u32 pad2;
+	__u64 ts_exit; /* the failed call's, as in its fx_call */
+	char comm[FX_COMM_LEN]; /* NUL terminated */
 };
 
 enum fx_proc_what {

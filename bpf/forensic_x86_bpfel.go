@@ -147,6 +147,7 @@ const (
 	forensicFxKindFX_KIND_PYCODE     forensicFxKind = 7
 	forensicFxKindFX_KIND_STACK_REF  forensicFxKind = 8
 	forensicFxKindFX_KIND_VMAS       forensicFxKind = 9
+	forensicFxKindFX_KIND_THREAD     forensicFxKind = 10
 )
 
 type forensicFxProc struct {
@@ -321,6 +322,17 @@ type forensicFxSymcfg struct {
 	TailOutb      uint8
 	TailIn        uint8
 	TailLen       uint8
+}
+
+type forensicFxThread struct {
+	_      structs.HostLayout
+	Kind   uint8
+	Pad    [3]uint8
+	Pid    uint32
+	Tid    uint32
+	Pad2   uint32
+	TsExit uint64
+	Comm   [16]int8
 }
 
 type forensicFxUstack struct {
@@ -519,6 +531,7 @@ const (
 	forensicVarUnusedFxPyproc      = "unused_fx_pyproc"
 	forensicVarUnusedFxPystack     = "unused_fx_pystack"
 	forensicVarUnusedFxStackRef    = "unused_fx_stack_ref"
+	forensicVarUnusedFxThread      = "unused_fx_thread"
 	forensicVarUnusedFxUstack      = "unused_fx_ustack"
 	forensicVarUnusedFxUstackFlags = "unused_fx_ustack_flags"
 	forensicVarUnusedFxVmas        = "unused_fx_vmas"
@@ -627,6 +640,7 @@ type forensicVariableSpecs struct {
 	UnusedFxPyproc      *ebpf.VariableSpec `ebpf:"unused_fx_pyproc"`
 	UnusedFxPystack     *ebpf.VariableSpec `ebpf:"unused_fx_pystack"`
 	UnusedFxStackRef    *ebpf.VariableSpec `ebpf:"unused_fx_stack_ref"`
+	UnusedFxThread      *ebpf.VariableSpec `ebpf:"unused_fx_thread"`
 	UnusedFxUstack      *ebpf.VariableSpec `ebpf:"unused_fx_ustack"`
 	UnusedFxUstackFlags *ebpf.VariableSpec `ebpf:"unused_fx_ustack_flags"`
 	UnusedFxVmas        *ebpf.VariableSpec `ebpf:"unused_fx_vmas"`
@@ -723,6 +737,7 @@ type forensicVariables struct {
 	UnusedFxPyproc      *ebpf.Variable `ebpf:"unused_fx_pyproc"`
 	UnusedFxPystack     *ebpf.Variable `ebpf:"unused_fx_pystack"`
 	UnusedFxStackRef    *ebpf.Variable `ebpf:"unused_fx_stack_ref"`
+	UnusedFxThread      *ebpf.Variable `ebpf:"unused_fx_thread"`
 	UnusedFxUstack      *ebpf.Variable `ebpf:"unused_fx_ustack"`
 	UnusedFxUstackFlags *ebpf.Variable `ebpf:"unused_fx_ustack_flags"`
 	UnusedFxVmas        *ebpf.Variable `ebpf:"unused_fx_vmas"`

@@ -29,7 +29,7 @@ func TestReadableReportUnderPID(t *testing.T) {
 	}
 	text := checkReadable(t, db)
 	verdict := strings.Join(strings.Fields(rep.Verdict), " ")
-	numbers, doubt := strings.Index(verdict, "2.00 GiB requested"), strings.Index(verdict, "This may not be the first failure")
+	numbers, doubt := strings.Index(verdict, "2.00 GiB requested"), strings.Index(verdict, "This may not be the job's first failure: calls before the attach at +")
 	if rep.Attribution == "missing-evidence" && (numbers < 0 || doubt < numbers) {
 		t.Errorf("the verdict does not give the numbers before the doubt: %s\n%s", rep.Verdict, text)
 	}

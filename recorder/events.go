@@ -148,6 +148,10 @@ func (h *handler) handle(raw []byte) {
 		h.onStack(raw)
 		return
 	}
+	if len(raw) > 0 && raw[0] == bpf.KindThread {
+		h.onThread(raw)
+		return
+	}
 	kind, err := bpf.Decode(raw, &h.call, &h.pr)
 	if err != nil {
 		h.q.decodeError()
@@ -198,6 +202,26 @@ func (h *handler) onCall(c *bpf.Call) {
 		frames, files = h.stack(&e, p)
 		h.q.addCall(&e, frames, files, true)
 	}
+}
+
+// maxThreadNames bounds the thread names one process record keeps: a
+// process whose every thread fails names its first ones.
+const maxThreadNames = 1024
+
+// onThread keeps the name of a thread at its first failed call in its
+// process's record; later failures of the same thread keep the first name.
+func (h *handler) onThread(raw []byte) {
+	var th bpf.Thread
+	if err := bpf.DecodeThread(raw, &th); err != nil {
+		h.q.decodeError()
+		return
+	}
+	p := h.process(th.Pid, int64(th.TsExit))
+	if th.Name == "" || len(p.rec.Threads) >= maxThreadNames || p.rec.ThreadName(th.Tid) != "" {
+		return
+	}
+	p.rec.Threads = append(p.rec.Threads, store.Thread{TID: th.Tid, Name: th.Name, Time: int64(th.TsExit)})
+	p.dirty = true
 }
 
 // event converts a call record into an event (fields decoded, flags

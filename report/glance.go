@@ -1,7 +1,9 @@
 package report
 
 import (
+	"cmp"
 	"fmt"
+	"slices"
 	"strings"
 )
 
@@ -108,14 +110,19 @@ func sampledTotal(ns *NearestSamples, view string) *uint64 {
 	return nil
 }
 
-// heldText says who held the view's memory at the failure: each traced
-// process (at most three named), and what the driver reserved.
+// heldText says who held the view's memory at the failure: the budget's
+// largest parts when the report has a budget of that GPU and view; else
+// each traced process (at most three named), and what the driver
+// reserved.
 func (r *Report) heldText(f *Failure, ev []Evidence) string {
 	d := Decisive(ev)
 	if d == nil || f.GPUIndex == nil {
 		return ""
 	}
 	view := strings.ToLower(strings.SplitN(d.Field, " ", 2)[0])
+	if b := r.budgetOf(*f.GPUIndex, view); b != nil {
+		return budgetHeld(b, f.PID)
+	}
 	var parts []string
 	n, explained := 0, uint64(0)
 	for _, l := range r.LiveAtFailure {
@@ -147,6 +154,97 @@ func (r *Report) heldText(f *Failure, ev []Evidence) string {
 	return strings.Join(parts, "; ")
 }
 
+// budgetOf is the budget of a GPU's view at the first failure, or nil.
+func (r *Report) budgetOf(gpu int, view string) *Budget {
+	for i := range r.Budget {
+		if b := &r.Budget[i]; b.GPU == gpu && b.View == view && b.At == "first-failure" {
+			return b
+		}
+	}
+	return nil
+}
+
+// heldParts is how many holders the summary names, the largest first;
+// the rest are counted.
+const heldParts = 3
+
+// budgetHeld names the largest parts of a budget other than free memory,
+// each with its size and bound, as the budget table shows them in full; a
+// process's parts go together, and the failing process (pid) is named by
+// the summary's own process line.
+func budgetHeld(b *Budget, pid uint32) string {
+	var held []BudgetPart
+	for _, p := range b.Parts {
+		if p.Kind != "free" && p.Bytes > 0 {
+			held = append(held, p)
+		}
+	}
+	slices.SortStableFunc(held, func(a, b BudgetPart) int { return cmp.Compare(b.Bytes, a.Bytes) })
+	var items []string
+	at := map[uint32]int{} // pid -> its item
+	var rest uint64
+	nrest := 0
+	for _, p := range held {
+		if p.PID != nil {
+			if i, ok := at[*p.PID]; ok {
+				items[i] += " and " + heldWhat(p)
+				continue
+			}
+		}
+		if len(items) == heldParts {
+			rest += p.Bytes
+			nrest++
+			continue
+		}
+		if p.PID != nil {
+			at[*p.PID] = len(items)
+		}
+		items = append(items, heldWho(p, pid)+heldWhat(p))
+	}
+	if nrest > 0 {
+		items = append(items, Plural(nrest, "other part")+" "+HumanBytes(rest))
+	}
+	return strings.Join(items, "; ")
+}
+
+// heldWho names a part's process ("" for parts of no process): its pid,
+// and its command line unless it is the failing process.
+func heldWho(p BudgetPart, failing uint32) string {
+	switch {
+	case p.Kind == "reserved":
+		return "the driver "
+	case p.PID == nil:
+		return ""
+	case p.Command != "" && *p.PID != failing:
+		return fmt.Sprintf("pid %d (%s) ", *p.PID, ClipMiddle(p.Command, 24))
+	}
+	return fmt.Sprintf("pid %d ", *p.PID)
+}
+
+// heldWhat is a part's size, bound and kind in a few words.
+func heldWhat(p BudgetPart) string {
+	size := HumanBytes(p.Bytes)
+	switch p.Bound {
+	case "at-most":
+		size = "at most " + size
+	case "at-least":
+		size = "at least " + size
+	}
+	switch p.Kind {
+	case "reserved":
+		return size + " reserved"
+	case "traced":
+		return size + " traced"
+	case "untraced":
+		return size + " in contexts"
+	case "process-not-recorded":
+		return size + ", not recorded"
+	case "unattributed":
+		return size + " unattributed"
+	}
+	return size
+}
+
 // untraced is the framebuffer in use at the failure that no traced call
 // explains: total less reserved, free and the traced bytes. 0 unless the
 // free value compared is exact (not a bound) and a sample read the total
@@ -175,15 +273,58 @@ func (r *Report) processText(f *Failure) string {
 	if f.Rank != nil {
 		s = fmt.Sprintf("rank %d, %s", *f.Rank, s)
 	}
+	var p *ProcessInfo // nil for a failure of another run, whose processes r lacks
 	if f.RunPath == "" || f.RunPath == r.Run.Path {
-		if p := r.ProcessOf(f.PID); p != nil && p.CommandLine() != "" {
-			s += ": " + p.CommandLine()
-		}
+		p = r.ProcessOf(f.PID)
 	}
-	if f.TID != 0 && f.TID != f.PID {
-		s += fmt.Sprintf(" (thread %d)", f.TID)
+	if p != nil && p.CommandLine() != "" {
+		s += ": " + p.CommandLine()
+	}
+	if t := f.ThreadText(p); t != "" {
+		s += " (" + t + ")"
 	}
 	return s
+}
+
+// ThreadText names the failing thread: "thread pt_autograd_0, tid 4250",
+// "main thread worker" (its name when the record has one), "thread 4250"
+// when it has none. A main thread is not mentioned when it has no name of
+// its own: none recorded, or its program's name, which the kernel gives
+// every thread that does not name itself (p, the failing process, may be
+// nil).
+func (f *Failure) ThreadText(p *ProcessInfo) string {
+	main := f.TID == 0 || f.TID == f.PID
+	switch {
+	case f.ThreadName != nil && main && !programName(p, *f.ThreadName):
+		return "main thread " + *f.ThreadName
+	case f.ThreadName != nil && !main:
+		return fmt.Sprintf("thread %s, tid %d", *f.ThreadName, f.TID)
+	case main:
+		return ""
+	}
+	return fmt.Sprintf("thread %d", f.TID)
+}
+
+// commLen is the most bytes of a thread's name the kernel keeps.
+const commLen = 15
+
+// programName reports whether name is p's program's name as the kernel
+// makes a thread name of it: the executable's, or its first or second
+// argument's (a script run through its interpreter) last path element,
+// cut to commLen bytes.
+func programName(p *ProcessInfo, name string) bool {
+	if p == nil {
+		return false
+	}
+	cands := []string{p.Exe}
+	cands = append(cands, p.Args[:min(2, len(p.Args))]...)
+	for _, c := range cands {
+		base := c[strings.LastIndexByte(c, '/')+1:]
+		if base != "" && base[:min(commLen, len(base))] == name {
+			return true
+		}
+	}
+	return false
 }
 
 // UserFrameOf returns the innermost frame of the user's own code in st,

@@ -46,3 +46,33 @@ func TestGlanceHeldBy(t *testing.T) {
 		}
 	}
 }
+
+// With a budget of the failure's GPU and view, the summary names its
+// largest parts, the largest first, each with its bound, a process's
+// parts together, and counts the rest; free memory is no holder, and the
+// failing process's command line is on its own line.
+func TestGlanceHeldByCitesTheBudget(t *testing.T) {
+	gib := uint64(1 << 30)
+	gpu, free, size := 0, gib/4, 2*gib
+	pid := func(p uint32) *uint32 { return &p }
+	rep := &Report{Verdict: "v", FirstFailure: &Failure{Symbol: "cuMemAlloc_v2", Size: &size, PID: 7, GPUIndex: &gpu},
+		Evidence: []Evidence{{Field: "framebuffer free at the failure", Value: &free, Unit: "bytes", Decisive: true}},
+		Budget: []Budget{{GPU: 0, View: "framebuffer", At: "first-failure", Total: 16 * gib, Parts: []BudgetPart{
+			{Kind: "reserved", Bytes: gib / 2, Bound: "exact"},
+			{Kind: "traced", PID: pid(7), Command: "python3 serve.py", Bytes: 10 * gib, Bound: "exact"},
+			{Kind: "untraced", PID: pid(7), Bytes: gib / 4, Bound: "at-most"},
+			{Kind: "process-not-recorded", PID: pid(9), Command: "python3 neighbour.py --hold 4G", Bytes: 4 * gib, Bound: "exact"},
+			{Kind: "unattributed", Bytes: gib / 8, Bound: "exact"},
+			{Kind: "free", Bytes: free, Bound: "exact"}}}}}
+	var held string
+	for _, l := range rep.Glance() {
+		if l.Label == "held by" {
+			held = l.Text
+		}
+	}
+	want := "pid 7 10.00 GiB traced and at most 256.0 MiB in contexts; pid 9 (python3 nei…py --hold 4G) 4.00 GiB, not recorded; " +
+		"the driver 512.0 MiB reserved; 1 other part 128.0 MiB"
+	if held != want {
+		t.Errorf("held by %q\nwant     %q", held, want)
+	}
+}

@@ -11,7 +11,10 @@
 // Fields are added, never renamed or removed, within a Schema version.
 package report
 
-import "path"
+import (
+	"path"
+	"strconv"
+)
 
 // Schema names the JSON layout.
 const Schema = "forensic.analyze/1"
@@ -234,6 +237,9 @@ type Failure struct {
 	Flags      *uint64 `json:"flags"`
 	PID        uint32  `json:"pid"`
 	TID        uint32  `json:"tid"`
+	// ThreadName is the failing thread's name (its comm) as the kernel
+	// had it at the call; nil when the record has none.
+	ThreadName *string `json:"thread_name"`
 	TimeNS     int64   `json:"time_ns"`
 	StartNS    int64   `json:"start_ns"`
 	Wall       string  `json:"wall_time"`
@@ -522,6 +528,30 @@ type ProcessInfo struct {
 	Devices      []DeviceMap       `json:"devices"`
 	Calls        uint64            `json:"calls"`
 	Failed       uint64            `json:"failed_calls"`
+	// Threads name the process's threads that made a failed call (absent
+	// when none was named, and in reports of older versions).
+	Threads []ThreadInfo `json:"threads,omitempty"`
+}
+
+// ThreadInfo is a thread's name (its kernel comm) as it was at the
+// thread's first failed call.
+type ThreadInfo struct {
+	TID  uint32 `json:"tid"`
+	Name string `json:"name"`
+}
+
+// ThreadTrackName names a thread's timeline track: by its name when the
+// record has one ("pt_autograd_0 (thread 4250)"), else by its id ("thread
+// 4250", "main thread 4242").
+func ThreadTrackName(pid, tid uint32, name string) string {
+	id := "thread " + strconv.FormatUint(uint64(tid), 10)
+	if tid == pid {
+		id = "main " + id
+	}
+	if name == "" {
+		return id
+	}
+	return name + " (" + id + ")"
 }
 
 // Pod is the Kubernetes pod a process ran in (its UID from the cgroup

@@ -40,7 +40,8 @@
 //	events      uint64 BE chunk sequence -> event chunk (binary, below)
 //	samples     uint64 BE sequence -> JSON Sample: one NVML query on one GPU
 //	processes   uint32 BE pid + uint64 BE first-seen time -> JSON Process,
-//	            rewritten as the process forks, execs and exits
+//	            rewritten as the process forks, execs and exits, and as a thread
+//	            of it fails for the first time (its name)
 //	stacks      uint32 BE stack id -> JSON list of frames, {build_id, offset} or {ip}
 //	kmsg        uint64 BE sequence -> JSON KernelLog (NVRM and Xid lines)
 //	markers     uint64 BE sequence -> JSON Marker (forensic mark)

@@ -588,6 +588,30 @@ type Process struct {
 	// Python is the CPython interpreter the process runs, when the
 	// recorder found one (absent in files written before it existed).
 	Python *Python `json:"python,omitempty"`
+	// Threads name the process's threads that made a failed call, each
+	// as the kernel named it at the thread's first failed call (absent in
+	// files written before it existed).
+	Threads []Thread `json:"threads,omitempty"`
+}
+
+// Thread is a thread's name (its comm, as pthread_setname_np or
+// prctl(PR_SET_NAME) set it, at most 15 bytes) as the kernel had it at
+// the return of the thread's first recorded failed call.
+type Thread struct {
+	TID  uint32 `json:"tid"`
+	Name string `json:"name"`
+	// Time is that failed call's return on the run clock.
+	Time int64 `json:"time_ns"`
+}
+
+// ThreadName returns the name recorded for thread tid, "" when none was.
+func (p *Process) ThreadName(tid uint32) string {
+	for _, t := range p.Threads {
+		if t.TID == tid {
+			return t.Name
+		}
+	}
+	return ""
 }
 
 // Python is the CPython interpreter a process runs, as the recorder

@@ -256,34 +256,34 @@ func TestNewRuns(t *testing.T) {
 	for _, tc := range []struct {
 		job          string
 		order        string
-		roles        []string // each run's failure, as the runs table says it
+		roles        []string // each run's failure, as the runs table says it (the failing run first)
 		bounds       []string
 		missing      string
 		candidates   []string // rank: call, own attribution, unordered
 		consequences []string // rank: delay (how)
 	}{
 		{"certain", "b-none",
-			[]string{"cuMemAlloc_v2 UNKNOWN, 27 ms to 33 ms after the first", "first: cuMemAlloc_v2 OUT_OF_MEMORY",
+			[]string{"first: cuMemAlloc_v2 OUT_OF_MEMORY", "cuMemAlloc_v2 UNKNOWN, 27 ms to 33 ms after the first",
 				"cuMemAlloc_v2 UNKNOWN, 100 ms after the first"},
-			[]string{"±1 ms", "±2 ms", "no bound"}, "rank 3 of the job's 4 has no run", nil,
+			[]string{"±2 ms", "±1 ms", "no bound"}, "rank 3 of the job's 4 has no run", nil,
 			[]string{"rank 0: 27 ms to 33 ms later (a range: the wall clocks' error bounds)",
 				"rank 2: 100 ms later (exact: one boot, one clock)"}},
 		{"overlap", "b-missing",
-			[]string{"could have come first: cuMemMap OUT_OF_MEMORY",
-				"earliest estimate of those that could have come first: cuMemAlloc_v2 OUT_OF_MEMORY",
+			[]string{"earliest estimate of those that could have come first: cuMemAlloc_v2 OUT_OF_MEMORY",
+				"could have come first: cuMemMap OUT_OF_MEMORY",
 				"cuMemAlloc_v2 UNKNOWN, 100 ms after the first"},
-			[]string{"±1 ms", "±2 ms", "±2 ms"}, "",
+			[]string{"±2 ms", "±1 ms", "±2 ms"}, "",
 			[]string{"rank 1: cuMemAlloc_v2 → CUDA_ERROR_OUT_OF_MEMORY, allocation, [job/a.db: their clock intervals overlap by 2 ms]",
 				"rank 0: cuMemMap → CUDA_ERROR_OUT_OF_MEMORY, mapping, [job/b.db (the earliest estimate): their clock intervals overlap by 2 ms]"},
 			[]string{"rank 2: 100 ms later (exact: one boot, one clock)"}},
 		{"no bound", "b-missing",
-			[]string{"could have come first: cuMemAlloc_v2 OUT_OF_MEMORY",
-				"earliest estimate of those that could have come first: cuMemAlloc_v2 OUT_OF_MEMORY"},
-			[]string{"no bound", "±2 ms"}, "",
+			[]string{"earliest estimate of those that could have come first: cuMemAlloc_v2 OUT_OF_MEMORY",
+				"could have come first: cuMemAlloc_v2 OUT_OF_MEMORY"},
+			[]string{"±2 ms", "no bound"}, "",
 			[]string{"rank 1: cuMemAlloc_v2 → CUDA_ERROR_OUT_OF_MEMORY, allocation, [job/a.db: a clock with no error bound]",
 				"rank 0: cuMemAlloc_v2 → CUDA_ERROR_OUT_OF_MEMORY, allocation, [job/b.db (the earliest estimate): a clock with no error bound]"}, nil},
-		{"missing ranks", "b-none", []string{"no failed call", "first: cuMemAlloc_v2 OUT_OF_MEMORY", "no failed call"},
-			[]string{"±1 ms", "±2 ms", "±1 ms"}, "ranks 2–4, 6–7 of the job's 8 have no run", nil, nil},
+		{"missing ranks", "b-none", []string{"first: cuMemAlloc_v2 OUT_OF_MEMORY", "no failed call", "no failed call"},
+			[]string{"±2 ms", "±1 ms", "±1 ms"}, "ranks 2–4, 6–7 of the job's 8 have no run", nil, nil},
 	} {
 		v := newRuns(jobs[tc.job])
 		var roles, bounds, cands, cons []string

@@ -1,7 +1,9 @@
 package html
 
 import (
+	"cmp"
 	"fmt"
+	"slices"
 	"strings"
 
 	"github.com/retrivium/forensic/report"
@@ -124,10 +126,13 @@ func chosenText(rep *report.Report) string {
 	return fmt.Sprintf("The sections below are %s, %s, %s.", who, rep.Run.Path, why)
 }
 
+// runRows are the runs table's rows: the run whose failure the page shows
+// first, as the text report's list leads with it, then the others in
+// numeric rank order (runs with no rank last).
 func runRows(rep *report.Report, places map[string]failurePlace) []runRow {
 	unordered := unorderedWith(rep)
 	var out []runRow
-	for _, r := range rep.MultiRun.Runs {
+	for _, r := range leadingRuns(rep) {
 		row := runRow{Rank: rankText(r.Rank, r.Ranks), Host: orDash(r.Host), Boot: clip(r.BootID, 9), BootFull: r.BootID,
 			Path: r.Path, RunID: r.RunID, Recorded: "—", Duration: "—", Bound: "no bound", BoundClass: "warn",
 			Attribution: string(r.Attribution), AttrClass: "b-" + attrClass(r.Attribution), Chosen: r.Path == rep.Run.Path}
@@ -145,6 +150,23 @@ func runRows(rep *report.Report, places map[string]failurePlace) []runRow {
 		out = append(out, row)
 	}
 	return out
+}
+
+// leadingRuns orders the runs for the table: the page's run first when
+// it failed, then by rank.
+func leadingRuns(rep *report.Report) []report.RunRef {
+	runs := slices.Clone(rep.MultiRun.Runs)
+	leads := func(r *report.RunRef) bool { return rep.FirstFailure != nil && r.Path == rep.Run.Path }
+	slices.SortStableFunc(runs, func(a, b report.RunRef) int {
+		if la, lb := leads(&a), leads(&b); la != lb {
+			if la {
+				return -1
+			}
+			return 1
+		}
+		return cmp.Compare(sortKey(&a), sortKey(&b))
+	})
+	return runs
 }
 
 // roleText says what part a run's first failure plays among the job's.

@@ -125,6 +125,7 @@ type failureView struct {
 	Grants                      []string
 	GrantsCut                   bool
 	PID, TID                    uint32
+	Thread                      string // the thread's name, "" when not recorded
 	Process                     string
 	CUDADevice                  int32
 	GPU, Mapping, Aperture      string
@@ -143,6 +144,9 @@ func newFailureView(title string, f *report.Failure, ps []report.ProcessInfo, c 
 		Frozen: f.Frozen, Consequence: f.PossibleConsequence, Stack: newStack(f.Stack)}
 	if f.Size != nil {
 		v.Size, v.SizeBytes = report.HumanBytes(*f.Size), fmt.Sprintf("%d bytes", *f.Size)
+	}
+	if f.ThreadName != nil {
+		v.Thread = *f.ThreadName
 	}
 	if f.GPUIndex != nil {
 		if f.GPU != nil {

@@ -33,6 +33,7 @@ type ChromeJSON struct {
 	n          int // trace events written
 	t0         int64
 	threads    map[[2]uint32]bool
+	names      threadNames
 	last       [2]uint32 // the thread of the previous event (named already)
 	procs      map[uint32]bool
 	gpus       map[int]bool
@@ -75,6 +76,7 @@ func (p *ChromeJSON) begin(b []byte) []byte {
 func (p *ChromeJSON) Begin(rep *report.Report) error {
 	run := &rep.Run
 	p.t0 = run.StartNS
+	p.names = namesOf(rep)
 	b := []byte(`{"displayTimeUnit":"ns","otherData":{"producer":"forensic export --format chrome-json","run_id":`)
 	b = appendJSONString(b, run.ID)
 	b = append(b, `,"clock":`...)
@@ -303,10 +305,7 @@ func (p *ChromeJSON) nameThread(c *report.Call) error {
 	p.last = tk
 	p.threads[tk] = true
 	p.procs[c.PID] = true // named by Finish
-	name := "thread " + strconv.FormatUint(uint64(c.TID), 10)
-	if c.TID == c.PID {
-		name = "main thread " + strconv.FormatUint(uint64(c.TID), 10)
-	}
+	name := report.ThreadTrackName(c.PID, c.TID, p.names[tk])
 	return p.meta("thread_name", int64(c.PID), int64(c.TID), "name", name, 0)
 }
 

@@ -38,6 +38,7 @@ type Trace struct {
 	main    *sequence // descriptors, kernel log, markers
 	samples *sequence // NVML counters
 	threads map[[2]uint32]*thread
+	names   threadNames
 	last    *thread // the thread of the previous call
 	procs   map[uint32]bool
 	gpus    map[int]bool
@@ -93,6 +94,7 @@ func (t *Trace) Bytes() int64 { return t.pw.bytes }
 // Begin writes the clock, the processes, the kernel log and the markers.
 func (t *Trace) Begin(rep *report.Report) error {
 	t.start = rep.Run.StartNS
+	t.names = namesOf(rep)
 	var err error
 	if t.main, err = t.pw.newSequence(t.start, 0, false, true); err != nil {
 		return err
@@ -137,6 +139,20 @@ func processName(pr *report.ProcessInfo) string {
 		return "pid " + strconv.FormatUint(uint64(pr.PID), 10)
 	}
 	return report.ClipMiddle(name, maxTrackName)
+}
+
+// threadNames are the recorded threads' names by (pid, tid).
+type threadNames map[[2]uint32]string
+
+// namesOf collects the names the report's processes give their threads.
+func namesOf(rep *report.Report) threadNames {
+	out := threadNames{}
+	for _, pr := range rep.Processes {
+		for _, th := range pr.Threads {
+			out[[2]uint32{pr.PID, th.TID}] = th.Name
+		}
+	}
+	return out
 }
 
 // maxTrackName is the longest track name, in runes.

@@ -4,7 +4,6 @@ import (
 	"cmp"
 	"encoding/hex"
 	"slices"
-	"strconv"
 
 	"google.golang.org/protobuf/encoding/protowire"
 
@@ -55,10 +54,7 @@ func (t *Trace) thread(pid, tid uint32) (*thread, error) {
 	if err := t.process(pid, processName(&report.ProcessInfo{PID: pid}), nil); err != nil {
 		return nil, err
 	}
-	name := "thread " + strconv.FormatUint(uint64(tid), 10)
-	if tid == pid {
-		name = "main thread " + strconv.FormatUint(uint64(tid), 10)
-	}
+	name := report.ThreadTrackName(pid, tid, t.names[[2]uint32{pid, tid}])
 	td := appendVarintField(nil, fThreadPID, uint64(pid))
 	td = appendVarintField(td, fThreadTID, uint64(tid))
 	td = appendStringField(td, fThreadName, name)

@@ -373,11 +373,15 @@ func (t *writer) failure(title string, f *report.Failure, cause *report.Cause, r
 // for a failure from another run, whose processes this report lacks.
 func (t *writer) procName(f *report.Failure, other bool) string {
 	s := fmt.Sprintf("pid %d", f.PID)
-	if p := t.rep.ProcessOf(f.PID); p != nil && !other {
+	var p *report.ProcessInfo // nil for another run's failure
+	if !other {
+		p = t.rep.ProcessOf(f.PID)
+	}
+	if p != nil {
 		s = fmt.Sprintf("pid %d: %s", f.PID, report.ClipMiddle(p.CommandLine(), 2*(t.o.Width-14)))
 	}
-	if f.TID != f.PID {
-		s += fmt.Sprintf(" (thread %d)", f.TID)
+	if th := f.ThreadText(p); th != "" {
+		s += " (" + th + ")"
 	}
 	return s
 }

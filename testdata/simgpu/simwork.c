@@ -98,6 +98,8 @@
  *   wait                 waitpid every forked child; prints "child PID status S"
  *                        (S = exit status, or 128 + signal number)
  *   sleep MS | wait-signal (SIGUSR1) | wait-file FILE (60 s max) | touch FILE
+ *   thread-name NAME     name the calling thread (pthread_setname_np; the kernel
+ *                        keeps 15 bytes, a longer NAME is cut)
  *   print TEXT...        print the words to stdout
  *   load PATH            dlopen PATH (another libcuda file) and make every later
  *                        call through it, in this process (in a fork block: the
@@ -1473,6 +1475,23 @@ NOINLINE int step_sleep(struct exec *e, int argc, char **argv)
     return 0;
 }
 
+/* thread-name NAME: name the calling thread (its kernel comm, what
+ * pthread_setname_np sets), so a test can check that a failure is reported
+ * with the name of the thread that made it. The kernel keeps 15 bytes: a
+ * longer NAME is cut to them. */
+NOINLINE int step_thread_name(struct exec *e, int argc, char **argv)
+{
+    (void)e; (void)argc;
+    char name[16];
+    snprintf(name, sizeof(name), "%s", argv[1]);
+    int err = pthread_setname_np(pthread_self(), name);
+    if (err != 0) {
+        fprintf(stderr, "simwork: thread-name %s: %s\n", name, strerror(err));
+        return 1;
+    }
+    return 0;
+}
+
 NOINLINE int step_wait_signal(struct exec *e, int argc, char **argv)
 {
     (void)e; (void)argc; (void)argv;
@@ -1801,6 +1820,7 @@ static const struct stepdef steps[] = {
     {"fork", 0, 0, 1, 0, NULL},
     {"wait", 0, 0, 0, 0, step_wait},
     {"sleep", 1, 1, 0, 0, step_sleep},
+    {"thread-name", 1, 1, 0, 0, step_thread_name},
     {"wait-signal", 0, 0, 0, 0, step_wait_signal},
     {"wait-file", 1, 1, 0, 0, step_wait_file},
     {"touch", 1, 1, 0, 0, step_touch},
