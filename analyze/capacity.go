@@ -191,9 +191,9 @@ func (s *state) migFix(gpu int) string {
 			}
 		}
 	}
-	fix := "run the process with CUDA_VISIBLE_DEVICES=MIG-<uuid> naming its MIG instance (nvidia-smi -L lists them), so the recorder knows which instance each CUDA device is"
+	fix := "run the process with CUDA_VISIBLE_DEVICES=MIG-<uuid> naming its MIG instance (nvidia-smi -L lists them). Then the recorder knows which instance each CUDA device is"
 	if len(uuids) > 0 && len(uuids) <= 4 {
-		fix += "; this run's instances: " + strings.Join(uuids, ", ")
+		fix += ". This run's instances: " + strings.Join(uuids, ", ")
 	}
 	return fix
 }
@@ -201,7 +201,7 @@ func (s *state) migFix(gpu int) string {
 // unknownInstance says that a failing call ran on one of a GPU's MIG
 // instances, and the record does not say which.
 func (s *state) unknownInstance(f *failed, gpu int) *report.Missing {
-	what := fmt.Sprintf("GPU %d has MIG enabled, so CUDA device %d of pid %d is one of its MIG instances, and the record does not say which: the whole GPU's framebuffer is not the instance's",
+	what := fmt.Sprintf("GPU %d has MIG enabled, so CUDA device %d of pid %d is one of its MIG instances. The record does not say which, and the whole GPU's framebuffer is not the instance's",
 		gpu, f.e.Dev, f.e.PID)
 	return &report.Missing{Decisive: true, What: what, Fix: s.migFix(gpu)}
 }
@@ -553,9 +553,9 @@ func (fd *finding) undecided(name string) *report.Missing {
 		// No exporter: the cost is the peer's allocations, which the
 		// call does not name.
 		return &report.Missing{Decisive: true,
-			What: fmt.Sprintf("%s names no size: it maps the peer context's memory (what it holds now and what it allocates later) through GPU %d's BAR1 aperture, at a cost the record does not hold; GPU %d's BAR1 had %s free at the failure",
+			What: fmt.Sprintf("%s names no size: it maps the peer context's memory (what it holds now and what it allocates later) through GPU %d's BAR1 aperture. The record does not hold that cost. GPU %d's BAR1 had %s free at the failure",
 				name, fd.gpu, fd.gpu, fd.freeText()),
-			Fix: fmt.Sprintf("read GPU %d's BAR1 used (nvidia-smi -q -d MEMORY) before and after enabling peer access to learn its cost; a large or resizable BAR1 gives peer mappings room, and GPUs joined by NVLink (nvidia-smi topo -m) do not map peers through BAR1",
+			Fix: fmt.Sprintf("read GPU %d's BAR1 used (nvidia-smi -q -d MEMORY) before and after enabling peer access to learn its cost. A large or resizable BAR1 gives peer mappings room. GPUs joined by NVLink (nvidia-smi topo -m) do not map peers through BAR1",
 				fd.gpu)}
 	}
 	if !fd.sized {
@@ -566,9 +566,9 @@ func (fd *finding) undecided(name string) *report.Missing {
 	if fd.needRange() && (fd.lo == fd.hi || (fd.size <= fd.lo && fd.needMost() > fd.hi)) {
 		// Free is known well enough; the request's own cost is the doubt.
 		return &report.Missing{Decisive: true,
-			What: fmt.Sprintf("the grant maps %s for %d peers through GPU %d's BAR1 aperture, which costs between %s (the range mapped once) and %s (once per peer) depending on the driver, and %s was free at the failure: enough for the one, not the other",
+			What: fmt.Sprintf("the grant maps %s for %d peers through GPU %d's BAR1 aperture. That costs between %s (the range mapped once) and %s (once per peer), depending on the driver. %s was free at the failure: enough for the one, not the other",
 				report.HumanBytes(fd.size), fd.peers, fd.gpu, report.HumanBytes(fd.size), report.HumanBytes(fd.needMost()), fd.freeText()),
-			Fix: "to settle it, grant one peer per cuMemSetAccess call (each then maps the range once), or read BAR1 used (nvidia-smi -q -d MEMORY) before and after a grant to several peers to learn the driver's per-peer cost"}
+			Fix: "to settle it, grant one peer per cuMemSetAccess call (each then maps the range once). Or read BAR1 used (nvidia-smi -q -d MEMORY) before and after a grant to several peers, to learn the driver's per-peer cost"}
 	}
 	if fd.opaque != nil {
 		fix := "record with --freeze-on-failure, so the failure's own sample is taken while the process is held stopped; start the recorder before the workload, so what its processes allocate is traced"
@@ -576,7 +576,7 @@ func (fd *finding) undecided(name string) *report.Missing {
 			fix = "record with --freeze-on-failure, so the failure's own sample is taken while the process is held stopped, before it frees a context or exits"
 		}
 		return &report.Missing{Decisive: true,
-			What: fmt.Sprintf("between the failure and the %s sample (%s), pid %d %s: %s free at the failure was %s, and %s were requested",
+			What: fmt.Sprintf("between the failure and the %s sample (%s), pid %d %s. So %s free at the failure was %s, and %s were requested",
 				fd.view, fd.relation, fd.opaque.pid, fd.opaque.why, fd.view, fd.freeText(), report.HumanBytes(fd.size)),
 			Fix: fix}
 	}

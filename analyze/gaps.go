@@ -229,7 +229,7 @@ func (s *state) explainedBy(pid uint32) bool {
 // signalGap explains a death by signal, with advice that fits the signal.
 func (s *state) signalGap(p store.Process, why string) report.Missing {
 	x := exitOf(p.Exit)
-	what := fmt.Sprintf("process %d (%s) died of %s%s: its failure happened outside the traced calls", p.PID, exeName(&p), x.Name, why)
+	what := fmt.Sprintf("process %d (%s) died of %s%s. Its failure happened outside the traced calls", p.PID, exeName(&p), x.Name, why)
 	var fix string
 	switch {
 	case x.Core:

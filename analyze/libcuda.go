@@ -32,9 +32,9 @@ func (s *state) libcudaNeverLoaded() bool {
 // not attach to.
 func (s *state) noCallsGap() report.Missing {
 	if s.libcudaNeverLoaded() {
-		what := "the workload never loaded libcuda (no process of it mapped one while it was recorded), so it made no CUDA driver call"
+		what := "the workload never loaded libcuda, so it made no CUDA driver call. No process of it mapped one while it was recorded"
 		if x := s.rep.Run.WorkloadExit; x != nil && x.Code != nil && *x.Code != 0 {
-			what += fmt.Sprintf("; it exited with status %d for a reason the record cannot show", *x.Code)
+			what += fmt.Sprintf(". It exited with status %d for a reason the record cannot show", *x.Code)
 		}
 		return report.Missing{Decisive: true, What: what,
 			Fix: "read the workload's own error output; if it should have used the GPU, check that it finds the driver's libcuda.so.1 (LD_DEBUG=libs; in a container, that the NVIDIA driver's files are mounted in)"}

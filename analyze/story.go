@@ -2,6 +2,7 @@ package analyze
 
 import (
 	"fmt"
+	"strconv"
 	"strings"
 
 	"github.com/retrivium/forensic/cuda"
@@ -256,24 +257,31 @@ func (s *state) elsewhere(j *judgement) string {
 }
 
 // grantedPeers lists, for an access grant, the granted devices other than
-// the owner ("CUDA device 1 (GPU 1)").
+// the owner: "CUDA device 1 (GPU 1)", "CUDA devices 2, 3 (GPUs 2, 3)".
 func (s *state) grantedPeers(f *failed) string {
 	grants, cut := s.grants(f)
-	var peers []string
+	var devs, gpus, each []string
 	for _, g := range grants {
 		if !g.Peer {
 			continue
 		}
 		p := fmt.Sprintf("CUDA device %d", g.CUDADevice)
+		devs = append(devs, strconv.Itoa(int(g.CUDADevice)))
 		if g.GPU != nil {
 			p += fmt.Sprintf(" (GPU %d)", *g.GPU)
+			gpus = append(gpus, strconv.Itoa(*g.GPU))
 		}
-		peers = append(peers, p)
+		each = append(each, p)
 	}
-	if len(peers) == 0 {
+	if len(each) == 0 {
 		return ""
 	}
-	out := strings.Join(peers, ", ") + " access to its memory"
+	out := strings.Join(each, ", ")
+	if len(each) > 1 && len(gpus) == len(devs) {
+		// Every peer's GPU is known: one list of each, shorter to read.
+		out = fmt.Sprintf("CUDA devices %s (GPUs %s)", strings.Join(devs, ", "), strings.Join(gpus, ", "))
+	}
+	out += " access to its memory"
 	if cut {
 		out += " (and more devices than the recorder keeps)"
 	}

@@ -148,7 +148,7 @@ func (s *state) allRecovered(facts *attributionFacts) string {
 	rep := s.rep
 	exits := s.unexplainedExits(s.first.e.End, 0)
 	if len(exits) == 0 {
-		rep.NextSteps = []string{"nothing needs fixing for this failure: the process recovered from it, as a caching allocator does when it frees cached blocks and retries; if the retries slow the job, leave more headroom (a smaller batch, or PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True against fragmentation)"}
+		rep.NextSteps = []string{"nothing needs fixing for this failure: the process recovered from it, as a caching allocator does when it frees cached blocks and retries. If the retries slow the job, leave more headroom (a smaller batch, or PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True against fragmentation)"}
 		return " No later failure went unrecovered."
 	}
 	facts.endedBadly = true

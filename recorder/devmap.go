@@ -152,7 +152,7 @@ func instanceUnknown(g gpuID, ordinal int32, why string) string {
 	if !g.MIGOn {
 		return ""
 	}
-	return fmt.Sprintf("GPU %d has MIG enabled: CUDA device %d is one of its MIG instances, and which one is not recorded: %s",
+	return fmt.Sprintf("GPU %d has MIG enabled. CUDA device %d is one of its MIG instances, and which one is not recorded: %s",
 		g.Index, ordinal, why)
 }
 
