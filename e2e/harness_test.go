@@ -208,7 +208,9 @@ func (w *world) recordAs(how recording, flags []string, command ...string) resul
 	if len(command) > 0 {
 		args = append(append(args, "--"), command...)
 	}
-	return result{db: db, ran: runBin(w.t, bin{w: w}, args...)}
+	res := result{db: db, ran: runBin(w.t, bin{w: w}, args...)}
+	checkRecordingReads(w.t, db)
+	return res
 }
 
 // analyzeJSON runs `forensic analyze --json` and decodes the contract both

@@ -1,6 +1,7 @@
 package e2e
 
 import (
+	"encoding/json"
 	"strconv"
 	"strings"
 	"syscall"
@@ -8,6 +9,7 @@ import (
 	"time"
 
 	"github.com/retrivium/forensic/internal/readcheck"
+	"github.com/retrivium/forensic/report"
 )
 
 // Under --pid, calls before the attach are missing but the capacity is
@@ -40,6 +42,31 @@ func TestReadableReportUnderPID(t *testing.T) {
 func checkReadable(t *testing.T, db string) string {
 	t.Helper()
 	rep, _ := analyzeJSON(t, db)
+	return checkReport(t, db, rep)
+}
+
+// checkRecordingReads holds every recording a test makes to the same
+// rules, whatever the test checks itself: the default text report of each
+// scenario the suite records reads at 3 a.m. A recording that does not
+// analyze is left to its test.
+func checkRecordingReads(t *testing.T, db string) {
+	t.Helper()
+	r := runBin(t, bin{}, "analyze", "--json", db)
+	if r.code != 0 {
+		return
+	}
+	var rep report.Report
+	if err := json.Unmarshal([]byte(r.stdout), &rep); err != nil {
+		t.Errorf("analyze --json of %s is not a report: %v", db, err)
+		return
+	}
+	checkReport(t, db, &rep)
+}
+
+// checkReport checks the text report of db at 80 columns against rep,
+// its --json, and returns the text.
+func checkReport(t *testing.T, db string, rep *report.Report) string {
+	t.Helper()
 	text := textAt80(t, db)
 	for _, p := range readcheck.Problems(text, rep, 80) {
 		t.Error(p)
