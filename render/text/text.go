@@ -290,15 +290,15 @@ func (t *writer) glance(rep *report.Report) {
 		return
 	}
 	t.printf("\n")
-	// At most two lines for the process: enough for a long path and the
-	// start of the arguments; the whole command line is under FIRST
-	// FAILURE and PROCESSES, and the first screen keeps room for the next
-	// step. (Wrapping breaks at spaces: the clip leaves a word's slack.)
+	// One line for the process, most of it the command line's start (the
+	// program and its first arguments): the whole command line is under
+	// FIRST FAILURE and PROCESSES, and the first screen keeps room for
+	// the next step.
 	room := t.o.Width - glanceWidth
 	for _, l := range lines {
 		text := l.Text
 		if l.Label == "process" {
-			text = report.ClipMiddle(text, 2*room-16)
+			text = report.ClipHead(text, room)
 		}
 		t.wrap(fmt.Sprintf("  %-*s", glanceWidth-2, l.Label), text)
 	}
