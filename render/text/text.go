@@ -297,8 +297,9 @@ func (t *writer) glance(rep *report.Report) {
 	room := t.o.Width - glanceWidth
 	for _, l := range lines {
 		text := l.Text
-		if l.Label == "process" {
-			text = report.ClipHead(text, room)
+		if l.Command != "" {
+			n := room - utf8.RuneCountInString(l.Head) - utf8.RuneCountInString(l.Tail)
+			text = l.Head + report.ClipHead(l.Command, max(n, 20)) + l.Tail
 		}
 		t.wrap(fmt.Sprintf("  %-*s", glanceWidth-2, l.Label), text)
 	}
