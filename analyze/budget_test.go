@@ -67,15 +67,16 @@ func TestBudgetAtTheFailureAddsUpToTheTotal(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			rep := runSpec{symbols: []string{"cuMemAlloc_v2", "cuMemFree_v2"}, events: tc.events, samples: tc.samples}.analyze(t, nil)
 			if tc.want == nil {
-				if len(rep.Budget) != 0 {
-					t.Fatalf("budget %+v, want none", rep.Budget)
+				if b := budgetsAt(rep, "first-failure"); len(b) != 0 {
+					t.Fatalf("budget %+v, want none", b)
 				}
 				return
 			}
-			if len(rep.Budget) != 1 {
-				t.Fatalf("budgets %+v, want one", rep.Budget)
+			bs := budgetsAt(rep, "first-failure")
+			if len(bs) != 1 {
+				t.Fatalf("budgets %+v, want one", bs)
 			}
-			b := rep.Budget[0]
+			b := bs[0]
 			var got []budgetPart
 			var sum uint64
 			for _, p := range b.Parts {
@@ -168,17 +169,18 @@ func TestBudgetNamesAProcessNotRecordedAsTheRecorderReadIt(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			rep := runSpec{symbols: []string{"cuMemAlloc_v2"}, events: events, samples: []store.Sample{fb, ps},
 				neighbours: tc.neighbours}.analyze(t, nil)
-			if len(rep.Budget) != 1 {
-				t.Fatalf("budgets %+v, want one", rep.Budget)
+			bs := budgetsAt(rep, "first-failure")
+			if len(bs) != 1 {
+				t.Fatalf("budgets %+v, want one", bs)
 			}
 			var got *report.BudgetPart
-			for i, p := range rep.Budget[0].Parts {
+			for i, p := range bs[0].Parts {
 				if p.Kind == "process-not-recorded" {
-					got = &rep.Budget[0].Parts[i]
+					got = &bs[0].Parts[i]
 				}
 			}
 			if got == nil || got.PID == nil || *got.PID != 99 || got.Bytes != 2*gib {
-				t.Fatalf("parts %+v: want pid 99's 2 GiB not recorded", rep.Budget[0].Parts)
+				t.Fatalf("parts %+v: want pid 99's 2 GiB not recorded", bs[0].Parts)
 			}
 			if got.Command != tc.want.Command || got.User != tc.want.User || got.Container != tc.want.Container || got.Pod != tc.want.Pod {
 				t.Errorf("named %q user %q container %q pod %q, want %q %q %q %q", got.Command, got.User, got.Container, got.Pod,
@@ -233,11 +235,12 @@ func TestBudgetShowsEachMemoryPoolInUse(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			rep := runSpec{symbols: []string{"cuMemAlloc_v2", "cuMemPoolCreate", "cuMemAllocFromPoolAsync"}, events: tc.events,
 				samples: []store.Sample{fb, ps}}.analyze(t, nil)
-			if len(rep.Budget) != 1 {
-				t.Fatalf("budgets %+v, want one", rep.Budget)
+			bs := budgetsAt(rep, "first-failure")
+			if len(bs) != 1 {
+				t.Fatalf("budgets %+v, want one", bs)
 			}
 			var got []budgetPart
-			for _, p := range rep.Budget[0].Parts {
+			for _, p := range bs[0].Parts {
 				bp := budgetPart{kind: p.Kind, bytes: p.Bytes, bound: p.Bound}
 				if p.PID != nil {
 					bp.pid = *p.PID
@@ -293,11 +296,12 @@ func TestBudgetOfBAR1SplitsTracedMappingsByKind(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			rep := runSpec{symbols: []string{"cuMemAlloc_v2", "cuIpcGetMemHandle", "cuIpcOpenMemHandle_v2"}, events: events,
 				samples: []store.Sample{tc.sample}, procs: procs}.analyze(t, nil)
-			if len(rep.Budget) != 1 || rep.Budget[0].View != "bar1" {
-				t.Fatalf("budgets %+v, want BAR1's (verdict %q)", rep.Budget, rep.Verdict)
+			bs := budgetsAt(rep, "first-failure")
+			if len(bs) != 1 || bs[0].View != "bar1" {
+				t.Fatalf("budgets %+v, want BAR1's (verdict %q)", bs, rep.Verdict)
 			}
 			var got []budgetPart
-			for _, p := range rep.Budget[0].Parts {
+			for _, p := range bs[0].Parts {
 				bp := budgetPart{kind: p.Kind, bytes: p.Bytes, bound: p.Bound}
 				if p.PID != nil {
 					bp.pid = *p.PID
@@ -313,4 +317,16 @@ func TestBudgetOfBAR1SplitsTracedMappingsByKind(t *testing.T) {
 			checkSchema(t, rep)
 		})
 	}
+}
+
+// budgetsAt are the report's budgets at one moment ("first-failure",
+// "least-headroom").
+func budgetsAt(rep *report.Report, at string) []report.Budget {
+	var out []report.Budget
+	for _, b := range rep.Budget {
+		if b.At == at {
+			out = append(out, b)
+		}
+	}
+	return out
 }

@@ -10,7 +10,12 @@ type Budget struct {
 	GPUUUID string `json:"gpu_uuid,omitempty"`
 	View    string `json:"view"` // "framebuffer" or "bar1"
 	// At names the moment: "first-failure" (the sample that best reflects
-	// the state at the first failure); TimeNS is that sample's start.
+	// the state at the first failure) or "least-headroom" (the moment of
+	// the view's least free, Headroom's AtNS, when that figure is exact:
+	// the sample's round with each recorded process's traced part and
+	// free as the traced calls left them then; else the sample nearest
+	// it, and Note says so). TimeNS is that moment, else the sample's
+	// start.
 	At     string       `json:"at"`
 	TimeNS int64        `json:"time_ns"`
 	Total  uint64       `json:"total_bytes"`
