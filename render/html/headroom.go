@@ -59,7 +59,8 @@ func newHeadroom(rep *report.Report, c clock) *headroomView {
 	return v
 }
 
-// budgetView is where a GPU view went at the failure: one row per part,
+// budgetView is where a GPU view went at the failure or at its least
+// free: one row per part,
 // each with its share of the total for the stacked bar.
 type budgetView struct {
 	Title string
@@ -78,7 +79,11 @@ type budgetRow struct {
 func newBudgets(rep *report.Report, c clock) []budgetView {
 	var out []budgetView
 	for _, b := range rep.Budget {
-		v := budgetView{Title: fmt.Sprintf("GPU %d %s, %s in all, at %s", b.GPU, b.View, report.HumanBytes(b.Total), c.rel(b.TimeNS)),
+		moment := "the failure"
+		if b.At == "least-headroom" {
+			moment = "its least free"
+		}
+		v := budgetView{Title: fmt.Sprintf("GPU %d %s, %s in all, at %s (%s)", b.GPU, b.View, report.HumanBytes(b.Total), moment, c.rel(b.TimeNS)),
 			Note: b.Note}
 		for _, p := range b.Parts {
 			r := budgetRow{Kind: p.Kind, Who: p.Command, Bytes: report.HumanBytes(p.Bytes), BytesRaw: p.Bytes, Bound: p.Bound,

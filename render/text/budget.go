@@ -19,16 +19,26 @@ var budgetLabels = map[string]string{
 }
 
 // budget says where each budget's view went, part by part, adding up to
-// its total.
+// its total. A budget at the least free that is the failure's own (same
+// view, same moment) is not said twice.
 func (t *writer) budget(rep *report.Report) {
 	for _, b := range rep.Budget {
 		view := "framebuffer"
 		if b.View == "bar1" {
 			view = "BAR1"
 		}
-		t.heading("BUDGET AT THE FAILURE")
-		t.wrap("  ", fmt.Sprintf("Where GPU %d's %s (%s) went, in the sample of the failure at %s: parts that add up to the total.",
-			b.GPU, view, report.HumanBytes(b.Total), t.rel(b.TimeNS)))
+		if b.At == "least-headroom" {
+			if sameAsFailure(rep, b) {
+				continue
+			}
+			t.heading("BUDGET AT THE LEAST FREE")
+			t.wrap("  ", fmt.Sprintf("Where GPU %d's %s (%s) went when it had least free, at %s: parts that add up to the total.",
+				b.GPU, view, report.HumanBytes(b.Total), t.rel(b.TimeNS)))
+		} else {
+			t.heading("BUDGET AT THE FAILURE")
+			t.wrap("  ", fmt.Sprintf("Where GPU %d's %s (%s) went, in the sample of the failure at %s: parts that add up to the total.",
+				b.GPU, view, report.HumanBytes(b.Total), t.rel(b.TimeNS)))
+		}
 		named := map[uint32]bool{}
 		for _, p := range b.Parts {
 			label := budgetLabels[p.Kind]
@@ -70,4 +80,15 @@ func (t *writer) budget(rep *report.Report) {
 			t.wrap("  note: ", b.Note)
 		}
 	}
+}
+
+// sameAsFailure reports whether budget b is of the same GPU view and
+// moment as a budget at the failure.
+func sameAsFailure(rep *report.Report, b report.Budget) bool {
+	for _, f := range rep.Budget {
+		if f.At != b.At && f.GPU == b.GPU && f.View == b.View && f.TimeNS == b.TimeNS {
+			return true
+		}
+	}
+	return false
 }

@@ -186,3 +186,41 @@ func TestBudgetOfBAR1NamesMappingsByKind(t *testing.T) {
 		}
 	}
 }
+
+func TestBudgetAtTheLeastFreeIsSaidOnceAndForARunWithNoFailure(t *testing.T) {
+	size := uint64(1 << 30)
+	parts := []report.BudgetPart{{Kind: "reserved", Bytes: 1 << 30, Bound: "exact"}, {Kind: "free", Bytes: 15 << 30, Bound: "exact"}}
+	least := report.Budget{GPU: 0, View: "framebuffer", At: "least-headroom", TimeNS: 2_000_000_000, Total: 16 << 30, Parts: parts}
+	atFailure := least
+	atFailure.At = "first-failure"
+	laterLeast := least
+	laterLeast.TimeNS = 1_000_000_000
+	cases := []struct {
+		name      string
+		failure   *report.Failure
+		budgets   []report.Budget
+		wantLeast int // sections at the least free
+	}{
+		{"a run with no failure shows where its memory went at its least free", nil, []report.Budget{least}, 1},
+		{"the failure's own moment is not said twice", &report.Failure{Symbol: "cuMemAlloc_v2", Size: &size},
+			[]report.Budget{atFailure, least}, 0},
+		{"a least free at another moment than the failure is said too", &report.Failure{Symbol: "cuMemAlloc_v2", Size: &size},
+			[]report.Budget{atFailure, laterLeast}, 1},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			rep := report.Report{FirstFailure: tc.failure, NearMissPercent: 5, Budget: tc.budgets}
+			var b bytes.Buffer
+			if err := Write(&b, &rep, Options{Width: 80}); err != nil {
+				t.Fatal(err)
+			}
+			out := b.String()
+			if n := strings.Count(out, "BUDGET AT THE LEAST FREE"); n != tc.wantLeast {
+				t.Errorf("%d sections at the least free, want %d:\n%s", n, tc.wantLeast, out)
+			}
+			if tc.wantLeast > 0 && !strings.Contains(out, "went when it had least free") {
+				t.Errorf("the section does not say its moment:\n%s", out)
+			}
+		})
+	}
+}
