@@ -424,9 +424,15 @@ func (h *headroom) opaque(o opaqueRel) {
 	if o.from == 0 || o.from > o.at {
 		o.from = o.at // it happened at one known moment
 	}
+	// A process's traced total is uncertain only for resources of
+	// unknown size: its contexts and its exit are not traced allocations.
+	pid := o.pid
+	if o.ctx || o.exit {
+		pid = 0
+	}
 	for _, t := range h.tracks {
 		if (o.gpu < 0 || o.gpu == t.key.gpu) && (o.view == viewMixed || o.view == t.key.view) {
-			t.unsized(o.from, o.at, o.pid, o.why)
+			t.unsized(o.from, o.at, pid, o.why)
 		}
 	}
 }
