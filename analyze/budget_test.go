@@ -330,3 +330,60 @@ func budgetsAt(rep *report.Report, at string) []report.Budget {
 	}
 	return out
 }
+
+func TestBudgetFromTheSampleBeforeTheFailureBoundsTheContext(t *testing.T) {
+	const allocSym, freeSym = 0, 1
+	base := tClock + 100*ms
+	failAt := base + 50*ms
+	ctx := 256 * mibB
+	// No sample is triggered by the failure: the nearest before it (round
+	// 4, 10 ms before) is the reference, with its per-process reading.
+	before := func() []store.Sample {
+		reserved := 512 * mibB
+		fb := fbSample(failAt-10*ms, reserved+12*gib+ctx)
+		fb.Round, fb.Reserved = 4, &reserved
+		ps := procSample(failAt-10*ms+1000, "NVML_SUCCESS", map[uint32]uint64{7: 12*gib + ctx})
+		ps.Round = 4
+		return []store.Sample{fb, ps}
+	}
+	failing := call(allocSym, failAt, 2, cuda.Fields{Has: cuda.FieldSize, Size: 4 * gib})
+	freeLeft := 16*gib - 512*mibB - 12*gib - ctx
+	cases := []struct {
+		name   string
+		events []store.Event
+		want   []budgetPart
+	}{
+		{"nothing between: the context is at least what the sample read",
+			[]store.Event{alloc(allocSym, base, 12*gib, 0xa0), failing},
+			[]budgetPart{{"reserved", 0, 512 * mibB, "exact"}, {"traced", 7, 12 * gib, "exact"}, {"untraced", 7, ctx, "at-least"},
+				{"unattributed", 0, 0, "exact"}, {"free", 0, freeLeft, "exact"}}},
+		{"a traced change between: the process is not split",
+			[]store.Event{alloc(allocSym, base, 12*gib, 0xa0), alloc(allocSym, failAt-5*ms, mibB, 0xb0), failing},
+			[]budgetPart{{"reserved", 0, 512 * mibB, "exact"}, {"process", 7, 12*gib + ctx, "exact"},
+				{"unattributed", 0, 0, "exact"}, {"free", 0, freeLeft, "exact"}}},
+		{"a release of unknown size between: the process is not split",
+			[]store.Event{alloc(allocSym, base, 12*gib, 0xa0), free(freeSym, failAt-5*ms, 0xdead), failing},
+			[]budgetPart{{"reserved", 0, 512 * mibB, "exact"}, {"process", 7, 12*gib + ctx, "exact"},
+				{"unattributed", 0, 0, "exact"}, {"free", 0, freeLeft, "exact"}}},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			rep := runSpec{symbols: []string{"cuMemAlloc_v2", "cuMemFree_v2"}, events: tc.events, samples: before()}.analyze(t, nil)
+			bs := budgetsAt(rep, "first-failure")
+			if len(bs) != 1 {
+				t.Fatalf("budgets %+v, want one at the failure", rep.Budget)
+			}
+			var got []budgetPart
+			for _, p := range bs[0].Parts {
+				var pid uint32
+				if p.PID != nil {
+					pid = *p.PID
+				}
+				got = append(got, budgetPart{p.Kind, pid, p.Bytes, p.Bound})
+			}
+			if !equalParts(got, tc.want) {
+				t.Errorf("parts\n got %+v\nwant %+v", got, tc.want)
+			}
+		})
+	}
+}
