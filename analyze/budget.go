@@ -167,6 +167,7 @@ func (s *state) processParts(j *judgement, ps *store.Sample) []report.BudgetPart
 			rest.Source += "; read in the sample before the failure, and not released before it"
 		}
 		if t.Bytes > 0 || len(pooled) == 0 {
+			s.splitTraced(&t, fd.gpu)
 			out = append(out, t)
 		}
 		out = append(append(out, pooled...), rest)

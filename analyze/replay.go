@@ -24,6 +24,10 @@ type liveRes struct {
 	mig   int // MIG instance, -1 for the whole GPU
 	sized bool
 	view  cuda.View
+	// tid and stack name the call that created it, for the budget's
+	// split by call site (stack: the stored stack's id, -1 for none).
+	tid   uint32
+	stack int32
 }
 
 // key is the traced total the resource counts in.
@@ -119,6 +123,12 @@ type replayer struct {
 	// kinds is what each process held per view and kind of resource at
 	// the first failure (the BAR1 budget's mapping parts).
 	kinds map[heldKindKey]*kindShare
+	// firstFree is when each process first released device memory of a
+	// known size (the landmark of the budget's split by phase without
+	// markers); splits are the traced parts' allocations at the first
+	// failure (budgetsplit.go).
+	firstFree map[uint32]int64
+	splits    map[pidGPU][]liveRes
 }
 
 func newReplayer(s *state) *replayer {
@@ -127,7 +137,7 @@ func newReplayer(s *state) *replayer {
 		procCalls: map[uint32]*[2]uint64{}, lastEnd: map[uint32]int64{}, exportKeys: map[string]exportRef{}, exportSize: map[string]uint64{},
 		exportAt: map[string]int64{}, ctxs: map[uint32]map[uint64]*heldCtx{},
 		obs: s.opts.Observer, dev: devCache{s: s, lastDev: -2}, horizon: max(reconcileHorizon, s.window), pools: newPools(),
-		kinds: map[heldKindKey]*kindShare{}}
+		kinds: map[heldKindKey]*kindShare{}, firstFree: map[uint32]int64{}, splits: map[pidGPU][]liveRes{}}
 	for _, f := range s.failures {
 		p.failTimes = append(p.failTimes, f.e.End)
 		k := recovKey{f.e.PID, f.sym.Op}
@@ -362,6 +372,11 @@ func (p *replayer) release(e *store.Event, sym *cuda.Symbol) {
 		}
 		known = true
 		delete(p.live, k)
+		if l.counted() && l.view == cuda.ViewFramebuffer {
+			if _, ok := p.firstFree[e.PID]; !ok {
+				p.firstFree[e.PID] = e.End
+			}
+		}
 		if len(p.pools.byKey) > 0 {
 			p.pools.released(k, l.size)
 		}
@@ -429,7 +444,7 @@ func (p *replayer) logOpaque(o opaqueRel) {
 // exporter's, for an import), in the view its kind occupies.
 func (p *replayer) create(e *store.Event, sym *cuda.Symbol) {
 	gpu, mig := p.dev.gpu(e.PID, e.Dev)
-	l := liveRes{gpu: gpu, mig: -1, view: sym.Creates.View(), at: e.End}
+	l := liveRes{gpu: gpu, mig: -1, view: sym.Creates.View(), at: e.End, tid: e.TID, stack: e.Stack}
 	if mig != nil && l.view == cuda.ViewFramebuffer {
 		l.mig = *mig
 	}
@@ -572,7 +587,9 @@ func (p *replayer) snapshotAtFailure() {
 		}
 		lb.Count++
 		addKind(lb, k.res.String())
-		p.pools.snapshot(k, l)
+		if !p.pools.snapshot(k, l) {
+			p.snapshotSplit(k, l)
+		}
 		p.snapshotKind(k, l)
 		if l.sized {
 			lb.Bytes += l.size

@@ -56,6 +56,21 @@ type BudgetPart struct {
 	// Bound is exact, at-most or at-least.
 	Bound  string `json:"bound"`
 	Source string `json:"source"`
+	// ByPhase and BySite split a traced part at the failure: its
+	// allocations by the phase they were made in (markers, else before
+	// and after the process's first free), and by the call site of
+	// their stacks (the innermost frame of the program's own code), when
+	// stacks were recorded. Each adds up to Bytes. ByPhase is absent when
+	// all were made in one phase, BySite when none has a stack.
+	ByPhase []BudgetShare `json:"by_phase,omitempty"`
+	BySite  []BudgetShare `json:"by_site,omitempty"`
+}
+
+// BudgetShare is one share of a traced part: the bytes of its
+// allocations made in one phase, or at one call site.
+type BudgetShare struct {
+	Name  string `json:"name"`
+	Bytes uint64 `json:"bytes"`
 }
 
 // BudgetWho says whose a part not recorded is, in words: "user alice,

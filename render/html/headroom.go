@@ -2,6 +2,7 @@ package html
 
 import (
 	"fmt"
+	"strings"
 
 	"github.com/retrivium/forensic/report"
 )
@@ -73,6 +74,21 @@ type budgetRow struct {
 	Kind, Who, Bytes, Bound, Source string
 	BytesRaw                        uint64
 	Percent                         string // of the total, for the bar's width
+	// Split is a traced part's shares by phase and call site, in words.
+	Split string
+}
+
+// splitText says a part's shares under a label: "by phase: load 6.00
+// GiB; serve 2.00 GiB. "; "" when there are none.
+func splitText(label string, sh []report.BudgetShare) string {
+	if len(sh) == 0 {
+		return ""
+	}
+	out := make([]string, len(sh))
+	for i, x := range sh {
+		out[i] = x.Name + " " + report.HumanBytes(x.Bytes)
+	}
+	return label + ": " + strings.Join(out, "; ") + ". "
 }
 
 // newBudgets prepares the budgets of the report.
@@ -100,6 +116,7 @@ func newBudgets(rep *report.Report, c clock) []budgetView {
 			if p.Pool != "" {
 				r.Who += " (memory pool " + p.Pool + ")"
 			}
+			r.Split = splitText("by phase", p.ByPhase) + splitText("by call site", p.BySite)
 			v.Rows = append(v.Rows, r)
 		}
 		out = append(out, v)

@@ -2,6 +2,7 @@ package text
 
 import (
 	"fmt"
+	"strings"
 
 	"github.com/retrivium/forensic/report"
 )
@@ -56,6 +57,12 @@ func (t *writer) budget(rep *report.Report) {
 			}
 			// A table line: its cells are short, so it fits 60 columns.
 			t.line("  %-34s %11s  %s", label, report.HumanBytes(p.Bytes), p.Bound)
+			if len(p.ByPhase) > 0 {
+				t.wrap("      ", "by phase: "+shares(p.ByPhase))
+			}
+			if len(p.BySite) > 0 {
+				t.wrap("      ", "by call site: "+shares(p.BySite))
+			}
 			if p.Pool != "" {
 				limit := "no maxSize recorded"
 				if p.PoolMax != nil {
@@ -91,4 +98,14 @@ func sameAsFailure(rep *report.Report, b report.Budget) bool {
 		}
 	}
 	return false
+}
+
+// shares lists a part's shares briefly: "load (6.00 GiB); serve (2.00
+// GiB)" (a call site's name holds commas).
+func shares(sh []report.BudgetShare) string {
+	out := make([]string, len(sh))
+	for i, x := range sh {
+		out[i] = fmt.Sprintf("%s (%s)", x.Name, report.HumanBytes(x.Bytes))
+	}
+	return strings.Join(out, "; ")
 }

@@ -224,3 +224,25 @@ func TestBudgetAtTheLeastFreeIsSaidOnceAndForARunWithNoFailure(t *testing.T) {
 		})
 	}
 }
+
+func TestBudgetTracedPartShowsItsPhasesAndCallSitesIndented(t *testing.T) {
+	pid := uint32(7)
+	size := uint64(1 << 30)
+	rep := report.Report{FirstFailure: &report.Failure{Symbol: "cuMemAlloc_v2", Size: &size}, NearMissPercent: 5,
+		Budget: []report.Budget{{GPU: 0, View: "framebuffer", At: "first-failure", Total: 16 << 30, Parts: []report.BudgetPart{
+			{Kind: "traced", PID: &pid, Bytes: 11 << 30, Bound: "exact",
+				ByPhase: []report.BudgetShare{{Name: "load", Bytes: 6 << 30}, {Name: "serve", Bytes: 5 << 30}},
+				BySite:  []report.BudgetShare{{Name: "load_weights, model.py:12", Bytes: 6 << 30}, {Name: "grow_cache, kv.py:40", Bytes: 5 << 30}}},
+			{Kind: "free", Bytes: 5 << 30, Bound: "exact"}}}}}
+	var b bytes.Buffer
+	if err := Write(&b, &rep, Options{Width: 80}); err != nil {
+		t.Fatal(err)
+	}
+	out := b.String()
+	for _, w := range []string{"      by phase: load (6.00 GiB); serve (5.00 GiB)",
+		"      by call site: load_weights, model.py:12 (6.00 GiB); grow_cache, kv.py:40"} {
+		if !strings.Contains(out, w) {
+			t.Errorf("missing %q:\n%s", w, out)
+		}
+	}
+}
