@@ -2,7 +2,6 @@ package text
 
 import (
 	"fmt"
-	"strings"
 
 	"github.com/retrivium/forensic/report"
 )
@@ -57,12 +56,8 @@ func (t *writer) budget(rep *report.Report) {
 			}
 			// A table line: its cells are short, so it fits 60 columns.
 			t.line("  %-34s %11s  %s", label, report.HumanBytes(p.Bytes), p.Bound)
-			if len(p.ByPhase) > 0 {
-				t.wrap("      ", "by phase: "+shares(p.ByPhase))
-			}
-			if len(p.BySite) > 0 {
-				t.wrap("      ", "by call site: "+shares(p.BySite))
-			}
+			t.shares("phase", p.ByPhase)
+			t.shares("site", p.BySite)
 			if p.Pool != "" {
 				limit := "no maxSize recorded"
 				if p.PoolMax != nil {
@@ -89,23 +84,38 @@ func (t *writer) budget(rep *report.Report) {
 	}
 }
 
-// sameAsFailure reports whether budget b is of the same GPU view and
-// moment as a budget at the failure.
+// sameAsFailure reports whether budget b is of the same GPU view as a
+// budget at the failure and says the same: the same moment, or the same
+// parts (the least free came just before the failure, and nothing
+// changed by its sample).
 func sameAsFailure(rep *report.Report, b report.Budget) bool {
 	for _, f := range rep.Budget {
-		if f.At != b.At && f.GPU == b.GPU && f.View == b.View && f.TimeNS == b.TimeNS {
+		if f.At != b.At && f.GPU == b.GPU && f.View == b.View && (f.TimeNS == b.TimeNS || sameParts(f.Parts, b.Parts)) {
 			return true
 		}
 	}
 	return false
 }
 
-// shares lists a part's shares briefly: "load (6.00 GiB); serve (2.00
-// GiB)" (a call site's name holds commas).
-func shares(sh []report.BudgetShare) string {
-	out := make([]string, len(sh))
-	for i, x := range sh {
-		out[i] = fmt.Sprintf("%s (%s)", x.Name, report.HumanBytes(x.Bytes))
+// sameParts reports whether two budgets' parts name the same kinds,
+// processes and bytes, in order.
+func sameParts(a, b []report.BudgetPart) bool {
+	if len(a) != len(b) {
+		return false
 	}
-	return strings.Join(out, "; ")
+	for i := range a {
+		pa, pb := a[i], b[i]
+		if pa.Kind != pb.Kind || pa.Bytes != pb.Bytes || (pa.PID == nil) != (pb.PID == nil) || (pa.PID != nil && *pa.PID != *pb.PID) {
+			return false
+		}
+	}
+	return true
+}
+
+// shares lists a traced part's shares under it, one a line, in the
+// part's byte column: "phase: load  6.00 GiB", "site: grow_cache, kv.py:40".
+func (t *writer) shares(label string, sh []report.BudgetShare) {
+	for _, x := range sh {
+		t.line("      %-30s %11s", report.ClipMiddle(label+": "+x.Name, 30), report.HumanBytes(x.Bytes))
+	}
 }

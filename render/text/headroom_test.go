@@ -195,6 +195,9 @@ func TestBudgetAtTheLeastFreeIsSaidOnceAndForARunWithNoFailure(t *testing.T) {
 	atFailure.At = "first-failure"
 	laterLeast := least
 	laterLeast.TimeNS = 1_000_000_000
+	otherLeast := laterLeast
+	otherLeast.Parts = []report.BudgetPart{{Kind: "reserved", Bytes: 1 << 30, Bound: "exact"}, {Kind: "free", Bytes: 14 << 30, Bound: "exact"},
+		{Kind: "unattributed", Bytes: 1 << 30, Bound: "exact"}}
 	cases := []struct {
 		name      string
 		failure   *report.Failure
@@ -204,8 +207,10 @@ func TestBudgetAtTheLeastFreeIsSaidOnceAndForARunWithNoFailure(t *testing.T) {
 		{"a run with no failure shows where its memory went at its least free", nil, []report.Budget{least}, 1},
 		{"the failure's own moment is not said twice", &report.Failure{Symbol: "cuMemAlloc_v2", Size: &size},
 			[]report.Budget{atFailure, least}, 0},
+		{"a least free just before the failure, with the same parts, is not said twice", &report.Failure{Symbol: "cuMemAlloc_v2", Size: &size},
+			[]report.Budget{atFailure, laterLeast}, 0},
 		{"a least free at another moment than the failure is said too", &report.Failure{Symbol: "cuMemAlloc_v2", Size: &size},
-			[]report.Budget{atFailure, laterLeast}, 1},
+			[]report.Budget{atFailure, otherLeast}, 1},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
@@ -232,15 +237,16 @@ func TestBudgetTracedPartShowsItsPhasesAndCallSitesIndented(t *testing.T) {
 		Budget: []report.Budget{{GPU: 0, View: "framebuffer", At: "first-failure", Total: 16 << 30, Parts: []report.BudgetPart{
 			{Kind: "traced", PID: &pid, Bytes: 11 << 30, Bound: "exact",
 				ByPhase: []report.BudgetShare{{Name: "load", Bytes: 6 << 30}, {Name: "serve", Bytes: 5 << 30}},
-				BySite:  []report.BudgetShare{{Name: "load_weights, model.py:12", Bytes: 6 << 30}, {Name: "grow_cache, kv.py:40", Bytes: 5 << 30}}},
+				BySite:  []report.BudgetShare{{Name: "load, model.py:12", Bytes: 6 << 30}, {Name: "grow_cache, kv.py:40", Bytes: 5 << 30}}},
 			{Kind: "free", Bytes: 5 << 30, Bound: "exact"}}}}}
 	var b bytes.Buffer
 	if err := Write(&b, &rep, Options{Width: 80}); err != nil {
 		t.Fatal(err)
 	}
 	out := b.String()
-	for _, w := range []string{"      by phase: load (6.00 GiB); serve (5.00 GiB)",
-		"      by call site: load_weights, model.py:12 (6.00 GiB); grow_cache, kv.py:40"} {
+	// Under the part, in its byte column.
+	for _, w := range []string{"  traced allocations (pid 7)           11.00 GiB  exact\n      phase: load                       6.00 GiB\n      phase: serve                      5.00 GiB\n",
+		"      site: load, model.py:12           6.00 GiB\n      site: grow_cache, kv.py:40        5.00 GiB\n"} {
 		if !strings.Contains(out, w) {
 			t.Errorf("missing %q:\n%s", w, out)
 		}
