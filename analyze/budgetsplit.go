@@ -21,6 +21,16 @@ type pidGPU struct {
 	gpu int
 }
 
+// splitAlloc is what the split keeps of an allocation live at the
+// first failure: when and by which thread and stack it was made, its
+// size.
+type splitAlloc struct {
+	at    int64
+	size  uint64
+	tid   uint32
+	stack int32
+}
+
 // maxSites is how many call sites a traced part names; the rest are one
 // share.
 const maxSites = 5
@@ -31,8 +41,8 @@ func (p *replayer) snapshotSplit(k resKey, l liveRes) {
 	if l.view != cuda.ViewFramebuffer || !l.sized || l.size == 0 {
 		return
 	}
-	key := pidGPU{k.pid, l.gpu}
-	p.splits[key] = append(p.splits[key], l)
+	key := pidGPU{k.pid, int(l.gpu)}
+	p.splits[key] = append(p.splits[key], splitAlloc{at: l.at, size: l.size, tid: l.tid, stack: l.stack})
 }
 
 // splitTraced fills a traced part's shares by phase and call site, when
@@ -56,7 +66,7 @@ func (s *state) splitTraced(t *report.BudgetPart, gpu int) {
 // phases, else before and since the process's first free of device
 // memory (without markers the run's own landmarks, first allocation and
 // first failure, put everything live at the failure in one phase).
-func (s *state) byPhase(ls []liveRes, pid uint32) []report.BudgetShare {
+func (s *state) byPhase(ls []splitAlloc, pid uint32) []report.BudgetShare {
 	var names []string
 	idx := map[string]int{}
 	var out []report.BudgetShare
@@ -72,7 +82,7 @@ func (s *state) byPhase(ls []liveRes, pid uint32) []report.BudgetShare {
 	}
 	markers := s.rep.PhasesFrom == "markers" && s.phaseSet != nil
 	ff, freed := s.replay.firstFree[pid]
-	sorted := append([]liveRes(nil), ls...)
+	sorted := append([]splitAlloc(nil), ls...)
 	sort.Slice(sorted, func(a, b int) bool { return sorted[a].at < sorted[b].at })
 	for _, l := range sorted {
 		switch {
@@ -89,7 +99,7 @@ func (s *state) byPhase(ls []liveRes, pid uint32) []report.BudgetShare {
 
 // bySite sums allocations by the call site their stacks name, largest
 // first; nil when none has a stack.
-func (s *state) bySite(ls []liveRes, pid uint32) []report.BudgetShare {
+func (s *state) bySite(ls []splitAlloc, pid uint32) []report.BudgetShare {
 	names := map[callKey]string{}
 	sums := map[string]uint64{}
 	any := false
@@ -130,7 +140,7 @@ func (s *state) bySite(ls []liveRes, pid uint32) []report.BudgetShare {
 // kv.py:10"), "" when it has no stack. Names are cached by the stack
 // they come from: a stored stack's id, else the capture (a call site
 // captured before is a reference to that capture).
-func (s *state) siteOf(pid uint32, l liveRes, names map[callKey]string) string {
+func (s *state) siteOf(pid uint32, l splitAlloc, names map[callKey]string) string {
 	e := store.Event{PID: pid, TID: l.tid, End: l.at, Stack: l.stack}
 	k := callKey{pid, l.tid, l.at}
 	switch {
@@ -160,7 +170,7 @@ func (s *state) siteOf(pid uint32, l liveRes, names map[callKey]string) string {
 
 // splitsOrNil are the allocations kept for the split, nil when there was
 // no replay (a caller that only reads stacks).
-func (s *state) splitsOrNil() map[pidGPU][]liveRes {
+func (s *state) splitsOrNil() map[pidGPU][]splitAlloc {
 	if s.replay == nil {
 		return nil
 	}
