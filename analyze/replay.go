@@ -17,9 +17,9 @@ import (
 // is not something the record shows. Totals count size; reconciling a
 // sample with the traced calls uses the whole range.
 type liveRes struct {
-	size  uint64
-	most  uint64 // the most it may cost; == size for all but multi-peer grants
-	at    int64  // when the call that created it returned
+	size uint64
+	most uint64 // the most it may cost; == size for all but multi-peer grants
+	at   int64  // when the call that created it returned
 	// gpu and mig (the MIG instance, -1 for the whole GPU) are int32 so
 	// that the call's tid and stack fit in the size the struct had
 	// without them: one is kept per live resource.
