@@ -145,6 +145,9 @@ func Write(w io.Writer, rep *report.Report, o Options) error {
 		t.headroom(rep) // how close a run that did not fail came
 	}
 	t.runs(rep)
+	if rep.FirstFailure == nil {
+		t.budget(rep) // where the memory went when it came closest
+	}
 	if f := rep.FirstFailure; f != nil {
 		t.failure("FIRST FAILURE", f, rep.Cause, "")
 	}
