@@ -106,9 +106,12 @@ func verdictVaries(t *testing.T, why string) {
 		t.Fatal("verdictVaries needs a reason")
 	}
 	verdicts.mu.Lock()
-	defer verdicts.mu.Unlock()
 	verdicts.varies[t.Name()] = why
+	verdicts.mu.Unlock()
 	t.Logf("no verdict golden: %s", why)
+	if *update {
+		dropVerdicts(t, t.Name())
+	}
 }
 
 // next returns the number of test's next recording, or why test's
@@ -193,6 +196,73 @@ func dropVerdicts(t *testing.T, test string) {
 		}
 		if err := os.Remove(p); err != nil {
 			t.Fatal(err)
+		}
+	}
+}
+
+// A verdict golden keeps the verdict and nothing of how it was said, and
+// a recording that does not analyze keeps analyze's exit status.
+func TestVerdictGoldenKeepsTheVerdictOnly(t *testing.T) {
+	tests := []struct {
+		name   string
+		code   int
+		stdout string
+		want   string
+	}{
+		{"a failure", 0, `{"attribution":"allocation","capacity":"framebuffer-exhausted","verdict":"words","near_miss":false,
+			"first_failure":{"symbol":"cuMemAlloc_v2","result_name":"CUDA_ERROR_OUT_OF_MEMORY","size":1024,"operation":"allocation","pid":41}}`,
+			`{"attribution":"allocation","capacity":"framebuffer-exhausted","first_failure":{"symbol":"cuMemAlloc_v2",` +
+				`"result_name":"CUDA_ERROR_OUT_OF_MEMORY","size":1024,"class":"allocation"},"near_miss":false}`},
+		{"no failure, a near miss", 0, `{"attribution":"none","capacity":null,"first_failure":null,"near_miss":true,"near_miss_percent":3}`,
+			`{"attribution":"none","capacity":null,"first_failure":null,"near_miss":true}`},
+		{"no analysis", 1, "", `{"analyze_exit":1}`},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			got, err := verdictGoldenOf(tt.code, []byte(tt.stdout))
+			var compact bytes.Buffer
+			if err == nil {
+				err = json.Compact(&compact, got)
+			}
+			if err != nil || compact.String() != tt.want {
+				t.Errorf("verdict golden %s, %v; want %s", compact.String(), err, tt.want)
+			}
+		})
+	}
+	if _, err := verdictGoldenOf(0, []byte("not json")); err == nil {
+		t.Error("a report that is not JSON made a golden")
+	}
+}
+
+// Each level of a test's name is a directory, and the recording's number
+// ends the file's name.
+func TestVerdictName(t *testing.T) {
+	for _, tt := range []struct {
+		test string
+		n    int
+		want string
+	}{
+		{"TestX", 1, "TestX-1.json"},
+		{"TestX/two GPUs, one busy", 2, filepath.Join("TestX", "two_GPUs_one_busy-2.json")},
+		{"TestX/exit_0/+++", 3, filepath.Join("TestX", "exit_0", "_-3.json")},
+	} {
+		if got := verdictName(tt.test, tt.n); got != tt.want {
+			t.Errorf("verdictName(%q, %d) = %q, want %q", tt.test, tt.n, got, tt.want)
+		}
+	}
+}
+
+// A test that opts out, and its subtests, get no number; another test
+// counts its recordings from 1.
+func TestVerdictBookCountsAndOptsOut(t *testing.T) {
+	b := &verdictBook{count: map[string]int{}, varies: map[string]string{"TestRace": "a race"}}
+	for _, tt := range []struct {
+		test string
+		n    int
+		why  string
+	}{{"TestA", 1, ""}, {"TestA", 2, ""}, {"TestA/sub", 1, ""}, {"TestRace", 0, "a race"}, {"TestRace/sub", 0, "a race"}, {"TestRaceless", 1, ""}} {
+		if n, why := b.next(tt.test); n != tt.n || why != tt.why {
+			t.Errorf("next(%q) = %d, %q; want %d, %q", tt.test, n, why, tt.n, tt.why)
 		}
 	}
 }
