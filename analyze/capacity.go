@@ -597,11 +597,11 @@ func (fd *finding) undecided(name string) *report.Missing {
 // unknownGPU says why the failing call's GPU is unknown, and what would
 // tell it next time: the advice follows the reason.
 func (s *state) unknownGPU(f *failed, method string) *report.Missing {
-	why := method
+	why, kind := method, store.DeviceWhy("")
 	if p := s.procs[f.e.PID]; p != nil {
 		for _, d := range p.Devices {
 			if d.Ordinal == f.e.Dev && d.Why != "" {
-				why = d.Why
+				why, kind = d.Why, d.WhyKind
 			}
 		}
 	}
@@ -614,7 +614,7 @@ func (s *state) unknownGPU(f *failed, method string) *report.Missing {
 		m.Fix = "point --libnvidia-ml at the driver's libnvidia-ml.so.1, or install and load the NVIDIA driver: without NVML the recorder cannot list the GPUs"
 	case len(s.inv.GPUs) == 0:
 		m.Fix = "check that the NVIDIA driver sees the GPUs (nvidia-smi -L), and point --libnvidia-ml at that driver's libnvidia-ml.so.1"
-	case strings.HasPrefix(why, "NVIDIA_VISIBLE_DEVICES"):
+	case kind == store.WhyContainerVisible:
 		m.Fix = "check NVIDIA_VISIBLE_DEVICES (set by the container runtime) against the host's GPUs (nvidia-smi -L)"
 	case len(s.anyMIG()) > 0:
 		m.Fix = s.migFix(-1)

@@ -304,19 +304,25 @@ func TestUnknownGPUAdvice(t *testing.T) {
 		dev       int32
 		why       string
 		want, not string
+		kind      store.DeviceWhy // as recorded; "" for an older file, which the reader fills in from why
 	}{
-		{"NVML did not start", failedNVML, 0, "NVML listed no GPUs", "--libnvidia-ml", "CUDA_DEVICE_ORDER"},
-		{"NVML listed none", gpuInventory(0, 0), 0, "NVML listed no GPUs", "nvidia-smi -L", "CUDA_DEVICE_ORDER"},
-		{"ambiguous order", twoGPUs, 0, "several unlike GPUs", "CUDA_DEVICE_ORDER=PCI_BUS_ID", "--libnvidia-ml"},
-		{"MIG", gpuInventory(2, 2), 0, "MIG is enabled on GPU 0, 1", "CUDA_VISIBLE_DEVICES=MIG-", "CUDA_DEVICE_ORDER"},
-		{"container", twoGPUs, 0, `NVIDIA_VISIBLE_DEVICES entry "7" matches no GPU`, "NVIDIA_VISIBLE_DEVICES", "CUDA_DEVICE_ORDER"},
-		{"no context", twoGPUs, -1, "", "before the process creates its CUDA context", "CUDA_DEVICE_ORDER"},
+		{"NVML did not start", failedNVML, 0, "NVML listed no GPUs", "--libnvidia-ml", "CUDA_DEVICE_ORDER", ""},
+		{"NVML listed none", gpuInventory(0, 0), 0, "NVML listed no GPUs", "nvidia-smi -L", "CUDA_DEVICE_ORDER", ""},
+		{"ambiguous order", twoGPUs, 0, "several unlike GPUs", "CUDA_DEVICE_ORDER=PCI_BUS_ID", "--libnvidia-ml", ""},
+		{"MIG", gpuInventory(2, 2), 0, "MIG is enabled on GPU 0, 1", "CUDA_VISIBLE_DEVICES=MIG-", "CUDA_DEVICE_ORDER", ""},
+		{"container", twoGPUs, 0, `NVIDIA_VISIBLE_DEVICES entry "7" matches no GPU`, "NVIDIA_VISIBLE_DEVICES", "CUDA_DEVICE_ORDER", ""},
+		{"no context", twoGPUs, -1, "", "before the process creates its CUDA context", "CUDA_DEVICE_ORDER", ""},
+		// The kind decides, not the words.
+		{"container, by its kind", twoGPUs, 0, "the runtime's device list names no GPU here", "NVIDIA_VISIBLE_DEVICES", "CUDA_DEVICE_ORDER",
+			store.WhyContainerVisible},
+		{"order, whatever the words", twoGPUs, 0, "NVIDIA_VISIBLE_DEVICES is unset; several unlike GPUs", "CUDA_DEVICE_ORDER=PCI_BUS_ID",
+			"check NVIDIA_VISIBLE_DEVICES", store.WhyOrder},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			e := callAt(0, tClock+300*msNS, 2, cuda.Fields{Has: cuda.FieldSize, Size: gib})
 			e.Dev = tt.dev
-			rep := capRun{inv: tt.inv, devices: []store.DeviceMap{{Ordinal: 0, GPU: -1, Method: "unknown", Why: tt.why}},
+			rep := capRun{inv: tt.inv, devices: []store.DeviceMap{{Ordinal: 0, GPU: -1, Method: "unknown", Why: tt.why, WhyKind: tt.kind}},
 				syms: []string{"cuMemAlloc_v2"}, events: []store.Event{e}}.analyze(t)
 			fix := missingFix(rep)
 			if !strings.Contains(fix, tt.want) || strings.Contains(fix, tt.not) {

@@ -151,23 +151,27 @@ func (s *state) failureList() {
 	}
 }
 
+// noCapture is the Python status of a CPython process's call whose stack
+// was not captured: its Python frames are read only with a capture.
+const noCapture = "no-capture"
+
 // pythonGap says that the first failure's stack lacks Python frames its
 // process had (a CPython process whose frames were not read, or only in
 // part), so that a report without them is never taken for one of a
 // program that is no Python; nil when nothing is missing.
 func pythonGap(ff *report.Failure) *report.Missing {
 	st := ff.Stack
-	if st == nil || st.Python == "" || st.Python == "ok" {
+	if st == nil || st.PythonStatus == "" || st.PythonStatus == string(store.PyOK) {
 		return nil
 	}
 	fix := "the native frames still name the code that called CUDA; the Python line that asked is not known"
-	switch {
-	case st.Python == "not-captured" || strings.Contains(st.Python, "was not located"):
+	switch store.PyStatus(st.PythonStatus) {
+	case store.PyNotCaptured, store.PyNotLocated:
 		fix = "record the program from its start (forensic record -- CMD) or attach before it loads CUDA: " +
 			"its interpreter was found only after this call; " + fix
-	case strings.HasPrefix(st.Python, "not read: "):
+	case store.PyNotRead:
 		fix = "this CPython's frames are not read (supported: 3.10 to 3.13, release builds); " + fix
-	case st.Python == "truncated":
+	case store.PyTruncated:
 		fix = "the innermost frames are shown; the outermost were beyond what the probe reads"
 	}
 	return &report.Missing{What: fmt.Sprintf("Python frames of the first failure's stack (pid %d): %s", ff.PID, pythonText(st.Python)), Fix: fix}
@@ -206,7 +210,7 @@ func (s *state) rawStack(f *failed) *report.Stack {
 	if p != nil && p.Python != nil {
 		// A CPython process: its Python frames are read only with a
 		// capture, which this call has not.
-		st.Python = "no-capture"
+		st.Python, st.PythonStatus = noCapture, noCapture
 		st.PythonVersion, st.PythonBuild, st.PythonFile = pythonBuild(p.Python)
 	}
 	for i := range st.Frames {

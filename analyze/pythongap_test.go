@@ -5,29 +5,37 @@ import (
 	"testing"
 
 	"github.com/retrivium/forensic/report"
+	"github.com/retrivium/forensic/store"
 )
 
 func TestPythonGapNamesMissingPythonFrames(t *testing.T) {
 	for _, c := range []struct {
 		python string
+		status store.PyStatus
 		want   string // in What; "" when no gap
+		fix    string // in Fix
 	}{
-		{"", ""},
-		{"ok", ""},
-		{"not-captured", "the interpreter was not located yet"},
-		{"truncated", "outermost Python frames were not read"},
-		{"no-thread", "no thread state"},
-		{"no-capture", "stack was not captured"},
-		{"not read: the interpreter (libpython3.13.so.1.0) was not located before the call returned", "libpython3.13.so.1.0"},
-		{"not read: /usr/bin/python3.14: CPython 3.14.0: unsupported", "CPython 3.14.0"},
+		{"", "", "", ""},
+		{"ok", store.PyOK, "", ""},
+		{"not-captured", store.PyNotCaptured, "the interpreter was not located yet", "record the program from its start"},
+		{"truncated", store.PyTruncated, "outermost Python frames were not read", "the innermost frames are shown"},
+		{"no-thread", store.PyNoThread, "no thread state", "the Python line that asked is not known"},
+		{"no-capture", noCapture, "stack was not captured", "the Python line that asked is not known"},
+		{"not read: the interpreter (libpython3.13.so.1.0) was not located before the call returned", store.PyNotLocated,
+			"libpython3.13.so.1.0", "record the program from its start"},
+		{"not read: /usr/bin/python3.14: CPython 3.14.0: unsupported", store.PyNotRead, "CPython 3.14.0", "supported: 3.10 to 3.13"},
+		// The status decides, not the words: a reason that happens to say
+		// "was not located" of an unsupported build gets that build's advice.
+		{"not read: a layout that was not located in the debug offsets", store.PyNotRead, "debug offsets", "supported: 3.10 to 3.13"},
 	} {
-		ff := &report.Failure{PID: 7, Stack: &report.Stack{Python: c.python}}
+		ff := &report.Failure{PID: 7, Stack: &report.Stack{Python: c.python, PythonStatus: string(c.status)}}
 		m := pythonGap(ff)
 		switch {
 		case c.want == "" && m != nil:
 			t.Errorf("%q: gap %+v, want none", c.python, m)
-		case c.want != "" && (m == nil || !strings.Contains(m.What, c.want) || !strings.Contains(m.What, "pid 7") || m.Fix == "" || m.Decisive):
-			t.Errorf("%q: gap %+v, want a non-decisive one naming pid 7 and %q", c.python, m, c.want)
+		case c.want != "" && (m == nil || !strings.Contains(m.What, c.want) || !strings.Contains(m.What, "pid 7") ||
+			!strings.Contains(m.Fix, c.fix) || m.Decisive):
+			t.Errorf("%q: gap %+v, want a non-decisive one naming pid 7 and %q, advising %q", c.python, m, c.want, c.fix)
 		}
 	}
 	if pythonGap(&report.Failure{}) != nil {

@@ -183,7 +183,7 @@ func (s *state) capturedStack(f *failed) *report.Stack {
 	if st.Partial {
 		notes = append(notes, fmt.Sprintf("the walk stopped after %d frames: %s (%s)", len(n.Frames), stop.Text(), n.Detail))
 	}
-	st.Python = n.Python
+	st.Python, st.PythonStatus = n.Python, string(n.PythonStatus)
 	if proc := s.processAt(n.PID, n.Time); proc != nil && n.Python != "" {
 		st.PythonVersion, st.PythonBuild, st.PythonFile = pythonBuild(proc.Python)
 	}
@@ -286,7 +286,7 @@ func pythonText(status string) string {
 		return "Python frames incomplete: a read of the interpreter's memory failed"
 	case "not-captured":
 		return "no Python frames: the interpreter was not located yet when the call returned"
-	case "no-capture":
+	case noCapture:
 		return "no Python frames: the call's stack was not captured"
 	}
 	return "Python frames " + status

@@ -271,6 +271,9 @@ func TestPeerGrantsJudgedApart(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
+			if len(tt.want) > 1 {
+				verdictVaries(t, "either capacity is honest: the failure's sample is read before or after the process exits, as the machine's load has it")
+			}
 			w := newWorld(t, "SIMGPU_DEVICES=4")
 			res := w.record(tt.flags, simwork, tt.script)
 			rep, _ := analyzeJSON(t, res.db)

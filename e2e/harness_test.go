@@ -6,6 +6,19 @@
 // They need root, `make` (bin/forensic and build/simgpu) and `make
 // nvidia-libs`. Without them they skip, except under `make test` and CI
 // (FORENSIC_REQUIRE_E2E=1), where a missing prerequisite fails.
+//
+// Golden files make any drift in a verdict show. The scenario tables keep
+// each scenario's whole analyze --json, normalised, in testdata/golden
+// (golden_test.go). Every other recording the harness makes (w.record,
+// w.recordAs) keeps its verdict in testdata/verdicts/<Test>[/<subtest>]-<n>.json,
+// n counting the test's recordings from 1: the attribution, the capacity,
+// the first failure's symbol, result, size and class, near_miss, and the
+// first unrecovered failure and the jobs' attributions when there are
+// some (verdictgolden_test.go). A test whose verdict may differ from run
+// to run (a race it allows, an outcome that depends on the machine's
+// load) says so, with the reason, by calling verdictVaries before it
+// records. -update rewrites both kinds of golden from the run; read the
+// diff before committing it.
 package e2e
 
 import (

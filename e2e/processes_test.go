@@ -157,6 +157,7 @@ func TestSpawnedWorkloadParentIsRecorder(t *testing.T) {
 // before them), empty arguments stay, and a list longer than the probe
 // copies is either read whole from /proc or kept cut and marked so.
 func TestArgsExactAfterBusyRing(t *testing.T) {
+	verdictVaries(t, "the busy workload fills a small ring on purpose: whether calls are lost, and so whether the verdict is none or missing-evidence, depends on the machine's load")
 	w := newWorld(t)
 	long := "# " + strings.Repeat("x", 1500)
 	sh := w.script("dirty.sh", `$S 'init; use 0; paced 20000 1 65536' >/dev/null

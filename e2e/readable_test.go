@@ -48,10 +48,12 @@ func checkReadable(t *testing.T, db string) string {
 // checkRecordingReads holds every recording a test makes to the same
 // rules, whatever the test checks itself: the default text report of each
 // scenario the suite records reads at 3 a.m. A recording that does not
-// analyze is left to its test.
+// analyze is left to its test. Its verdict is held to its golden file
+// (checkVerdictGolden), so that any drift in a verdict shows.
 func checkRecordingReads(t *testing.T, db string) {
 	t.Helper()
 	r := runBin(t, bin{}, "analyze", "--json", db)
+	checkVerdictGolden(t, r.code, []byte(r.stdout))
 	if r.code != 0 {
 		return
 	}

@@ -93,11 +93,11 @@ func resolveDevice(ordinal int32, uuid, busID string, vis visibility, gpus []gpu
 	}
 	// The host GPUs this process can see, in the order CUDA numbers them
 	// when ordered by PCI bus (container runtimes restrict the set).
-	host, why := visibleHost(vis.NvidiaVisible, gpus)
+	host, why, kind := visibleHost(vis.NvidiaVisible, gpus)
 	env := m
 	switch {
 	case host == nil:
-		env.Method, env.Why = "unknown", why
+		env.Method, env.Why, env.WhyKind = "unknown", why, kind
 	case vis.CUDAVisible != "":
 		env = byVisible(m, vis, host)
 	default:
@@ -121,7 +121,7 @@ func byIdentity(m store.DeviceMap, uuid, busID string, gpus []gpuID) (store.Devi
 		for _, g := range gpus {
 			if stripUUIDPrefix(g.UUID) == want {
 				m.GPU, m.Method = g.Index, "uuid"
-				m.Why = instanceUnknown(g, m.Ordinal, "its UUID names the GPU, not the instance (cuDeviceGetUuid_v2 names the instance)")
+				m.Why, m.WhyKind = instanceUnknown(g, m.Ordinal, "its UUID names the GPU, not the instance (cuDeviceGetUuid_v2 names the instance)")
 				return m, true
 			}
 			for i, mu := range g.MIG {
@@ -138,7 +138,7 @@ func byIdentity(m store.DeviceMap, uuid, busID string, gpus []gpuID) (store.Devi
 		for _, g := range gpus {
 			if g.BusID == want {
 				m.GPU, m.Method = g.Index, "pci-bus-id"
-				m.Why = instanceUnknown(g, m.Ordinal, "its instances share the GPU's PCI bus id")
+				m.Why, m.WhyKind = instanceUnknown(g, m.Ordinal, "its instances share the GPU's PCI bus id")
 				return m, true
 			}
 		}
@@ -148,12 +148,12 @@ func byIdentity(m store.DeviceMap, uuid, busID string, gpus []gpuID) (store.Devi
 
 // instanceUnknown says why a device on g has no MIG instance, or "" when
 // g does not have MIG enabled (the device is the whole GPU).
-func instanceUnknown(g gpuID, ordinal int32, why string) string {
+func instanceUnknown(g gpuID, ordinal int32, why string) (string, store.DeviceWhy) {
 	if !g.MIGOn {
-		return ""
+		return "", ""
 	}
 	return fmt.Sprintf("GPU %d has MIG enabled. CUDA device %d is one of its MIG instances, and which one is not recorded: %s",
-		g.Index, ordinal, why)
+		g.Index, ordinal, why), store.WhyMIGInstance
 }
 
 // byVisible matches an ordinal through CUDA_VISIBLE_DEVICES, which lists
@@ -162,7 +162,7 @@ func instanceUnknown(g gpuID, ordinal int32, why string) string {
 func byVisible(m store.DeviceMap, vis visibility, host []gpuID) store.DeviceMap {
 	entries := splitList(vis.CUDAVisible)
 	if int(m.Ordinal) >= len(entries) || m.Ordinal < 0 {
-		m.Method, m.Why = "unknown", fmt.Sprintf("ordinal %d beyond CUDA_VISIBLE_DEVICES=%q", m.Ordinal, vis.CUDAVisible)
+		m.Method, m.Why, m.WhyKind = "unknown", fmt.Sprintf("ordinal %d beyond CUDA_VISIBLE_DEVICES=%q", m.Ordinal, vis.CUDAVisible), store.WhyCUDAVisible
 		return m
 	}
 	// An entry naming a whole GPU that has MIG enabled stands for its
@@ -172,7 +172,7 @@ func byVisible(m store.DeviceMap, vis visibility, host []gpuID) store.DeviceMap 
 			if len(host) == 1 {
 				return onlyGPU(m, host[0], fmt.Sprintf("CUDA_VISIBLE_DEVICES entry %q stands for all its instances", e))
 			}
-			m.Method, m.Why = "unknown", fmt.Sprintf("CUDA_VISIBLE_DEVICES entry %q is GPU %d, which has MIG enabled: it stands for its MIG instances, so the devices after it cannot be counted", e, g.Index)
+			m.Method, m.Why, m.WhyKind = "unknown", fmt.Sprintf("CUDA_VISIBLE_DEVICES entry %q is GPU %d, which has MIG enabled: it stands for its MIG instances, so the devices after it cannot be counted", e, g.Index), store.WhyCUDAVisible
 			return m
 		}
 	}
@@ -180,7 +180,7 @@ func byVisible(m store.DeviceMap, vis visibility, host []gpuID) store.DeviceMap 
 	if g, idx, ok := matchMIGUUID(e, host); ok {
 		m.GPU, m.Method = g.Index, "visible-devices-uuid"
 		if idx < 0 {
-			m.Why = instanceUnknown(g, m.Ordinal, fmt.Sprintf("CUDA_VISIBLE_DEVICES names it by GPU and compute instance ids (%s), which the recorder does not match to NVML's MIG devices; MIG-<uuid> names it", e))
+			m.Why, m.WhyKind = instanceUnknown(g, m.Ordinal, fmt.Sprintf("CUDA_VISIBLE_DEVICES names it by GPU and compute instance ids (%s), which the recorder does not match to NVML's MIG devices; MIG-<uuid> names it", e))
 			return m
 		}
 		m.MIG = &idx
@@ -188,7 +188,7 @@ func byVisible(m store.DeviceMap, vis visibility, host []gpuID) store.DeviceMap 
 	}
 	if g, ok := matchUUIDPrefix(e, host); ok {
 		m.GPU, m.Method = g.Index, "visible-devices-uuid"
-		m.Why = instanceUnknown(g, m.Ordinal, fmt.Sprintf("CUDA_VISIBLE_DEVICES names the GPU (%s), not a MIG-<uuid> instance", e))
+		m.Why, m.WhyKind = instanceUnknown(g, m.Ordinal, fmt.Sprintf("CUDA_VISIBLE_DEVICES names the GPU (%s), not a MIG-<uuid> instance", e))
 		return m
 	}
 	n, err := strconv.Atoi(e)
@@ -196,18 +196,18 @@ func byVisible(m store.DeviceMap, vis visibility, host []gpuID) store.DeviceMap 
 		return onlyGPU(m, host[0], fmt.Sprintf("CUDA_VISIBLE_DEVICES=%s uses indices, not MIG-<uuid>", vis.CUDAVisible))
 	}
 	if err != nil || n < 0 || n >= len(host) {
-		m.Method, m.Why = "unknown", fmt.Sprintf("CUDA_VISIBLE_DEVICES entry %q matches no GPU", e)
+		m.Method, m.Why, m.WhyKind = "unknown", fmt.Sprintf("CUDA_VISIBLE_DEVICES entry %q matches no GPU", e), store.WhyCUDAVisible
 		return m
 	}
 	if mig := migGPUs(host); len(mig) > 0 {
-		m.Method, m.Why = "unknown", fmt.Sprintf("CUDA_VISIBLE_DEVICES uses indices while MIG is enabled on GPU %s: CUDA's indices then count MIG instances", mig)
+		m.Method, m.Why, m.WhyKind = "unknown", fmt.Sprintf("CUDA_VISIBLE_DEVICES uses indices while MIG is enabled on GPU %s: CUDA's indices then count MIG instances", mig), store.WhyCUDAVisible
 		return m
 	}
 	if g, method, ok := byOrder(n, vis.CUDAOrder, host); ok {
 		m.GPU, m.Method = g.Index, "visible-devices-index+"+method
 		return m
 	}
-	m.Method, m.Why = "unknown", "CUDA_VISIBLE_DEVICES uses indices and CUDA's default order (fastest first) differs from NVML's for unlike GPUs"
+	m.Method, m.Why, m.WhyKind = "unknown", "CUDA_VISIBLE_DEVICES uses indices and CUDA's default order (fastest first) differs from NVML's for unlike GPUs", store.WhyCUDAVisible
 	return m
 }
 
@@ -219,17 +219,17 @@ func byOrdinal(m store.DeviceMap, order string, host []gpuID) store.DeviceMap {
 		// Every CUDA device is one of this GPU's instances.
 		g := host[0]
 		if ordinal < 0 || (len(g.MIG) > 0 && ordinal >= len(g.MIG)) {
-			m.Method, m.Why = "unknown", fmt.Sprintf("ordinal %d but GPU %d has %d MIG instances", ordinal, g.Index, len(g.MIG))
+			m.Method, m.Why, m.WhyKind = "unknown", fmt.Sprintf("ordinal %d but GPU %d has %d MIG instances", ordinal, g.Index, len(g.MIG)), store.WhyOrder
 			return m
 		}
 		return onlyGPU(m, g, "the process revealed no MIG UUID and CUDA_VISIBLE_DEVICES names no MIG-<uuid>")
 	}
 	if mig := migGPUs(host); len(mig) > 0 {
-		m.Method, m.Why = "unknown", fmt.Sprintf("MIG is enabled on GPU %s: CUDA's ordinals count MIG instances, so ordinal %d cannot be matched by order", mig, ordinal)
+		m.Method, m.Why, m.WhyKind = "unknown", fmt.Sprintf("MIG is enabled on GPU %s: CUDA's ordinals count MIG instances, so ordinal %d cannot be matched by order", mig, ordinal), store.WhyOrder
 		return m
 	}
 	if ordinal < 0 || ordinal >= len(host) {
-		m.Method, m.Why = "unknown", fmt.Sprintf("ordinal %d but %d GPUs visible", ordinal, len(host))
+		m.Method, m.Why, m.WhyKind = "unknown", fmt.Sprintf("ordinal %d but %d GPUs visible", ordinal, len(host)), store.WhyOrder
 		return m
 	}
 	if len(host) == 1 {
@@ -240,14 +240,15 @@ func byOrdinal(m store.DeviceMap, order string, host []gpuID) store.DeviceMap {
 		m.GPU, m.Method = g.Index, method
 		return m
 	}
-	m.Method, m.Why = "unknown", "several unlike GPUs and CUDA's default order (fastest first) is not NVML's; the process revealed no UUID or PCI bus id"
+	m.Method, m.Why, m.WhyKind = "unknown", "several unlike GPUs and CUDA's default order (fastest first) is not NVML's; the process revealed no UUID or PCI bus id", store.WhyOrder
 	return m
 }
 
 // onlyGPU matches a device to the one GPU the process can see, whose MIG
 // instance, when it has MIG enabled, stays unknown for the reason why.
 func onlyGPU(m store.DeviceMap, g gpuID, why string) store.DeviceMap {
-	m.GPU, m.Method, m.Why = g.Index, "single-gpu", instanceUnknown(g, m.Ordinal, why)
+	m.GPU, m.Method = g.Index, "single-gpu"
+	m.Why, m.WhyKind = instanceUnknown(g, m.Ordinal, why)
 	return m
 }
 
@@ -351,15 +352,15 @@ func wholeGPUEntry(e string, host []gpuID) (gpuID, bool) {
 // UUIDs) to the NVML GPUs, which NVML lists in PCI bus order. A MIG entry
 // makes its GPU visible; which of its instances a CUDA device is stays for
 // the caller to establish.
-func visibleHost(nv string, gpus []gpuID) ([]gpuID, string) {
+func visibleHost(nv string, gpus []gpuID) ([]gpuID, string, store.DeviceWhy) {
 	if len(gpus) == 0 {
-		return nil, "NVML listed no GPUs"
+		return nil, "NVML listed no GPUs", store.WhyNoGPUs
 	}
 	switch strings.ToLower(strings.TrimSpace(nv)) {
 	case "", "all":
-		return gpus, ""
+		return gpus, "", ""
 	case "none", "void":
-		return nil, "NVIDIA_VISIBLE_DEVICES=" + nv + " hides every GPU"
+		return nil, "NVIDIA_VISIBLE_DEVICES=" + nv + " hides every GPU", store.WhyContainerVisible
 	}
 	var out []gpuID
 	seen := map[int]bool{}
@@ -377,7 +378,7 @@ func visibleHost(nv string, gpus []gpuID) ([]gpuID, string) {
 		}
 		n, err := strconv.Atoi(e)
 		if err != nil || n < 0 || n >= len(gpus) {
-			return nil, fmt.Sprintf("NVIDIA_VISIBLE_DEVICES entry %q matches no GPU", e)
+			return nil, fmt.Sprintf("NVIDIA_VISIBLE_DEVICES entry %q matches no GPU", e), store.WhyContainerVisible
 		}
 		if !seen[gpus[n].Index] {
 			out = append(out, gpus[n])
@@ -390,5 +391,5 @@ func visibleHost(nv string, gpus []gpuID) ([]gpuID, string) {
 			out[j], out[j-1] = out[j-1], out[j]
 		}
 	}
-	return out, ""
+	return out, "", ""
 }

@@ -3,6 +3,8 @@ package recorder
 import (
 	"strings"
 	"testing"
+
+	"github.com/retrivium/forensic/store"
 )
 
 func TestResolveDevice(t *testing.T) {
@@ -79,6 +81,9 @@ func TestResolveDevice(t *testing.T) {
 			if m.Method == "unknown" && m.Why == "" {
 				t.Fatal("unknown without a reason")
 			}
+			if (m.Why == "") != (m.WhyKind == "") {
+				t.Fatalf("reason %q of kind %q: each needs the other", m.Why, m.WhyKind)
+			}
 			// A device on a GPU with MIG enabled and no instance says why.
 			onMIG := false
 			for _, g := range tt.gpus {
@@ -126,5 +131,41 @@ func TestMoreSpecificUUID(t *testing.T) {
 		if got := moreSpecificUUID(tt.old, tt.now, gpus); got != tt.want {
 			t.Errorf("moreSpecificUUID(%s, %s) = %s, want %s", tt.old, tt.now, got, tt.want)
 		}
+	}
+}
+
+// Each reason a device's GPU or instance is unknown comes with its kind,
+// the value analyze decides from.
+func TestResolveDeviceReasonKinds(t *testing.T) {
+	same := []gpuID{
+		{Index: 0, UUID: "GPU-aaaaaaaa-0000-0000-0000-000000000000", BusID: "00000000:41:00.0", Name: "H100"},
+		{Index: 1, UUID: "GPU-bbbbbbbb-0000-0000-0000-000000000000", BusID: "00000000:43:00.0", Name: "H100"},
+	}
+	mixed := []gpuID{same[0], {Index: 1, UUID: same[1].UUID, BusID: same[1].BusID, Name: "A100"}}
+	migOne := []gpuID{{Index: 0, UUID: same[0].UUID, BusID: same[0].BusID, Name: "H100", MIGOn: true,
+		MIG: []string{"MIG-11111111-0000-0000-0000-000000000000", "MIG-22222222-0000-0000-0000-000000000000"}}}
+	tests := []struct {
+		name string
+		ord  int32
+		vis  visibility
+		gpus []gpuID
+		want store.DeviceWhy
+	}{
+		{"no gpus", 0, visibility{}, nil, store.WhyNoGPUs},
+		{"container hides all", 0, visibility{NvidiaVisible: "void"}, same, store.WhyContainerVisible},
+		{"container names a gpu the host lacks", 0, visibility{NvidiaVisible: "7"}, same, store.WhyContainerVisible},
+		{"CUDA_VISIBLE_DEVICES names no gpu", 0, visibility{CUDAVisible: "7"}, same, store.WhyCUDAVisible},
+		{"ordinal beyond CUDA_VISIBLE_DEVICES", 1, visibility{CUDAVisible: "0"}, same, store.WhyCUDAVisible},
+		{"unlike gpus in CUDA's order", 1, visibility{}, mixed, store.WhyOrder},
+		{"ordinal beyond the gpus", 2, visibility{}, same, store.WhyOrder},
+		{"mig instance not named", 0, visibility{}, migOne, store.WhyMIGInstance},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			m := resolveDevice(tt.ord, "", "", tt.vis, tt.gpus)
+			if m.WhyKind != tt.want || m.Why == "" {
+				t.Errorf("reason %q of kind %q, want kind %q", m.Why, m.WhyKind, tt.want)
+			}
+		})
 	}
 }

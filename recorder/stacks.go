@@ -217,7 +217,8 @@ func unlocated(maps []store.Mapping) *store.Python {
 		}
 		if pystack.IsInterpreterName(name) {
 			return &store.Python{Path: cmp.Or(m.Path, name),
-				Error: "the interpreter (" + name + ") was not located before the call returned; the process was gone when its mappings were read"}
+				Error:     "the interpreter (" + name + ") was not located before the call returned; the process was gone when its mappings were read",
+				ErrorKind: store.PyUnlocated}
 		}
 	}
 	return nil
@@ -344,7 +345,7 @@ func (f *pythonFinder) inherit(pid uint32, py *store.Python) {
 // own debug offsets (3.13+) and says what run.db keeps of it.
 func checkedInterpreter(t *pystack.Target, err error, m store.Mapping, pid uint32, procRoot string) *store.Python {
 	if err != nil {
-		return &store.Python{Path: m.Path, Error: err.Error()}
+		return &store.Python{Path: m.Path, Error: err.Error(), ErrorKind: store.PyUnsupported}
 	}
 	py := &store.Python{Version: t.Version.String(), Path: t.Path, Runtime: t.Runtime, CodeType: t.CodeType}
 	if t.Layout.DebugOffsets {
@@ -354,7 +355,7 @@ func checkedInterpreter(t *pystack.Target, err error, m store.Mapping, pid uint3
 			mem.Close()
 		}
 		if err != nil {
-			py.Error = err.Error()
+			py.Error, py.ErrorKind = err.Error(), store.PyUnsupported
 		}
 	}
 	return py
@@ -367,6 +368,6 @@ func (f *pythonFinder) tell(pid uint32, t *pystack.Target, py *store.Python) {
 		return
 	}
 	if err := f.sink.SetPython(pid, t.Layout.Minor, t.Runtime); err != nil {
-		py.Error = err.Error()
+		py.Error, py.ErrorKind = err.Error(), store.PyProbe
 	}
 }

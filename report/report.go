@@ -309,6 +309,13 @@ type Stack struct {
 	// none ("no-thread", "fault", "not-captured", an unsupported
 	// version, ...). Empty for other processes.
 	Python string `json:"python,omitempty"`
+	// PythonStatus is Python as a value to decide from: ok, truncated,
+	// no-thread, fault, not-captured, not-located (the interpreter was
+	// never located while the process lived), not-read (located, but its
+	// version or build is not read, or the probes could not be told
+	// where it is), unreadable, or no-capture (the call's stack was not
+	// captured). Empty for other processes.
+	PythonStatus string `json:"python_status,omitempty"`
 	// UserFrame is the index in Frames of the innermost frame of the
 	// user's own code: not a framework's (Python's site-packages,
 	// dist-packages or standard library; libcuda, the loader or a system

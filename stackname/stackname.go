@@ -53,8 +53,8 @@ func Name(u *unwind.Unwinder, c *store.Capture, py Python) store.NamedStack {
 		}
 		n.Frames = append(n.Frames, nf)
 	}
-	frames, status := pythonFrames(c, py)
-	n.Python = status
+	frames, status, code := pythonFrames(c, py)
+	n.Python, n.PythonStatus = status, code
 	for _, f := range frames {
 		n.PyFrames = append(n.PyFrames, store.NamedPyFrame{Function: f.Function, File: f.File, Line: f.Line, Entry: f.Entry})
 	}
@@ -81,24 +81,29 @@ func Input(c *store.Capture) unwind.Capture {
 }
 
 // pythonFrames resolves the Python frames captured with a stack, and says
-// what became of them ("" for a process that is no CPython).
-func pythonFrames(c *store.Capture, py Python) ([]pystack.Frame, string) {
+// what became of them, in words and as a status ("" for a process that
+// is no CPython).
+func pythonFrames(c *store.Capture, py Python) ([]pystack.Frame, string, store.PyStatus) {
 	if py.Interp == nil {
-		return nil, ""
+		return nil, "", ""
 	}
 	if py.Interp.Error != "" {
-		return nil, "not read: " + py.Interp.Error
+		code := store.PyNotRead
+		if py.Interp.ErrorKind == store.PyUnlocated {
+			code = store.PyNotLocated
+		}
+		return nil, "not read: " + py.Interp.Error, code
 	}
 	if py.Err != nil {
-		return nil, "unreadable: " + py.Err.Error()
+		return nil, "unreadable: " + py.Err.Error(), store.PyUnreadable
 	}
 	if py.Stack == nil {
-		return nil, "not-captured"
+		return nil, string(store.PyNotCaptured), store.PyNotCaptured
 	}
 	ip := py.Interp
 	t, err := pystack.NewTarget(ip.Version, ip.Path, ip.Runtime, ip.CodeType)
 	if err != nil {
-		return nil, "not read: " + err.Error()
+		return nil, "not read: " + err.Error(), store.PyNotRead
 	}
 	ps := py.Stack
 	raw := &pystack.Stack{Thread: ps.Thread, Truncated: ps.Status == "truncated"}
@@ -109,9 +114,9 @@ func pythonFrames(c *store.Capture, py Python) ([]pystack.Frame, string) {
 	}
 	frames, err := t.Resolve(raw, need)
 	if err != nil {
-		return frames, "unreadable: " + err.Error()
+		return frames, "unreadable: " + err.Error(), store.PyUnreadable
 	}
-	return frames, ps.Status
+	return frames, ps.Status, store.PyStatus(ps.Status)
 }
 
 // CodeAt returns the copy of a code object that stood at time t: the

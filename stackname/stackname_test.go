@@ -30,3 +30,31 @@ func TestCodeAt(t *testing.T) {
 		}
 	}
 }
+
+// What became of a capture's Python frames is said twice: in words for
+// the report, and as a status analyze decides from. The status follows
+// the interpreter's typed error, never its words.
+func TestPythonFramesStatus(t *testing.T) {
+	for _, tt := range []struct {
+		name   string
+		py     Python
+		words  string // the beginning of the words
+		status store.PyStatus
+	}{
+		{"no CPython", Python{}, "", ""},
+		{"never located", Python{Interp: &store.Python{Error: "the interpreter (python3.12) was not located before the call returned",
+			ErrorKind: store.PyUnlocated}}, "not read: the interpreter", store.PyNotLocated},
+		{"unsupported, whatever its words", Python{Interp: &store.Python{Error: "was not located in this build's layout table",
+			ErrorKind: store.PyUnsupported}}, "not read: was not located", store.PyNotRead},
+		{"probes not told", Python{Interp: &store.Python{Error: "map full", ErrorKind: store.PyProbe}}, "not read: map full", store.PyNotRead},
+		{"no frames captured", Python{Interp: &store.Python{Version: "3.12.1"}}, "not-captured", store.PyNotCaptured},
+		{"an unknown version", Python{Interp: &store.Python{Version: "2.7"}, Stack: &store.PyStack{Status: "ok"}}, "not read: ", store.PyNotRead},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			_, words, status := pythonFrames(&store.Capture{}, tt.py)
+			if status != tt.status || len(words) < len(tt.words) || words[:len(tt.words)] != tt.words {
+				t.Errorf("python frames %q (%q), want %q... (%q)", words, status, tt.words, tt.status)
+			}
+		})
+	}
+}

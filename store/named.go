@@ -61,9 +61,41 @@ type NamedStack struct {
 	// Python says what became of the process's Python frames: "" for a
 	// process that is no CPython, ok, truncated, no-thread, fault,
 	// not-captured, or "not read: ..." / "unreadable: ..." with the reason.
-	Python   string         `json:"python,omitempty"`
-	PyFrames []NamedPyFrame `json:"py_frames,omitempty"`
+	Python string `json:"python,omitempty"`
+	// PythonStatus is Python as a value a reader decides from: "" for a
+	// process that is no CPython, else one of the PyStatus values. Named
+	// stacks written before it existed get it from Python when read (see
+	// compat.go).
+	PythonStatus PyStatus       `json:"python_status,omitempty"`
+	PyFrames     []NamedPyFrame `json:"py_frames,omitempty"`
 }
+
+// PyStatus is what became of a named stack's Python frames.
+type PyStatus string
+
+// PyStatus values.
+const (
+	// PyOK: the Python frames were read, all of them.
+	PyOK PyStatus = "ok"
+	// PyTruncated: the outermost frames were beyond what the probe reads.
+	PyTruncated PyStatus = "truncated"
+	// PyNoThread: the interpreter had no thread state for the thread.
+	PyNoThread PyStatus = "no-thread"
+	// PyFault: a read of the interpreter's memory failed.
+	PyFault PyStatus = "fault"
+	// PyNotCaptured: the probe read no Python frames with the capture
+	// (the interpreter was not located yet).
+	PyNotCaptured PyStatus = "not-captured"
+	// PyNotLocated: the interpreter was never located while the process
+	// lived, so no probe could read its frames.
+	PyNotLocated PyStatus = "not-located"
+	// PyNotRead: the interpreter was located, but its frames are not read
+	// (a version or build with no known layout, or the probes could not
+	// be told where it is).
+	PyNotRead PyStatus = "not-read"
+	// PyUnreadable: the frames were captured but could not be decoded.
+	PyUnreadable PyStatus = "unreadable"
+)
 
 // NamedFrame is one native frame of a NamedStack.
 type NamedFrame struct {
@@ -131,6 +163,7 @@ func (r *Reader) NamedStack(pid, tid uint32, t int64) (n *NamedStack, err error)
 		if err := json.Unmarshal(js, n); err != nil {
 			return fmt.Errorf("%w: named stack: %v", ErrCorrupt, err)
 		}
+		upgradeNamed(n)
 		return nil
 	})
 	return n, err

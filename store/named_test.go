@@ -13,7 +13,7 @@ func sampleNamed() NamedStack {
 		Frames: []NamedFrame{
 			{Addr: 0x401234, Via: "registers", Path: "/bin/x", BuildID: "ab12", Function: "alloc", Offset: 0x14},
 			{Addr: 0x7f0000001000, Via: "cfi", Name: "libgone.so"}},
-		Python: "ok", PyFrames: []NamedPyFrame{{Function: "Model.load", File: "/job/m.py", Line: 12, Entry: true}}}
+		Python: "ok", PythonStatus: PyOK, PyFrames: []NamedPyFrame{{Function: "Model.load", File: "/job/m.py", Line: 12, Entry: true}}}
 }
 
 // A named stack reads back as written, under its capture's key, from a

@@ -361,7 +361,13 @@ func peekKind(v []byte) string {
 }
 
 // Processes returns every recorded process, ordered by pid then start.
-func (r *Reader) Processes() ([]Process, error) { return collect[Process](r, bucketProcesses) }
+func (r *Reader) Processes() ([]Process, error) {
+	ps, err := collect[Process](r, bucketProcesses)
+	for i := range ps {
+		upgradeProcess(&ps[i])
+	}
+	return ps, err
+}
 
 // Libraries returns the libcuda files attached.
 func (r *Reader) Libraries() ([]Library, error) { return collect[Library](r, bucketLibraries) }

@@ -531,7 +531,30 @@ type DeviceMap struct {
 	// device is one of its instances, and which one is not known.
 	Method string `json:"method"`
 	Why    string `json:"why,omitempty"`
+	// WhyKind is what Why is about, as a value a reader decides from
+	// (Why says it in words); set whenever Why is. Files written before
+	// it existed get it from Why when read (see compat.go).
+	WhyKind DeviceWhy `json:"why_kind,omitempty"`
 }
+
+// DeviceWhy is the kind of reason a CUDA device's GPU or MIG instance is
+// not known.
+type DeviceWhy string
+
+// DeviceWhy values.
+const (
+	// WhyNoGPUs: NVML listed no GPUs.
+	WhyNoGPUs DeviceWhy = "no-gpus"
+	// WhyContainerVisible: NVIDIA_VISIBLE_DEVICES (set by a container
+	// runtime) hides every GPU or names one the host does not have.
+	WhyContainerVisible DeviceWhy = "nvidia-visible-devices"
+	// WhyCUDAVisible: CUDA_VISIBLE_DEVICES cannot be matched to the GPUs.
+	WhyCUDAVisible DeviceWhy = "cuda-visible-devices"
+	// WhyOrder: CUDA's device order cannot be matched to NVML's.
+	WhyOrder DeviceWhy = "order"
+	// WhyMIGInstance: the GPU is known, the MIG instance is not.
+	WhyMIGInstance DeviceWhy = "mig-instance"
+)
 
 // Context is a CUDA context seen in a process.
 type Context struct {
@@ -628,7 +651,26 @@ type Python struct {
 	// Error says why its Python frames are not read: a version or build
 	// with no known layout, or a layout its own debug offsets contradict.
 	Error string `json:"error,omitempty"`
+	// ErrorKind is what Error is about, as a value a reader decides from;
+	// set whenever Error is. Files written before it existed get it from
+	// Error when read (see compat.go).
+	ErrorKind PyError `json:"error_kind,omitempty"`
 }
+
+// PyError is the kind of reason a process's Python frames are not read.
+type PyError string
+
+// PyError values.
+const (
+	// PyUnlocated: the interpreter was not located while the process
+	// lived (its mappings were read too late).
+	PyUnlocated PyError = "unlocated"
+	// PyUnsupported: a version or build with no known layout, or a layout
+	// the interpreter's own debug offsets contradict.
+	PyUnsupported PyError = "unsupported"
+	// PyProbe: the probes could not be told where the interpreter is.
+	PyProbe PyError = "probe"
+)
 
 // Pod names a Kubernetes pod: its UID from the cgroup path the kubelet
 // made, its namespace and name from the pod's own files or environment
