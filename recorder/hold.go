@@ -133,6 +133,14 @@ func (h *holder) act(hd *bpf.Hold) {
 		time.Sleep(h.delay)
 	}
 	lib, isNew, err := h.attachHeld(hd)
+	if errors.Is(err, errNotLibCUDA) {
+		// An uninspected hold at another file: nothing to attach.
+		if stopped {
+			h.q.addHold(now() - int64(hd.Ts))
+			h.resume(pid, "an uninspected mapping")
+		}
+		return
+	}
 	if stopped {
 		lib.Held = now() - int64(hd.Ts)
 		h.q.addHold(lib.Held)
@@ -143,16 +151,27 @@ func (h *holder) act(hd *bpf.Hold) {
 	}
 	switch {
 	case err != nil:
-		h.log.Warn(fmt.Sprintf("pid %d mapped %s, which could not be attached: %v", pid, bpf.CString(hd.Name[:]), err), "pid", pid)
+		h.log.Warn(fmt.Sprintf("pid %d mapped %s, which could not be attached: %v", pid, holdName(hd), err), "pid", pid)
 	case isNew:
 		lib.MappedBy = pid
 		h.q.addLibrary(lib)
 		logAttach(h.log, &lib)
 	}
 	if stopped {
-		h.resume(pid, bpf.CString(hd.Name[:]))
+		h.resume(pid, holdName(hd))
 	}
 }
+
+// holdName names the file of a hold in the recorder's lines.
+func holdName(hd *bpf.Hold) string {
+	if name := bpf.CString(hd.Name[:]); name != "" {
+		return name
+	}
+	return "an uninspected mapping"
+}
+
+// errNotLibCUDA: an uninspected hold's mapping is not of a libcuda file.
+var errNotLibCUDA = errors.New("not a libcuda mapping")
 
 // resume continues a held process; one that cannot be continued is an
 // error, said at once, and stays on record for the next recorder to try.
@@ -174,8 +193,11 @@ func (h *holder) resume(pid uint32, name string) {
 
 // attachHeld finds the file a held process mapped and attaches to it. It
 // also learns the process's mappings for resolving stack frames later:
-// held, the process cannot exit before they are read.
+// held, the process cannot exit before they are read. An uninspected hold
+// (the hook could not look at the mapping) may be at any file: one whose
+// mapping at the address is not a libcuda's gives errNotLibCUDA.
 func (h *holder) attachHeld(hd *bpf.Hold) (store.Library, bool, error) {
+	uninspected := hd.Flags&bpf.HoldUninspected != 0
 	pid := hd.Pid
 	var line mapLine
 	found := false
@@ -185,6 +207,9 @@ func (h *holder) attachHeld(hd *bpf.Hold) (store.Library, bool, error) {
 			break
 		}
 	}
+	if !found && uninspected {
+		return store.Library{}, false, errNotLibCUDA
+	}
 	if !found {
 		return store.Library{}, false, errors.New("its mapping is gone (the process exited or unmapped it)")
 	}
@@ -193,8 +218,13 @@ func (h *holder) attachHeld(hd *bpf.Hold) (store.Library, bool, error) {
 	if err != nil {
 		return store.Library{}, false, err
 	}
-	// The hook's own name for the file, which is what it looks up.
+	// The hook's own name for the file, which is what it looks up; an
+	// uninspected hold has none, and /proc's (the same but under an
+	// overlay) is the best there is.
 	lf.Key = fileKey{hd.Dev, hd.Ino}
+	if uninspected {
+		lf.Key = line.Key
+	}
 	lib, isNew := h.att.attach(lf)
 	h.att.addKey(lf.Dev, lf.Ino, line.Key) // as /proc names it, for the sweep
 	h.files.add(store.File{BuildID: lib.BuildID, Path: lib.Path, Open: openPath(lib), Source: "seen"})

@@ -260,3 +260,67 @@ func TestAddRunningRecordsIdleProcesses(t *testing.T) {
 		t.Error("a record for a process gone since the scan")
 	}
 }
+
+// A hold the map hook could not inspect (the process's address space was
+// locked) names no file: the mapping at its address decides. At a libcuda
+// it is attached under the name /proc gives and the hook is told; at any
+// other file nothing is attached, said or counted lost. A stopped process
+// is continued either way; one the hook could not stop at a libcuda is a
+// lost hold.
+func TestHolderUninspectedHold(t *testing.T) {
+	for _, tc := range []struct {
+		name      string
+		addr      uint64 // 0: the libcuda mapping's
+		stopped   bool
+		library   bool // a library record is queued and the hook told
+		lostHolds uint64
+	}{
+		{"at a libcuda", 0, true, true, 0},
+		{"at another file", 0x1000, true, false, 0},
+		{"not stopped, at another file", 0x1000, false, false, 0},
+		{"not stopped, at a libcuda", 0, false, true, 1},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			proc, lib, hd := holdWorld(t)
+			want := fileKey{hd.Dev, hd.Ino}
+			hd.Dev, hd.Ino, hd.Flags = 0, 0, bpf.HoldUninspected
+			if tc.stopped {
+				hd.Flags |= bpf.HoldStopped
+			}
+			if tc.addr != 0 {
+				hd.Addr = tc.addr
+			}
+			var continued []uint32
+			var log bytes.Buffer
+			p := &probes{}
+			att := newAttacher(p)
+			att.hooked = true
+			q := newQueue()
+			ids := newBuildIDCache()
+			h := &holder{att: att, q: q, files: newFileIndex(ids), ids: ids, proc: proc, log: logging.New(&log, logging.Options{Format: logging.Text}),
+				cont: func(pid uint32) error { continued = append(continued, pid); return nil }}
+			h.handle(&hd)
+			if wantCont := tc.stopped; (len(continued) == 1 && continued[0] == 42) != wantCont {
+				t.Errorf("continued %v; stopped %v", continued, tc.stopped)
+			}
+			b := q.take(nil, 0)
+			if got := len(b.Libraries) == 1; got != tc.library {
+				t.Fatalf("libraries %+v, want one: %v; log %q", b.Libraries, tc.library, log.String())
+			}
+			if tc.library && (b.Libraries[0].Path != lib || b.Libraries[0].MappedBy != 42) {
+				t.Errorf("library %+v: want %s mapped by 42", b.Libraries[0], lib)
+			}
+			if tc.library != (len(p.marked) == 1 && p.marked[0] == want) {
+				t.Errorf("hook told %v, want %v: %v", p.marked, want, tc.library)
+			}
+			if !tc.library && log.Len() > 0 {
+				t.Errorf("said %q of a mapping of another file", log.String())
+			}
+			var ctr bpf.Stats
+			st, _, holds := q.final(&ctr, 0)
+			if st.LostHolds != tc.lostHolds || (holds.Count == 1) != tc.stopped {
+				t.Errorf("lost holds %d, holds %d; want %d lost, held: %v", st.LostHolds, holds.Count, tc.lostHolds, tc.stopped)
+			}
+		})
+	}
+}

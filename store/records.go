@@ -222,8 +222,13 @@ type Stats struct {
 	// CPU). Such a call keeps its frame-pointer stack only.
 	StackSkipped uint64 `json:"stack_skipped,omitempty"`
 	StackLost    uint64 `json:"stack_lost,omitempty"`
-	DecodeErrors uint64 `json:"decode_errors"`
-	Samples      uint64 `json:"samples"`
+	// UninspectedMaps counts executable mappings the map hook could not
+	// look at (the process's address space was locked, as attaching
+	// probes to a file it maps does): each was held all the same and
+	// looked at in /proc. Not a loss; a hold that failed is in LostHolds.
+	UninspectedMaps uint64 `json:"uninspected_maps,omitempty"`
+	DecodeErrors    uint64 `json:"decode_errors"`
+	Samples         uint64 `json:"samples"`
 	// SamplesThinned are periodic samples left out by thinning (a quiet
 	// stretch keeps only some).
 	SamplesThinned uint64 `json:"samples_thinned"`
