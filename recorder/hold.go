@@ -3,6 +3,7 @@ package recorder
 import (
 	"errors"
 	"fmt"
+	"io/fs"
 	"log/slog"
 	"sync/atomic"
 	"syscall"
@@ -120,12 +121,23 @@ func (h *holder) onRecord(hd *bpf.Hold) {
 	if hd.Flags&bpf.HoldStopped == 0 {
 		return
 	}
-	if err := h.held.hold(hd.Pid); err != nil {
+	err := h.held.hold(hd.Pid)
+	if errors.Is(err, fs.ErrNotExist) {
+		return // gone already: it ran on, which act says
+	}
+	if err != nil {
 		h.log.Error(fmt.Sprintf("the hold of pid %d is not on record (%v): a recorder killed before it continues the process leaves it stopped", hd.Pid, err))
 	}
 }
 
 // act attaches to the file of a hold on record and continues the process.
+//
+// A stopped process can be continued by another before the probes are in:
+// another recorder's map hook holds the same process at the same mapping
+// and its holder sends SIGCONT once its own probes are in. Such a process
+// runs on, maybe through its first calls, before this recorder's probes
+// are in; it is found still running or gone after the attach and counted
+// as a lost hold, never taken for held.
 func (h *holder) act(hd *bpf.Hold) {
 	pid := hd.Pid
 	stopped := hd.Flags&bpf.HoldStopped != 0
@@ -133,15 +145,17 @@ func (h *holder) act(hd *bpf.Hold) {
 		time.Sleep(h.delay)
 	}
 	lib, isNew, err := h.attachHeld(hd)
+	ranOn := stopped && !stillHeld(h.proc, pid)
 	if errors.Is(err, errNotLibCUDA) {
-		// An uninspected hold at another file: nothing to attach.
-		if stopped {
+		// An uninspected hold at another file: nothing to attach, and
+		// nothing missed if it ran on.
+		if stopped && !ranOn {
 			h.q.addHold(now() - int64(hd.Ts))
-			h.resume(pid, "an uninspected mapping")
 		}
+		h.release(hd, ranOn)
 		return
 	}
-	if stopped {
+	if stopped && !ranOn {
 		lib.Held = now() - int64(hd.Ts)
 		h.q.addHold(lib.Held)
 	} else {
@@ -150,15 +164,31 @@ func (h *holder) act(hd *bpf.Hold) {
 		h.q.notHeld()
 	}
 	switch {
+	case ranOn:
+		h.log.Warn(fmt.Sprintf("pid %d, held at its mapping of %s, ran on before the probes were in (another process, such as another recorder, continued it): its first calls may be missing",
+			pid, holdName(hd)), "pid", pid)
 	case err != nil:
 		h.log.Warn(fmt.Sprintf("pid %d mapped %s, which could not be attached: %v", pid, holdName(hd), err), "pid", pid)
-	case isNew:
+	}
+	if err == nil && isNew {
 		lib.MappedBy = pid
 		h.q.addLibrary(lib)
 		logAttach(h.log, &lib)
 	}
-	if stopped {
-		h.resume(pid, holdName(hd))
+	h.release(hd, ranOn)
+}
+
+// release ends a hold: a stopped process is continued, unless it ran on
+// already (then it is only taken off the held-process file).
+func (h *holder) release(hd *bpf.Hold, ranOn bool) {
+	switch {
+	case hd.Flags&bpf.HoldStopped == 0:
+	case ranOn:
+		if err := h.held.release(hd.Pid); err != nil {
+			h.log.Warn(fmt.Sprintf("%s: %v", h.held.path, err))
+		}
+	default:
+		h.resume(hd.Pid, holdName(hd))
 	}
 }
 

@@ -81,7 +81,19 @@ func TestAttacherOncePerFile(t *testing.T) {
 	}
 }
 
-// holdWorld is a /proc with one process (pid 42) that maps a libcuda file.
+// setState writes pid 42's /proc stat with a state ("T": stopped; "":
+// the process is gone).
+func setState(proc, state string) {
+	stat := filepath.Join(proc, "42", "stat")
+	if state == "" {
+		os.Remove(stat)
+		return
+	}
+	os.WriteFile(stat, []byte("42 (simwork) "+state+" 1 42 42 0 -1 0 0 0 0 0 0 0 0 0 20 0 1 0 1234 0 0\n"), 0o644)
+}
+
+// holdWorld is a /proc with one process (pid 42), stopped, that maps a
+// libcuda file.
 func holdWorld(t *testing.T) (proc string, lib string, hd bpf.Hold) {
 	t.Helper()
 	proc = t.TempDir()
@@ -93,6 +105,7 @@ func holdWorld(t *testing.T) (proc string, lib string, hd bpf.Hold) {
 	maps := fmt.Sprintf("7f0000001000-7f0000002000 r-xp 00001000 %02x:%02x %d %s\n",
 		unix.Major(st.Dev), unix.Minor(st.Dev), st.Ino, lib)
 	os.WriteFile(filepath.Join(proc, "42", "maps"), []byte(maps), 0o644)
+	setState(proc, "T")
 	hd = bpf.Hold{Kind: bpf.KindHold, Flags: bpf.HoldStopped, Pid: 42, Tid: 43, Dev: kernelDev(st.Dev), Ino: st.Ino,
 		Addr: 0x7f0000001800, Ts: uint64(now())}
 	return proc, lib, hd
@@ -320,6 +333,50 @@ func TestHolderUninspectedHold(t *testing.T) {
 			st, _, holds := q.final(&ctr, 0)
 			if st.LostHolds != tc.lostHolds || (holds.Count == 1) != tc.stopped {
 				t.Errorf("lost holds %d, holds %d; want %d lost, held: %v", st.LostHolds, holds.Count, tc.lostHolds, tc.stopped)
+			}
+		})
+	}
+}
+
+// A process held at a libcuda that runs on before the probes are in
+// (another recorder's holder continued it, or it was killed) is a lost
+// hold, said once, and not continued again; one still stopped, or with
+// its SIGSTOP still pending, is held.
+func TestHolderCountsProcessThatRanOn(t *testing.T) {
+	for _, tc := range []struct {
+		name    string
+		state   string // "": gone
+		pending string // ShdPnd
+		ranOn   bool
+	}{
+		{"stopped", "T", "0000000000000000", false},
+		{"stop pending", "R", "0000000000040000", false},
+		{"running", "S", "0000000000000000", true},
+		{"gone", "", "", true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			proc, _, hd := holdWorld(t)
+			setState(proc, tc.state)
+			if tc.pending != "" {
+				os.WriteFile(filepath.Join(proc, "42", "status"), []byte("Name:\tsimwork\nSigPnd:\t0000000000000000\nShdPnd:\t"+tc.pending+"\n"), 0o644)
+			}
+			var continued []uint32
+			var log bytes.Buffer
+			q := newQueue()
+			ids := newBuildIDCache()
+			h := &holder{att: newAttacher(&probes{}), q: q, files: newFileIndex(ids), ids: ids, proc: proc, log: logging.New(&log, logging.Options{Format: logging.Text}),
+				cont: func(pid uint32) error { continued = append(continued, pid); return nil }}
+			h.handle(&hd)
+			if (len(continued) == 0) != tc.ranOn {
+				t.Errorf("continued %v; ran on: %v", continued, tc.ranOn)
+			}
+			var ctr bpf.Stats
+			st, _, holds := q.final(&ctr, 0)
+			if (st.LostHolds == 1) != tc.ranOn || (holds.Count == 1) == tc.ranOn {
+				t.Errorf("lost holds %d, holds %d; ran on: %v", st.LostHolds, holds.Count, tc.ranOn)
+			}
+			if said := strings.Contains(log.String(), "ran on before the probes were in"); said != tc.ranOn {
+				t.Errorf("log %q; ran on: %v", log.String(), tc.ranOn)
 			}
 		})
 	}

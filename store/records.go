@@ -212,8 +212,10 @@ type Stats struct {
 	Untracked      uint64 `json:"untracked_processes"`
 	UntrackedFirst int64  `json:"untracked_first_ns,omitempty"`
 	// LostHolds counts libcuda mappings that could not hold their process
-	// (the holds ring was full, or the stop signal was refused): calls
-	// through that file may have been made before its probes were in.
+	// (the holds ring was full, the stop signal was refused, or another
+	// process such as a second recorder continued it before the probes
+	// were in): calls through that file may have been made before its
+	// probes were in.
 	LostHolds uint64 `json:"lost_holds,omitempty"`
 	// StackSkipped counts stack captures not made because of their rate
 	// limit (a call site not captured before, past the per-CPU bucket, and
