@@ -8,7 +8,7 @@ type Stats struct {
 	LostCalls      uint64 // completed calls not delivered: ring buffer full
 	LostFirst      int64  // exit time of the earliest lost call
 	LostLast       int64  // exit time of the latest lost call
-	LostInflight   uint64 // entries not stashed: no per-thread storage
+	LostInflight   uint64 // calls not followed: no per-thread storage at entry or return
 	TooDeep        uint64 // entries beyond FX_MAX_DEPTH
 	Unmatched      uint64 // returns without a stashed entry
 	LostProc       uint64 // lifecycle records not delivered

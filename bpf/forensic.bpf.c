@@ -734,7 +734,19 @@ int call_return(struct pt_regs *ctx)
 {
 	struct ret r = {.ctx = ctx, .now = bpf_ktime_get_ns()};
 	r.th = bpf_task_storage_get(&threads, bpf_get_current_task_btf(), 0, 0);
-	if (!r.th || r.th->state != THREAD_TRACKED)
+	if (!r.th) {
+		/* Every thread that called has storage from its entry, unless
+		 * the kernel refused it there (counted then) or refuses it now:
+		 * task storage is refused while another program using it is
+		 * preempted on this CPU. A recorded process's call is then not
+		 * sent: counted, never silent (once more when it had none at
+		 * entry either). */
+		__u32 tgid = bpf_get_current_pid_tgid() >> 32;
+		if (bpf_map_lookup_elem(&tracked, &tgid))
+			count(FX_CTR_LOST_INFLIGHT);
+		return 0;
+	}
+	if (r.th->state != THREAD_TRACKED)
 		return 0; /* not a recorded thread */
 	r.s = stats_get();
 	if (!r.s)

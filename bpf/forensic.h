@@ -271,7 +271,7 @@ enum fx_counter {
 	FX_CTR_LOST_CALLS,         /* completed calls not delivered: ring buffer full */
 	FX_CTR_LOST_FIRST_NS,      /* exit time of the earliest lost call */
 	FX_CTR_LOST_LAST_NS,       /* ... and of the latest */
-	FX_CTR_LOST_INFLIGHT,      /* entries not stashed: no per-thread storage */
+	FX_CTR_LOST_INFLIGHT,      /* calls not followed: no per-thread storage at entry or return */
 	FX_CTR_TOO_DEEP,           /* entries beyond FX_MAX_DEPTH */
 	FX_CTR_UNMATCHED_RETURNS,  /* returns without a stashed entry */
 	FX_CTR_LOST_PROC,          /* lifecycle records not delivered */
