@@ -205,12 +205,19 @@ func procStart(proc string, pid uint32) (uint64, error) {
 	return strconv.ParseUint(f[19], 10, 64)
 }
 
-// stillHeld reports whether a process sent SIGSTOP is stopped, or about to
-// be (the signal pending). The state is read again after the pending
-// signals: a process that takes the signal between the two reads of one
-// file shows neither in the first.
+// stillHeld reports whether a process sent SIGSTOP is stopped (or in a
+// tracer's stop), or about to be (the signal pending). The state is read
+// again after the pending signals: a process that takes the signal
+// between the two reads shows neither in the first.
 func stillHeld(proc string, pid uint32) bool {
-	return stopped(proc, pid) || stopPending(proc, pid) || stopped(proc, pid)
+	return notRunning(proc, pid) || stopPending(proc, pid) || notRunning(proc, pid)
+}
+
+// notRunning reports whether a process is stopped, by a signal (T) or a
+// tracer (t).
+func notRunning(proc string, pid uint32) bool {
+	f, err := statFields(proc, pid)
+	return err == nil && len(f) > 0 && (f[0] == "T" || f[0] == "t")
 }
 
 // stopPending reports whether SIGSTOP is pending for a process or one of

@@ -350,6 +350,7 @@ func TestHolderCountsProcessThatRanOn(t *testing.T) {
 		ranOn   bool
 	}{
 		{"stopped", "T", "0000000000000000", false},
+		{"stopped by its tracer", "t", "0000000000000000", false},
 		{"stop pending", "R", "0000000000040000", false},
 		{"running", "S", "0000000000000000", true},
 		{"gone", "", "", true},
