@@ -77,7 +77,7 @@ func TestLostHoldIsNotANeverLoadedLibcuda(t *testing.T) {
 	}
 	text := rep.Verdict + "\n" + strings.Join(all, "\n")
 	if rep.Attribution != report.AttrMissingEvidence || strings.Contains(text, "never loaded") ||
-		!strings.Contains(text, "could not hold its process") {
+		!strings.Contains(text, "did not hold its process") {
 		t.Errorf("attribution %s; want missing-evidence naming the lost hold, not a libcuda never loaded:\n%s", rep.Attribution, text)
 	}
 }

@@ -69,6 +69,7 @@ func TestHeldProcessContinuedByAnotherRecorderIsCounted(t *testing.T) {
 	if !strings.Contains(slow.logText(), "pid "+pid+", held at its mapping of libcuda.so.1, ran on before the probes were in") {
 		t.Errorf("the slower recorder does not say the process ran on:\n%s", slow.logText())
 	}
+	checkRecordingReads(t, slowDB)
 	rep, _ := analyzeJSON(t, slowDB)
 	if rep.Loss.LostHolds == 0 {
 		t.Errorf("analyze: loss %+v, want the lost hold", rep.Loss)
