@@ -29,6 +29,9 @@ type holder struct {
 	log   *slog.Logger
 	// cont continues a held process (SIGCONT; a test records instead).
 	cont func(pid uint32) error
+	// held reports whether a process sent SIGSTOP is still held (nil:
+	// stillHeld on proc; a test changes its answer over time).
+	isHeld func(pid uint32) bool
 	// held is the held-process file, which outlives a recorder killed
 	// while it holds a process (nil: none kept).
 	held *heldFile
@@ -136,16 +139,27 @@ func (h *holder) onRecord(hd *bpf.Hold) {
 // another recorder's map hook holds the same process at the same mapping
 // and its holder sends SIGCONT once its own probes are in. Such a process
 // runs on, maybe through its first calls, before this recorder's probes
-// are in; it is found still running or gone after the attach and counted
-// as a lost hold, never taken for held.
+// are in; it is counted as a lost hold, never taken for held. It is looked
+// at as soon as the probes are in: at once when the file was attached
+// before (by an earlier hold), else after this attach. One found running
+// then may have run only after the probes were in; it is counted all the
+// same, since when it started running is unknown.
 func (h *holder) act(hd *bpf.Hold) {
 	pid := hd.Pid
 	stopped := hd.Flags&bpf.HoldStopped != 0
+	heldAtStart := stopped && h.stillHeld(pid)
 	if stopped {
 		time.Sleep(h.delay)
 	}
 	lib, isNew, err := h.attachHeld(hd)
-	ranOn := stopped && !stillHeld(h.proc, pid)
+	ranOn := false
+	switch {
+	case !stopped:
+	case err == nil && !isNew:
+		ranOn = !heldAtStart // the probes were in when act began
+	default:
+		ranOn = !h.stillHeld(pid)
+	}
 	if errors.Is(err, errNotLibCUDA) {
 		// An uninspected hold at another file: nothing to attach, and
 		// nothing missed if it ran on.
@@ -190,6 +204,14 @@ func (h *holder) release(hd *bpf.Hold, ranOn bool) {
 	default:
 		h.resume(hd.Pid, holdName(hd))
 	}
+}
+
+// stillHeld reports whether a process sent SIGSTOP is still held.
+func (h *holder) stillHeld(pid uint32) bool {
+	if h.isHeld != nil {
+		return h.isHeld(pid)
+	}
+	return stillHeld(h.proc, pid)
 }
 
 // holdName names the file of a hold in the recorder's lines.

@@ -382,3 +382,53 @@ func TestHolderCountsProcessThatRanOn(t *testing.T) {
 		})
 	}
 }
+
+// Whether a held process ran on is judged as soon as the probes are in:
+// one held when its hold is taken up, at a file attached before, is held
+// even if another recorder continues it during the hold's handling; at a
+// file this hold attaches, it must still be held after the attach.
+func TestHolderJudgesRanOnOnceProbesAreIn(t *testing.T) {
+	for _, tc := range []struct {
+		name             string
+		attachedBefore   bool
+		heldAtStart      bool
+		heldAfterAttach  bool
+		wantLost, wantIn uint64 // lost holds, holds counted
+	}{
+		{"attached before, held at start, continued by another later", true, true, false, 0, 1},
+		{"attached before, running at start", true, false, false, 1, 0},
+		{"attached by this hold, continued by another during it", false, true, false, 1, 0},
+		{"attached by this hold, held throughout", false, true, true, 0, 1},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			proc, lib, hd := holdWorld(t)
+			att := newAttacher(&probes{})
+			if tc.attachedBefore {
+				lf, err := newLibFile(lib, lib)
+				if err != nil {
+					t.Fatal(err)
+				}
+				lf.Key = fileKey{hd.Dev, hd.Ino}
+				att.attach(lf)
+			}
+			asked := 0
+			q := newQueue()
+			ids := newBuildIDCache()
+			h := &holder{att: att, q: q, files: newFileIndex(ids), ids: ids, proc: proc, log: logging.Discard(),
+				cont: func(uint32) error { return nil },
+				isHeld: func(uint32) bool {
+					asked++
+					if asked == 1 {
+						return tc.heldAtStart
+					}
+					return tc.heldAfterAttach
+				}}
+			h.handle(&hd)
+			var ctr bpf.Stats
+			st, _, holds := q.final(&ctr, 0)
+			if st.LostHolds != tc.wantLost || uint64(holds.Count) != tc.wantIn {
+				t.Errorf("lost holds %d, holds %d; want %d lost, %d held", st.LostHolds, holds.Count, tc.wantLost, tc.wantIn)
+			}
+		})
+	}
+}
