@@ -145,6 +145,7 @@ func Analyze(r Source, opts Options) (*report.Report, error) {
 	}
 	s.headroomReport()
 	s.verdict()
+	s.budgetAtLeastHeadroom()
 	s.failureList()
 	s.jobsReport()
 	s.rep.Evidence = append(s.rep.Evidence, s.jobEvidence()...)

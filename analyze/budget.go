@@ -72,18 +72,45 @@ func (s *state) sameRound(f *failed, smp *store.Sample) *store.Sample {
 	if t == nil {
 		return nil
 	}
-	ps := t.ref[store.KindProcesses]
-	if ps == nil || !ps.Usable() || ps.Round != smp.Round || ps.GPU.Index != smp.GPU.Index {
-		return nil
+	// The framebuffer sample may be the nearest before the failure while
+	// the per-process reading is the failure's own (the process exited in
+	// between): the reading before is then of the framebuffer's round.
+	for _, ps := range []*store.Sample{t.ref[store.KindProcesses], t.lastBefore[store.KindProcesses]} {
+		if ps != nil && ps.Usable() && ps.Round == smp.Round && ps.GPU.Index == smp.GPU.Index {
+			return ps
+		}
 	}
-	return ps
+	return nil
 }
 
 // alignedWithSample reports whether the traced calls at the failure are
 // exactly those the reference sample saw: the failure triggered it and
 // nothing traced changed in between.
 func (fd *finding) alignedWithSample() bool {
-	return fd.trigger != nil && fd.deltaExact && fd.delta == 0 && !fd.openLo && !fd.openHi
+	return fd.trigger != nil && fd.unchangedSince()
+}
+
+// unchangedSince reports whether no traced call changed the view, and
+// nothing of unknown size was released, between the reference sample and
+// the failure.
+func (fd *finding) unchangedSince() bool {
+	return fd.deltaExact && fd.delta == 0 && !fd.openLo && !fd.openHi
+}
+
+// heldSince reports whether a process's untraced memory, as the sample
+// before the failure read it, was still held at the failure, or more: no
+// traced call changed the view in between, and the process released
+// nothing of unknown size (a context, its exit) before the failure.
+func (s *state) heldSince(fd *finding, pid uint32) bool {
+	if fd.trigger != nil || fd.sample == nil || fd.sample.End > fd.failAt || !fd.unchangedSince() {
+		return false
+	}
+	for _, o := range s.replay.opaque {
+		if o.pid == pid && !o.acquire && o.at >= fd.sample.Start && o.from < fd.failAt {
+			return false
+		}
+	}
+	return true
 }
 
 // processParts are the listed processes' shares, in pid order. A recorded
@@ -111,7 +138,8 @@ func (s *state) processParts(j *judgement, ps *store.Sample) []report.BudgetPart
 		}
 		p.Command = commandOf(proc)
 		traced, unsized := s.tracedAtFailure(pid, fd.gpu)
-		if !aligned || traced > *u.Used {
+		held := !aligned && s.heldSince(fd, pid)
+		if (!aligned && !held) || traced > *u.Used {
 			p.Kind = "process"
 			out = append(out, p)
 			continue
@@ -128,10 +156,18 @@ func (s *state) processParts(j *judgement, ps *store.Sample) []report.BudgetPart
 		if len(pooled) > 0 {
 			rest.Source += ", and what its memory pools hold beyond their allocations"
 		}
-		if unsized {
+		switch {
+		case unsized:
 			t.Bound, rest.Bound = boundAtLeast, boundAtMost // allocations of unknown size are in the rest
+		case held:
+			// Read before the failure: what no call sized is held until a
+			// context release or the exit, and none came in between, but
+			// the driver may have taken more for it since.
+			rest.Bound = boundAtLeast
+			rest.Source += "; read in the sample before the failure, and not released before it"
 		}
 		if t.Bytes > 0 || len(pooled) == 0 {
+			s.splitTraced(&t, fd.gpu)
 			out = append(out, t)
 		}
 		out = append(append(out, pooled...), rest)

@@ -67,15 +67,16 @@ func TestBudgetAtTheFailureAddsUpToTheTotal(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			rep := runSpec{symbols: []string{"cuMemAlloc_v2", "cuMemFree_v2"}, events: tc.events, samples: tc.samples}.analyze(t, nil)
 			if tc.want == nil {
-				if len(rep.Budget) != 0 {
-					t.Fatalf("budget %+v, want none", rep.Budget)
+				if b := budgetsAt(rep, "first-failure"); len(b) != 0 {
+					t.Fatalf("budget %+v, want none", b)
 				}
 				return
 			}
-			if len(rep.Budget) != 1 {
-				t.Fatalf("budgets %+v, want one", rep.Budget)
+			bs := budgetsAt(rep, "first-failure")
+			if len(bs) != 1 {
+				t.Fatalf("budgets %+v, want one", bs)
 			}
-			b := rep.Budget[0]
+			b := bs[0]
 			var got []budgetPart
 			var sum uint64
 			for _, p := range b.Parts {
@@ -168,17 +169,18 @@ func TestBudgetNamesAProcessNotRecordedAsTheRecorderReadIt(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			rep := runSpec{symbols: []string{"cuMemAlloc_v2"}, events: events, samples: []store.Sample{fb, ps},
 				neighbours: tc.neighbours}.analyze(t, nil)
-			if len(rep.Budget) != 1 {
-				t.Fatalf("budgets %+v, want one", rep.Budget)
+			bs := budgetsAt(rep, "first-failure")
+			if len(bs) != 1 {
+				t.Fatalf("budgets %+v, want one", bs)
 			}
 			var got *report.BudgetPart
-			for i, p := range rep.Budget[0].Parts {
+			for i, p := range bs[0].Parts {
 				if p.Kind == "process-not-recorded" {
-					got = &rep.Budget[0].Parts[i]
+					got = &bs[0].Parts[i]
 				}
 			}
 			if got == nil || got.PID == nil || *got.PID != 99 || got.Bytes != 2*gib {
-				t.Fatalf("parts %+v: want pid 99's 2 GiB not recorded", rep.Budget[0].Parts)
+				t.Fatalf("parts %+v: want pid 99's 2 GiB not recorded", bs[0].Parts)
 			}
 			if got.Command != tc.want.Command || got.User != tc.want.User || got.Container != tc.want.Container || got.Pod != tc.want.Pod {
 				t.Errorf("named %q user %q container %q pod %q, want %q %q %q %q", got.Command, got.User, got.Container, got.Pod,
@@ -233,11 +235,12 @@ func TestBudgetShowsEachMemoryPoolInUse(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			rep := runSpec{symbols: []string{"cuMemAlloc_v2", "cuMemPoolCreate", "cuMemAllocFromPoolAsync"}, events: tc.events,
 				samples: []store.Sample{fb, ps}}.analyze(t, nil)
-			if len(rep.Budget) != 1 {
-				t.Fatalf("budgets %+v, want one", rep.Budget)
+			bs := budgetsAt(rep, "first-failure")
+			if len(bs) != 1 {
+				t.Fatalf("budgets %+v, want one", bs)
 			}
 			var got []budgetPart
-			for _, p := range rep.Budget[0].Parts {
+			for _, p := range bs[0].Parts {
 				bp := budgetPart{kind: p.Kind, bytes: p.Bytes, bound: p.Bound}
 				if p.PID != nil {
 					bp.pid = *p.PID
@@ -293,11 +296,12 @@ func TestBudgetOfBAR1SplitsTracedMappingsByKind(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			rep := runSpec{symbols: []string{"cuMemAlloc_v2", "cuIpcGetMemHandle", "cuIpcOpenMemHandle_v2"}, events: events,
 				samples: []store.Sample{tc.sample}, procs: procs}.analyze(t, nil)
-			if len(rep.Budget) != 1 || rep.Budget[0].View != "bar1" {
-				t.Fatalf("budgets %+v, want BAR1's (verdict %q)", rep.Budget, rep.Verdict)
+			bs := budgetsAt(rep, "first-failure")
+			if len(bs) != 1 || bs[0].View != "bar1" {
+				t.Fatalf("budgets %+v, want BAR1's (verdict %q)", bs, rep.Verdict)
 			}
 			var got []budgetPart
-			for _, p := range rep.Budget[0].Parts {
+			for _, p := range bs[0].Parts {
 				bp := budgetPart{kind: p.Kind, bytes: p.Bytes, bound: p.Bound}
 				if p.PID != nil {
 					bp.pid = *p.PID
@@ -311,6 +315,75 @@ func TestBudgetOfBAR1SplitsTracedMappingsByKind(t *testing.T) {
 				t.Errorf("parts\n%+v\nwant\n%+v", got, tc.want)
 			}
 			checkSchema(t, rep)
+		})
+	}
+}
+
+// budgetsAt are the report's budgets at one moment ("first-failure",
+// "least-headroom").
+func budgetsAt(rep *report.Report, at string) []report.Budget {
+	var out []report.Budget
+	for _, b := range rep.Budget {
+		if b.At == at {
+			out = append(out, b)
+		}
+	}
+	return out
+}
+
+func TestBudgetFromTheSampleBeforeTheFailureBoundsTheContext(t *testing.T) {
+	const allocSym, freeSym = 0, 1
+	base := tClock + 100*ms
+	failAt := base + 50*ms
+	ctx := 256 * mibB
+	// No sample is triggered by the failure: the nearest before it (round
+	// 4, 10 ms before) is the reference, with its per-process reading.
+	before := func() []store.Sample {
+		reserved := 512 * mibB
+		fb := fbSample(failAt-10*ms, reserved+12*gib+ctx)
+		fb.Round, fb.Reserved = 4, &reserved
+		ps := procSample(failAt-10*ms+1000, "NVML_SUCCESS", map[uint32]uint64{7: 12*gib + ctx})
+		ps.Round = 4
+		return []store.Sample{fb, ps}
+	}
+	failing := call(allocSym, failAt, 2, cuda.Fields{Has: cuda.FieldSize, Size: 4 * gib})
+	freeLeft := 16*gib - 512*mibB - 12*gib - ctx
+	cases := []struct {
+		name   string
+		events []store.Event
+		want   []budgetPart
+	}{
+		{"nothing between: the context is at least what the sample read",
+			[]store.Event{alloc(allocSym, base, 12*gib, 0xa0), failing},
+			[]budgetPart{{"reserved", 0, 512 * mibB, "exact"}, {"traced", 7, 12 * gib, "exact"}, {"untraced", 7, ctx, "at-least"},
+				{"unattributed", 0, 0, "exact"}, {"free", 0, freeLeft, "exact"}}},
+		{"a traced change between: the process is not split",
+			[]store.Event{alloc(allocSym, base, 12*gib, 0xa0), alloc(allocSym, failAt-5*ms, mibB, 0xb0), failing},
+			[]budgetPart{{"reserved", 0, 512 * mibB, "exact"}, {"process", 7, 12*gib + ctx, "exact"},
+				{"unattributed", 0, 0, "exact"}, {"free", 0, freeLeft, "exact"}}},
+		{"a release of unknown size between: the process is not split",
+			[]store.Event{alloc(allocSym, base, 12*gib, 0xa0), free(freeSym, failAt-5*ms, 0xdead), failing},
+			[]budgetPart{{"reserved", 0, 512 * mibB, "exact"}, {"process", 7, 12*gib + ctx, "exact"},
+				{"unattributed", 0, 0, "exact"}, {"free", 0, freeLeft, "exact"}}},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			rep := runSpec{symbols: []string{"cuMemAlloc_v2", "cuMemFree_v2"}, events: tc.events, samples: before()}.analyze(t, nil)
+			bs := budgetsAt(rep, "first-failure")
+			if len(bs) != 1 {
+				t.Fatalf("budgets %+v, want one at the failure", rep.Budget)
+			}
+			var got []budgetPart
+			for _, p := range bs[0].Parts {
+				var pid uint32
+				if p.PID != nil {
+					pid = *p.PID
+				}
+				got = append(got, budgetPart{p.Kind, pid, p.Bytes, p.Bound})
+			}
+			if !equalParts(got, tc.want) {
+				t.Errorf("parts\n got %+v\nwant %+v", got, tc.want)
+			}
 		})
 	}
 }

@@ -28,6 +28,7 @@ type runSpec struct {
 	drops      []store.Drops     // periodic readings of the loss counters
 	stopAfter  int64             // stop time after the clock start (default 1 s)
 	lostHolds  uint64            // libcuda mappings not held, in the stop record
+	markers    []store.Marker    // forensic mark's labelled points
 }
 
 // write stores the spec as a run.db and returns its path.
@@ -48,7 +49,7 @@ func (sp runSpec) write(t *testing.T) string {
 	}
 	inv := store.Inventory{Init: store.Status{Code: 0, Name: "NVML_SUCCESS"}, Library: "libnvidia-ml.so.1"}
 	b := &store.Batch{Events: sp.events, Samples: sp.samples, Processes: procs, Libraries: sp.libs, Inventory: &inv, Drops: sp.drops,
-		Neighbours: sp.neighbours}
+		Neighbours: sp.neighbours, Markers: sp.markers}
 	if err := w.Commit(b); err != nil {
 		t.Fatal(err)
 	}

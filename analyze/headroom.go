@@ -32,6 +32,7 @@ const DefaultNearMissPercent = 5.0
 
 // headSample is one usable NVML reading of a view's free memory.
 type headSample struct {
+	round       uint64
 	start, end  int64
 	free, total uint64
 }
@@ -43,6 +44,9 @@ type headSeen struct {
 	headSample
 	seen    int64
 	overlap bool
+	// pids is each recorded process's traced total as the sample saw it
+	// (not known per process when a traced call overlapped its query).
+	pids []pidTraced
 }
 
 // headCall is a copy of a traced call (without its byte arrays, which the
@@ -75,6 +79,9 @@ type headInterval struct {
 	unsizedFrom int64
 	// ranged: a change in it was a range (an access grant to several peers).
 	ranged bool
+	// pids is each process's traced total at max (the budget's traced
+	// parts at the least free).
+	pids []pidTraced
 }
 
 // headCand is a candidate for a view's least free.
@@ -87,6 +94,18 @@ type headCand struct {
 	exact  bool
 	source string
 	note   string
+	// base is the sample the figure is read or corrected from, pids each
+	// process's traced total at the moment (budgetleast.go).
+	base *headSeen
+	pids []pidTraced
+}
+
+// pidTraced is one recorded process's traced total on a track; unsized
+// says it took or released memory of unknown size there at some time.
+type pidTraced struct {
+	pid     uint32
+	bytes   int64
+	unsized bool
 }
 
 // headTrack follows one sampled view (a GPU's framebuffer or MIG
@@ -105,6 +124,18 @@ type headTrack struct {
 	overlapCall headCall
 	iv          headInterval
 	best        headCand
+	// pids is each recorded process's share of traced, in pid order (a
+	// handful: a slice is cheaper than a map per call).
+	pids []pidTraced
+}
+
+// pidShare returns the share of pid in t.pids, adding it at zero.
+func (t *headTrack) pidShare(pid uint32) *pidTraced {
+	i := sort.Search(len(t.pids), func(i int) bool { return t.pids[i].pid >= pid })
+	if i == len(t.pids) || t.pids[i].pid != pid {
+		t.pids = slices.Insert(t.pids, i, pidTraced{pid: pid})
+	}
+	return &t.pids[i]
 }
 
 // headroom holds the tracks, one per sampled view.
@@ -140,7 +171,7 @@ func (s *state) headroomTracks() (*headroom, error) {
 			byKey[vk] = t
 			h.tracks = append(h.tracks, t)
 		}
-		t.samples = append(t.samples, headSample{start: smp.Start, end: smp.End, free: *smp.Free, total: *smp.Total})
+		t.samples = append(t.samples, headSample{round: smp.Round, start: smp.Start, end: smp.End, free: *smp.Free, total: *smp.Total})
 		return nil
 	})
 	if err != nil {
@@ -170,6 +201,9 @@ func (h *headroom) tracksOf(vk viewKey) []*headTrack {
 func (t *headTrack) change(e *store.Event, start, end, d, most int64) {
 	overlaps := t.advance(start, end)
 	t.traced += d
+	if e != nil {
+		t.pidShare(e.PID).bytes += d
+	}
 	if d != most {
 		t.iv.ranged = true
 	}
@@ -182,6 +216,7 @@ func (t *headTrack) change(e *store.Event, start, end, d, most int64) {
 	}
 	if t.traced > t.iv.max {
 		t.iv.max, t.iv.at, t.iv.call, t.iv.raised = t.traced, end, copyCall(e), true
+		t.iv.pids = append(t.iv.pids[:0], t.pids...)
 	}
 }
 
@@ -189,8 +224,11 @@ func (t *headTrack) change(e *store.Event, start, end, d, most int64) {
 // between from and at, in the interval from falls in. If it fell in a
 // later one instead, that interval's samples disagree with its traced
 // calls by its size, which makes the later figure a bound anyway.
-func (t *headTrack) unsized(from, at int64, why string) {
+func (t *headTrack) unsized(from, at int64, pid uint32, why string) {
 	t.advance(from, from)
+	if pid != 0 {
+		t.pidShare(pid).unsized = true
+	}
 	if t.iv.unsized == "" || from < t.iv.unsizedFrom {
 		t.iv.unsized, t.iv.unsizedFrom = why, from
 	}
@@ -222,6 +260,9 @@ func (t *headTrack) pass() {
 	if n.overlap && t.overlapUp > 0 && t.readIncluded(n) {
 		n.seen, n.overlap, t.overlapUp = t.traced, false, 0
 	}
+	if !n.overlap {
+		n.pids = append([]pidTraced{}, t.pids...) // not nil: known, maybe empty
+	}
 	t.next++
 	t.endInterval(n)
 	// The reading's level is the call's that took usage to the interval's
@@ -232,11 +273,12 @@ func (t *headTrack) pass() {
 		c = t.iv.call
 	}
 	t.consider(headCand{ok: true, free: int64(n.free), total: n.total, at: n.start, call: c,
-		exact: true, source: "sample"})
+		exact: true, source: "sample", base: n, pids: n.pids})
 	t.prev = n
 	t.iv = headInterval{max: t.traced}
 	if t.overlapUp > 0 {
 		t.iv.raised, t.iv.at, t.iv.call = true, t.overlapCall.e.End, t.overlapCall
+		t.iv.pids = append([]pidTraced{}, t.pids...)
 	}
 	t.nextOverlap, t.overlapUp, t.overlapCall = false, 0, headCall{}
 }
@@ -262,22 +304,25 @@ func (t *headTrack) endInterval(n *headSeen) {
 	if !iv.raised || (t.prev == nil && n == nil) {
 		return
 	}
-	c := headCand{ok: true, at: iv.at, call: iv.call, exact: true, source: "sample and traced calls"}
+	c := headCand{ok: true, at: iv.at, call: iv.call, exact: true, source: "sample and traced calls", pids: iv.pids}
 	var notes []string
 	switch {
 	case t.prev != nil && n != nil:
 		fwd := int64(t.prev.free) + t.prev.seen - iv.max
 		back := int64(n.free) + n.seen - iv.max
-		c.free, c.total = min(fwd, back), n.total
+		c.free, c.total, c.base = min(fwd, back), n.total, t.prev
+		if back < fwd {
+			c.base = n
+		}
 		if grew := fwd - back; grew != 0 {
 			c.exact = false
 			notes = append(notes, untracedText(grew))
 		}
 	case t.prev != nil:
-		c.free, c.total, c.exact = int64(t.prev.free)+t.prev.seen-iv.max, t.prev.total, false
+		c.free, c.total, c.exact, c.base = int64(t.prev.free)+t.prev.seen-iv.max, t.prev.total, false, t.prev
 		notes = append(notes, "no sample was taken after it, so memory no traced call sized may have changed unseen")
 	default:
-		c.free, c.total, c.exact = int64(n.free)+n.seen-iv.max, n.total, false
+		c.free, c.total, c.exact, c.base = int64(n.free)+n.seen-iv.max, n.total, false, n
 		notes = append(notes, "no sample was taken before it, so memory no traced call sized may have changed unseen")
 	}
 	// Memory of unknown size taken or released after the peak cannot have
@@ -353,7 +398,7 @@ func (t *headTrack) finish() {
 // instances' tracks.
 func (h *headroom) change(sl *viewSlot, e *store.Event, start, end, d, most int64) {
 	for _, t := range sl.unsure {
-		t.unsized(start, end, "memory whose GPU or MIG instance the record does not name")
+		t.unsized(start, end, 0, "memory whose GPU or MIG instance the record does not name")
 	}
 	for _, t := range sl.tracks {
 		t.change(e, start, end, d, most)
@@ -379,9 +424,15 @@ func (h *headroom) opaque(o opaqueRel) {
 	if o.from == 0 || o.from > o.at {
 		o.from = o.at // it happened at one known moment
 	}
+	// A process's traced total is uncertain only for resources of
+	// unknown size: its contexts and its exit are not traced allocations.
+	pid := o.pid
+	if o.ctx || o.exit {
+		pid = 0
+	}
 	for _, t := range h.tracks {
 		if (o.gpu < 0 || o.gpu == t.key.gpu) && (o.view == viewMixed || o.view == t.key.view) {
-			t.unsized(o.from, o.at, o.why)
+			t.unsized(o.from, o.at, pid, o.why)
 		}
 	}
 }

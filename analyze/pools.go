@@ -56,21 +56,23 @@ func newPools() *pools {
 }
 
 // snapshot counts a resource live at the first failure in its pool's
-// share, when it was drawn from a pool the record saw created.
-func (ps *pools) snapshot(k resKey, l liveRes) {
+// share, when it was drawn from a pool the record saw created; it
+// reports whether it did.
+func (ps *pools) snapshot(k resKey, l liveRes) bool {
 	pk, ok := ps.allocs[k]
 	p := ps.byKey[pk]
 	if !ok || p == nil || !l.sized {
-		return
+		return false
 	}
 	shares := ps.atFirst[pk.pid]
 	for i := range shares {
 		if shares[i].pool.handle == pk.handle && shares[i].view == l.key() {
 			shares[i].bytes += l.size
-			return
+			return true
 		}
 	}
 	ps.atFirst[pk.pid] = append(shares, poolShare{pool: *p, view: l.key(), bytes: l.size})
+	return true
 }
 
 // created takes a successful call: a pool made, or an allocation drawn

@@ -17,17 +17,24 @@ import (
 // is not something the record shows. Totals count size; reconciling a
 // sample with the traced calls uses the whole range.
 type liveRes struct {
-	size  uint64
-	most  uint64 // the most it may cost; == size for all but multi-peer grants
-	at    int64  // when the call that created it returned
-	gpu   int
-	mig   int // MIG instance, -1 for the whole GPU
+	size uint64
+	most uint64 // the most it may cost; == size for all but multi-peer grants
+	at   int64  // when the call that created it returned
+	// gpu and mig (the MIG instance, -1 for the whole GPU) are int32 so
+	// that the call's tid and stack fit in the size the struct had
+	// without them: one is kept per live resource.
+	gpu   int32
+	mig   int32
 	sized bool
 	view  cuda.View
+	// tid and stack name the call that created it, for the budget's
+	// split by call site (stack: the stored stack's id, -1 for none).
+	tid   uint32
+	stack int32
 }
 
 // key is the traced total the resource counts in.
-func (l liveRes) key() viewKey { return viewKey{l.gpu, l.mig, l.view} }
+func (l liveRes) key() viewKey { return viewKey{int(l.gpu), int(l.mig), l.view} }
 
 // counted reports whether the resource adds bytes to a GPU view's total.
 func (l liveRes) counted() bool { return l.sized && l.view != cuda.ViewNone }
@@ -119,6 +126,12 @@ type replayer struct {
 	// kinds is what each process held per view and kind of resource at
 	// the first failure (the BAR1 budget's mapping parts).
 	kinds map[heldKindKey]*kindShare
+	// firstFree is when each process first released device memory of a
+	// known size (the landmark of the budget's split by phase without
+	// markers); splits are the traced parts' allocations at the first
+	// failure (budgetsplit.go).
+	firstFree map[uint32]int64
+	splits    map[pidGPU][]splitAlloc
 }
 
 func newReplayer(s *state) *replayer {
@@ -127,7 +140,7 @@ func newReplayer(s *state) *replayer {
 		procCalls: map[uint32]*[2]uint64{}, lastEnd: map[uint32]int64{}, exportKeys: map[string]exportRef{}, exportSize: map[string]uint64{},
 		exportAt: map[string]int64{}, ctxs: map[uint32]map[uint64]*heldCtx{},
 		obs: s.opts.Observer, dev: devCache{s: s, lastDev: -2}, horizon: max(reconcileHorizon, s.window), pools: newPools(),
-		kinds: map[heldKindKey]*kindShare{}}
+		kinds: map[heldKindKey]*kindShare{}, firstFree: map[uint32]int64{}, splits: map[pidGPU][]splitAlloc{}}
 	for _, f := range s.failures {
 		p.failTimes = append(p.failTimes, f.e.End)
 		k := recovKey{f.e.PID, f.sym.Op}
@@ -362,13 +375,18 @@ func (p *replayer) release(e *store.Event, sym *cuda.Symbol) {
 		}
 		known = true
 		delete(p.live, k)
+		if l.counted() && l.view == cuda.ViewFramebuffer {
+			if _, ok := p.firstFree[e.PID]; !ok {
+				p.firstFree[e.PID] = e.End
+			}
+		}
 		if len(p.pools.byKey) > 0 {
 			p.pools.released(k, l.size)
 		}
 		if l.counted() {
 			p.addRange(l.key(), e.Start, e.End, -int64(l.size), -int64(l.most))
 		} else if l.view != cuda.ViewNone {
-			p.logOpaque(opaqueRel{at: e.End, gpu: l.gpu, view: l.view, pid: e.PID, why: "released memory of unknown size"})
+			p.logOpaque(opaqueRel{at: e.End, gpu: int(l.gpu), view: l.view, pid: e.PID, why: "released memory of unknown size"})
 		}
 	}
 	if !known && view != cuda.ViewHost && view != cuda.ViewNone {
@@ -429,9 +447,9 @@ func (p *replayer) logOpaque(o opaqueRel) {
 // exporter's, for an import), in the view its kind occupies.
 func (p *replayer) create(e *store.Event, sym *cuda.Symbol) {
 	gpu, mig := p.dev.gpu(e.PID, e.Dev)
-	l := liveRes{gpu: gpu, mig: -1, view: sym.Creates.View(), at: e.End}
+	l := liveRes{gpu: int32(gpu), mig: -1, view: sym.Creates.View(), at: e.End, tid: e.TID, stack: e.Stack}
 	if mig != nil && l.view == cuda.ViewFramebuffer {
-		l.mig = *mig
+		l.mig = int32(*mig)
 	}
 	if e.Has&cuda.FieldSize != 0 {
 		l.size, l.most, l.sized = e.Size, e.Size*uint64(max(grantPeersMost(sym, e), 1)), true
@@ -442,14 +460,15 @@ func (p *replayer) create(e *store.Event, sym *cuda.Symbol) {
 				l.size, l.most, l.sized = sz, sz, true
 			}
 			if g, _, _ := p.s.gpuOfDev(ref.pid, ref.dev); g >= 0 {
-				l.gpu = g // the aperture used is the exporting GPU's
+				l.gpu = int32(g) // the aperture used is the exporting GPU's
 			}
 		}
 	}
 	if sym.Creates == cuda.ResPeer {
 		// Peer access maps the peer's memory through the peer GPU's
 		// aperture (-1, any GPU, when the record does not say which).
-		l.gpu, _, _ = p.s.gpuOfDev(e.PID, p.s.ctxDevice(e.PID, e.Peer))
+		g, _, _ := p.s.gpuOfDev(e.PID, p.s.ctxDevice(e.PID, e.Peer))
+		l.gpu = int32(g)
 	}
 	if sym.BAR1 == cuda.BAR1Peer && !grantsPeer(sym, e) {
 		return // a grant to the owning device only maps nothing
@@ -460,7 +479,7 @@ func (p *replayer) create(e *store.Event, sym *cuda.Symbol) {
 	}
 	p.live[k] = l
 	if !l.sized && p.head != nil && (l.view == cuda.ViewFramebuffer || l.view == cuda.ViewBAR1) {
-		p.head.opaque(opaqueRel{at: e.End, gpu: l.gpu, view: l.view, pid: e.PID, acquire: true, why: "a " + sym.Creates.String() + " of unknown size"})
+		p.head.opaque(opaqueRel{at: e.End, gpu: int(l.gpu), view: l.view, pid: e.PID, acquire: true, why: "a " + sym.Creates.String() + " of unknown size"})
 	}
 	if l.counted() {
 		p.addRange(l.key(), e.Start, e.End, int64(l.size), int64(l.most))
@@ -567,12 +586,14 @@ func (p *replayer) snapshotAtFailure() {
 		vk := l.key()
 		lb := m[vk]
 		if lb == nil {
-			lb = &report.LiveBytes{PID: k.pid, View: l.view.String(), GPU: optInt(l.gpu), MIG: optInt(l.mig)}
+			lb = &report.LiveBytes{PID: k.pid, View: l.view.String(), GPU: optInt(int(l.gpu)), MIG: optInt(int(l.mig))}
 			m[vk] = lb
 		}
 		lb.Count++
 		addKind(lb, k.res.String())
-		p.pools.snapshot(k, l)
+		if !p.pools.snapshot(k, l) {
+			p.snapshotSplit(k, l)
+		}
 		p.snapshotKind(k, l)
 		if l.sized {
 			lb.Bytes += l.size
@@ -750,7 +771,7 @@ func (q *exitQueue) releaseUpTo(t int64, live map[resKey]liveRes, freed func(vk 
 				n := lost[l.key()]
 				lost[l.key()] = [2]uint64{n[0] + l.size, n[1] + l.most}
 			case l.view != cuda.ViewNone && !x.late:
-				opaque(opaqueRel{at: x.t, gpu: l.gpu, view: l.view, pid: x.pid, exit: true, why: "exited, and the driver freed memory of unknown size it held"})
+				opaque(opaqueRel{at: x.t, gpu: int(l.gpu), view: l.view, pid: x.pid, exit: true, why: "exited, and the driver freed memory of unknown size it held"})
 			}
 		}
 		keys := make([]viewKey, 0, len(lost))

@@ -81,6 +81,8 @@ type samplesPass struct {
 	triggeredRounds map[uint64]bool
 	count           int
 	delays          []int64
+	// least are the rounds of the least-headroom budgets (budgetleast.go).
+	least []*leastBase
 }
 
 // targetOf returns the target of a judged failure.
@@ -139,6 +141,7 @@ func (s *state) passSamples() error {
 	sp := &samplesPass{fields: map[sampleField]*fieldAcc{}, after: map[string]bool{}, unsupported: map[string]bool{},
 		triggeredRounds: map[uint64]bool{}}
 	s.samples = sp
+	sp.least = s.leastBases()
 	for _, f := range []*failed{s.first, s.unrecovered} {
 		if f != nil {
 			sp.targets = append(sp.targets, newTarget(s, f))
@@ -169,6 +172,9 @@ func (s *state) passSamples() error {
 // sample takes one sample into the pass.
 func (s *state) sample(sp *samplesPass, smp *store.Sample) {
 	sp.count++
+	for _, lb := range sp.least {
+		lb.see(smp)
+	}
 	if len(smp.Triggers) > 0 && !sp.triggeredRounds[smp.Round] {
 		sp.triggeredRounds[smp.Round] = true
 		for _, t := range smp.Triggers {

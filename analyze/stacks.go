@@ -75,6 +75,11 @@ func (s *state) loadCaptures() error {
 	for _, f := range s.headroomCalls() {
 		want[keyOf(f)] = true
 	}
+	for k, ls := range s.splitsOrNil() {
+		for _, l := range ls {
+			want[callKey{k.pid, l.tid, l.at}] = true // the budget's call sites
+		}
+	}
 	c := &captures{src: src, refs: map[callKey]store.StackRef{}, codes: map[uint32][]store.PyCode{},
 		unw: unwind.New(runFiles{s: s}, 0)}
 	err := src.StackRefs(func(r *store.StackRef) error {

@@ -26,10 +26,10 @@ func TestBudgetOfBAR1ByKindOfMapping(t *testing.T) {
 	if ff == nil || !strings.HasPrefix(ff.Symbol, "cuIpcOpenMemHandle") || deref(rep.Capacity) != string(report.CapBAR1Exhausted) {
 		t.Fatalf("first failure %+v, capacity %s: want an IPC open refused for BAR1: %s", ff, deref(rep.Capacity), res.stderr)
 	}
-	if len(rep.Budget) != 1 || rep.Budget[0].View != "bar1" {
-		t.Fatalf("budgets %+v: want BAR1's", rep.Budget)
+	if len(failureBudgets(rep)) != 1 || failureBudgets(rep)[0].View != "bar1" {
+		t.Fatalf("budgets %+v: want BAR1's", failureBudgets(rep))
 	}
-	b := rep.Budget[0]
+	b := failureBudgets(rep)[0]
 	got := map[string]uint64{}
 	var sum uint64
 	for _, p := range b.Parts {

@@ -26,10 +26,10 @@ func TestBudgetShowsAMemoryPoolInUse(t *testing.T) {
 		t.Fatal("no cuMemPoolCreate recorded")
 	}
 	rep, _ := analyzeJSON(t, res.db)
-	if rep.Capacity == nil || *rep.Capacity != report.CapFBExhausted || len(rep.Budget) != 1 {
-		t.Fatalf("capacity %v, budgets %d: want an exhausted framebuffer and its budget", rep.Capacity, len(rep.Budget))
+	if rep.Capacity == nil || *rep.Capacity != report.CapFBExhausted || len(failureBudgets(rep)) != 1 {
+		t.Fatalf("capacity %v, budgets %d: want an exhausted framebuffer and its budget", rep.Capacity, len(failureBudgets(rep)))
 	}
-	b := rep.Budget[0]
+	b := failureBudgets(rep)[0]
 	job := rep.FirstFailure.PID
 	var sum uint64
 	got := map[string]uint64{}

@@ -250,10 +250,10 @@ func TestBudgetAtTheFailureAddsUpToTheGPU(t *testing.T) {
 	if _, ok := raw["budget"].([]any); !ok {
 		t.Fatalf("--json has no budget array: %v", raw["budget"])
 	}
-	if rep.Capacity == nil || *rep.Capacity != report.CapFBExhausted || len(rep.Budget) != 1 {
-		t.Fatalf("capacity %v, budgets %d: want an exhausted framebuffer and its budget", rep.Capacity, len(rep.Budget))
+	if rep.Capacity == nil || *rep.Capacity != report.CapFBExhausted || len(failureBudgets(rep)) != 1 {
+		t.Fatalf("capacity %v, budgets %d: want an exhausted framebuffer and its budget", rep.Capacity, len(failureBudgets(rep)))
 	}
-	b := rep.Budget[0]
+	b := failureBudgets(rep)[0]
 	job := rep.FirstFailure.PID
 	want := map[string]uint64{
 		"reserved":                           512 << 20,

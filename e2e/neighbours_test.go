@@ -48,10 +48,10 @@ func TestBudgetNamesANeighbourStartedOutsideTheRecording(t *testing.T) {
 	}
 
 	rep, _ := analyzeJSON(t, res.db)
-	if rep.Capacity == nil || *rep.Capacity != report.CapFBExhausted || len(rep.Budget) != 1 {
-		t.Fatalf("capacity %v, budgets %d: want an exhausted framebuffer and its budget", rep.Capacity, len(rep.Budget))
+	if rep.Capacity == nil || *rep.Capacity != report.CapFBExhausted || len(failureBudgets(rep)) != 1 {
+		t.Fatalf("capacity %v, budgets %d: want an exhausted framebuffer and its budget", rep.Capacity, len(failureBudgets(rep)))
 	}
-	part := neighbourPart(t, rep.Budget[0], uint32(neighbour.Process.Pid))
+	part := neighbourPart(t, failureBudgets(rep)[0], uint32(neighbour.Process.Pid))
 	if part.Bytes != held || part.Bound != "exact" {
 		t.Errorf("the neighbour's part: %d bytes (%s), want the %d the simulated GPU counts, exact", part.Bytes, part.Bound, held)
 	}
@@ -77,7 +77,7 @@ func TestBudgetNamesANeighbourStartedOutsideTheRecording(t *testing.T) {
 		t.Errorf("the redacted copy holds the neighbour's argument %q", mark)
 	}
 	red, _ := analyzeJSON(t, copyDB)
-	rp := neighbourPart(t, red.Budget[0], uint32(neighbour.Process.Pid))
+	rp := neighbourPart(t, failureBudgets(red)[0], uint32(neighbour.Process.Pid))
 	if rp.Bytes != held || strings.Contains(rp.Command, mark) || !strings.HasPrefix(rp.User, "<user-") {
 		t.Errorf("the redacted copy's part %+v: want %d bytes, the argument and the user replaced", rp, held)
 	}

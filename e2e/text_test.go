@@ -52,10 +52,16 @@ func TestDemoTextWording(t *testing.T) {
 			t.Errorf("does not match %q:\n%s", want, out)
 		}
 	}
-	for _, want := range []string{"framebuffer-exhausted", "no sample was taken while the traced processes' device memory was at its peak"} {
-		if !strings.Contains(flat, want) {
-			t.Errorf("lacks %q:\n%s", want, out)
-		}
+	if !strings.Contains(flat, "framebuffer-exhausted") {
+		t.Errorf("lacks the capacity:\n%s", out)
+	}
+	// The workload frees everything right after its failure, so the
+	// failure's own sample usually comes after the peak, and the memory
+	// views must say why "used" never shows it; on a loaded machine that
+	// sample can still catch the peak, and then it shows it.
+	peakSeen := strings.Contains(flat, "used 15.00 GiB, total 16.00 GiB")
+	if note := "no sample was taken while the traced processes' device memory was at its peak"; !peakSeen && !strings.Contains(flat, note) {
+		t.Errorf("no sample read the peak, and the text lacks %q:\n%s", note, out)
 	}
 	seen := map[string]bool{}
 	for _, e := range chromeEvents(t, res.db) {

@@ -10,7 +10,12 @@ type Budget struct {
 	GPUUUID string `json:"gpu_uuid,omitempty"`
 	View    string `json:"view"` // "framebuffer" or "bar1"
 	// At names the moment: "first-failure" (the sample that best reflects
-	// the state at the first failure); TimeNS is that sample's start.
+	// the state at the first failure) or "least-headroom" (the moment of
+	// the view's least free, Headroom's AtNS, when that figure is exact:
+	// the sample's round with each recorded process's traced part and
+	// free as the traced calls left them then; else the sample nearest
+	// it, and Note says so). TimeNS is that moment, else the sample's
+	// start.
 	At     string       `json:"at"`
 	TimeNS int64        `json:"time_ns"`
 	Total  uint64       `json:"total_bytes"`
@@ -51,6 +56,21 @@ type BudgetPart struct {
 	// Bound is exact, at-most or at-least.
 	Bound  string `json:"bound"`
 	Source string `json:"source"`
+	// ByPhase and BySite split a traced part at the failure: its
+	// allocations by the phase they were made in (markers, else before
+	// and after the process's first free), and by the call site of
+	// their stacks (the innermost frame of the program's own code), when
+	// stacks were recorded. Each adds up to Bytes. ByPhase is absent when
+	// all were made in one phase, BySite when none has a stack.
+	ByPhase []BudgetShare `json:"by_phase,omitempty"`
+	BySite  []BudgetShare `json:"by_site,omitempty"`
+}
+
+// BudgetShare is one share of a traced part: the bytes of its
+// allocations made in one phase, or at one call site.
+type BudgetShare struct {
+	Name  string `json:"name"`
+	Bytes uint64 `json:"bytes"`
 }
 
 // BudgetWho says whose a part not recorded is, in words: "user alice,

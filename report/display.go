@@ -41,12 +41,22 @@ func (r *Report) ProcessName(pid uint32) string {
 // ClipMiddle shortens s to n runes by eliding its middle, so that both a
 // command's program and its last arguments stay readable.
 func ClipMiddle(s string, n int) string {
+	return clipAt(s, n, (n-1)/2)
+}
+
+// ClipHead is ClipMiddle keeping two thirds of the room for the start:
+// for a command line, whose program and first arguments say most.
+func ClipHead(s string, n int) string {
+	return clipAt(s, n, 2*(n-1)/3)
+}
+
+// clipAt shortens s to n runes with "…" after its first head runes.
+func clipAt(s string, n, head int) string {
 	r := []rune(s)
 	if len(r) <= n || n < 5 {
 		return s
 	}
-	half := (n - 1) / 2
-	return string(r[:half]) + "…" + string(r[len(r)-(n-1-half):])
+	return string(r[:head]) + "…" + string(r[len(r)-(n-1-head):])
 }
 
 // Decisive returns the evidence the verdict compared the request with, or

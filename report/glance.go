@@ -14,6 +14,9 @@ import (
 type GlanceLine struct {
 	Label string
 	Text  string
+	// Command is the part of Text that is a command line (Text is
+	// Head+Command+Tail): a renderer short of room shortens it alone.
+	Head, Command, Tail string
 }
 
 // Glance is the summary the text report and the HTML verdict panel show
@@ -31,7 +34,7 @@ func (r *Report) Glance() []GlanceLine {
 	var out []GlanceLine
 	add := func(label, text string) {
 		if text != "" {
-			out = append(out, GlanceLine{label, text})
+			out = append(out, GlanceLine{Label: label, Text: text})
 		}
 	}
 	if v := squash(r.Verdict); !strings.Contains(v, f.Symbol) || !strings.Contains(v, f.ResultName) {
@@ -39,7 +42,9 @@ func (r *Report) Glance() []GlanceLine {
 	}
 	add("compared", comparedText(f, ev, r.NearestSamples))
 	add("held by", r.heldText(f, ev))
-	add("process", r.processText(f))
+	if pl := r.processLine(f); pl.Text != "" {
+		out = append(out, pl)
+	}
 	if where := CalledFrom(f.Stack); !strings.Contains(squash(r.Verdict), where) {
 		add("code", where) // unless the verdict names it already
 	}
@@ -266,24 +271,26 @@ func untraced(d *Evidence, view string, traced uint64, ev []Evidence, ns *Neares
 	return *total - *reserved - *d.Value - traced
 }
 
-// processText names the failing process by its command line, and its
+// processLine names the failing process by its command line, and its
 // thread.
-func (r *Report) processText(f *Failure) string {
-	s := fmt.Sprintf("pid %d", f.PID)
+func (r *Report) processLine(f *Failure) GlanceLine {
+	l := GlanceLine{Label: "process", Head: fmt.Sprintf("pid %d", f.PID)}
 	if f.Rank != nil {
-		s = fmt.Sprintf("rank %d, %s", *f.Rank, s)
+		l.Head = fmt.Sprintf("rank %d, %s", *f.Rank, l.Head)
 	}
 	var p *ProcessInfo // nil for a failure of another run, whose processes r lacks
 	if f.RunPath == "" || f.RunPath == r.Run.Path {
 		p = r.ProcessOf(f.PID)
 	}
 	if p != nil && p.CommandLine() != "" {
-		s += ": " + p.CommandLine()
+		l.Head += ": "
+		l.Command = p.CommandLine()
 	}
 	if t := f.ThreadText(p); t != "" {
-		s += " (" + t + ")"
+		l.Tail = " (" + t + ")"
 	}
-	return s
+	l.Text = l.Head + l.Command + l.Tail
+	return l
 }
 
 // ThreadText names the failing thread: "thread pt_autograd_0, tid 4250",

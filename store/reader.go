@@ -304,6 +304,7 @@ func (r *Reader) Samples(fn func(*Sample) error) error {
 // Reading is what a memory sample read, without the rest of the sample
 // (its per-process list, its triggers): a light pass over the samples.
 type Reading struct {
+	Round  uint64  `json:"round"` // the round the sample was taken in
 	GPU    GPURef  `json:"gpu"`
 	Kind   string  `json:"kind"`
 	Scope  string  `json:"scope"`

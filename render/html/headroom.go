@@ -2,6 +2,7 @@ package html
 
 import (
 	"fmt"
+	"strings"
 
 	"github.com/retrivium/forensic/report"
 )
@@ -59,7 +60,8 @@ func newHeadroom(rep *report.Report, c clock) *headroomView {
 	return v
 }
 
-// budgetView is where a GPU view went at the failure: one row per part,
+// budgetView is where a GPU view went at the failure or at its least
+// free: one row per part,
 // each with its share of the total for the stacked bar.
 type budgetView struct {
 	Title string
@@ -72,13 +74,32 @@ type budgetRow struct {
 	Kind, Who, Bytes, Bound, Source string
 	BytesRaw                        uint64
 	Percent                         string // of the total, for the bar's width
+	// Split is a traced part's shares by phase and call site, in words.
+	Split string
+}
+
+// splitText says a part's shares under a label: "by phase: load 6.00
+// GiB; serve 2.00 GiB. "; "" when there are none.
+func splitText(label string, sh []report.BudgetShare) string {
+	if len(sh) == 0 {
+		return ""
+	}
+	out := make([]string, len(sh))
+	for i, x := range sh {
+		out[i] = x.Name + " " + report.HumanBytes(x.Bytes)
+	}
+	return label + ": " + strings.Join(out, "; ") + ". "
 }
 
 // newBudgets prepares the budgets of the report.
 func newBudgets(rep *report.Report, c clock) []budgetView {
 	var out []budgetView
 	for _, b := range rep.Budget {
-		v := budgetView{Title: fmt.Sprintf("GPU %d %s, %s in all, at %s", b.GPU, b.View, report.HumanBytes(b.Total), c.rel(b.TimeNS)),
+		moment := "the failure"
+		if b.At == "least-headroom" {
+			moment = "its least free"
+		}
+		v := budgetView{Title: fmt.Sprintf("GPU %d %s, %s in all, at %s (%s)", b.GPU, b.View, report.HumanBytes(b.Total), moment, c.rel(b.TimeNS)),
 			Note: b.Note}
 		for _, p := range b.Parts {
 			r := budgetRow{Kind: p.Kind, Who: p.Command, Bytes: report.HumanBytes(p.Bytes), BytesRaw: p.Bytes, Bound: p.Bound,
@@ -95,6 +116,7 @@ func newBudgets(rep *report.Report, c clock) []budgetView {
 			if p.Pool != "" {
 				r.Who += " (memory pool " + p.Pool + ")"
 			}
+			r.Split = splitText("by phase", p.ByPhase) + splitText("by call site", p.BySite)
 			v.Rows = append(v.Rows, r)
 		}
 		out = append(out, v)

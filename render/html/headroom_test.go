@@ -100,3 +100,34 @@ func TestBudgetHTMLNamesANeighbourAndAPool(t *testing.T) {
 		}
 	}
 }
+
+func TestBudgetHTMLSaysItsMomentAndATracedPartsSplit(t *testing.T) {
+	pid := uint32(4242)
+	parts := []report.BudgetPart{
+		{Kind: "traced", PID: &pid, Bytes: 8 << 30, Bound: "exact", Source: "traced",
+			ByPhase: []report.BudgetShare{{Name: "load", Bytes: 6 << 30}, {Name: "serve", Bytes: 2 << 30}},
+			BySite:  []report.BudgetShare{{Name: "grow_cache, kv.py:40", Bytes: 8 << 30}}},
+		{Kind: "free", Bytes: 8 << 30, Bound: "exact", Source: "nvml free"}}
+	cases := []struct {
+		at   string
+		want []string
+	}{
+		{"first-failure", []string{"at the failure (", "by phase: load 6.00 GiB; serve 2.00 GiB.", "by call site: grow_cache, kv.py:40 8.00 GiB."}},
+		{"least-headroom", []string{"at its least free ("}},
+	}
+	for _, tc := range cases {
+		t.Run(tc.at, func(t *testing.T) {
+			rep := report.Report{Attribution: report.AttrAllocation, Verdict: "v", NearMissPercent: 5,
+				Budget: []report.Budget{{GPU: 0, View: "framebuffer", At: tc.at, Total: 16 << 30, Parts: parts}}}
+			var b bytes.Buffer
+			if err := Write(&b, &rep); err != nil {
+				t.Fatal(err)
+			}
+			for _, w := range tc.want {
+				if !strings.Contains(b.String(), w) {
+					t.Errorf("page lacks %q", w)
+				}
+			}
+		})
+	}
+}

@@ -19,16 +19,26 @@ var budgetLabels = map[string]string{
 }
 
 // budget says where each budget's view went, part by part, adding up to
-// its total.
+// its total. A budget at the least free that is the failure's own (same
+// view, same moment) is not said twice.
 func (t *writer) budget(rep *report.Report) {
 	for _, b := range rep.Budget {
 		view := "framebuffer"
 		if b.View == "bar1" {
 			view = "BAR1"
 		}
-		t.heading("BUDGET AT THE FAILURE")
-		t.wrap("  ", fmt.Sprintf("Where GPU %d's %s (%s) went, in the sample of the failure at %s: parts that add up to the total.",
-			b.GPU, view, report.HumanBytes(b.Total), t.rel(b.TimeNS)))
+		if b.At == "least-headroom" {
+			if sameAsFailure(rep, b) {
+				continue
+			}
+			t.heading("BUDGET AT THE LEAST FREE")
+			t.wrap("  ", fmt.Sprintf("Where GPU %d's %s (%s) went when it had least free, at %s: parts that add up to the total.",
+				b.GPU, view, report.HumanBytes(b.Total), t.rel(b.TimeNS)))
+		} else {
+			t.heading("BUDGET AT THE FAILURE")
+			t.wrap("  ", fmt.Sprintf("Where GPU %d's %s (%s) went, in the sample of the failure at %s: parts that add up to the total.",
+				b.GPU, view, report.HumanBytes(b.Total), t.rel(b.TimeNS)))
+		}
 		named := map[uint32]bool{}
 		for _, p := range b.Parts {
 			label := budgetLabels[p.Kind]
@@ -46,6 +56,8 @@ func (t *writer) budget(rep *report.Report) {
 			}
 			// A table line: its cells are short, so it fits 60 columns.
 			t.line("  %-34s %11s  %s", label, report.HumanBytes(p.Bytes), p.Bound)
+			t.shares("phase", p.ByPhase)
+			t.shares("site", p.BySite)
 			if p.Pool != "" {
 				limit := "no maxSize recorded"
 				if p.PoolMax != nil {
@@ -69,5 +81,41 @@ func (t *writer) budget(rep *report.Report) {
 		if b.Note != "" {
 			t.wrap("  note: ", b.Note)
 		}
+	}
+}
+
+// sameAsFailure reports whether budget b is of the same GPU view as a
+// budget at the failure and says the same: the same moment, or the same
+// parts (the least free came just before the failure, and nothing
+// changed by its sample).
+func sameAsFailure(rep *report.Report, b report.Budget) bool {
+	for _, f := range rep.Budget {
+		if f.At != b.At && f.GPU == b.GPU && f.View == b.View && (f.TimeNS == b.TimeNS || sameParts(f.Parts, b.Parts)) {
+			return true
+		}
+	}
+	return false
+}
+
+// sameParts reports whether two budgets' parts name the same kinds,
+// processes and bytes, in order.
+func sameParts(a, b []report.BudgetPart) bool {
+	if len(a) != len(b) {
+		return false
+	}
+	for i := range a {
+		pa, pb := a[i], b[i]
+		if pa.Kind != pb.Kind || pa.Bytes != pb.Bytes || (pa.PID == nil) != (pb.PID == nil) || (pa.PID != nil && *pa.PID != *pb.PID) {
+			return false
+		}
+	}
+	return true
+}
+
+// shares lists a traced part's shares under it, one a line, in the
+// part's byte column: "phase: load  6.00 GiB", "site: grow_cache, kv.py:40".
+func (t *writer) shares(label string, sh []report.BudgetShare) {
+	for _, x := range sh {
+		t.line("      %-30s %11s", report.ClipMiddle(label+": "+x.Name, 30), report.HumanBytes(x.Bytes))
 	}
 }

@@ -186,3 +186,69 @@ func TestBudgetOfBAR1NamesMappingsByKind(t *testing.T) {
 		}
 	}
 }
+
+func TestBudgetAtTheLeastFreeIsSaidOnceAndForARunWithNoFailure(t *testing.T) {
+	size := uint64(1 << 30)
+	parts := []report.BudgetPart{{Kind: "reserved", Bytes: 1 << 30, Bound: "exact"}, {Kind: "free", Bytes: 15 << 30, Bound: "exact"}}
+	least := report.Budget{GPU: 0, View: "framebuffer", At: "least-headroom", TimeNS: 2_000_000_000, Total: 16 << 30, Parts: parts}
+	atFailure := least
+	atFailure.At = "first-failure"
+	laterLeast := least
+	laterLeast.TimeNS = 1_000_000_000
+	otherLeast := laterLeast
+	otherLeast.Parts = []report.BudgetPart{{Kind: "reserved", Bytes: 1 << 30, Bound: "exact"}, {Kind: "free", Bytes: 14 << 30, Bound: "exact"},
+		{Kind: "unattributed", Bytes: 1 << 30, Bound: "exact"}}
+	cases := []struct {
+		name      string
+		failure   *report.Failure
+		budgets   []report.Budget
+		wantLeast int // sections at the least free
+	}{
+		{"a run with no failure shows where its memory went at its least free", nil, []report.Budget{least}, 1},
+		{"the failure's own moment is not said twice", &report.Failure{Symbol: "cuMemAlloc_v2", Size: &size},
+			[]report.Budget{atFailure, least}, 0},
+		{"a least free just before the failure, with the same parts, is not said twice", &report.Failure{Symbol: "cuMemAlloc_v2", Size: &size},
+			[]report.Budget{atFailure, laterLeast}, 0},
+		{"a least free at another moment than the failure is said too", &report.Failure{Symbol: "cuMemAlloc_v2", Size: &size},
+			[]report.Budget{atFailure, otherLeast}, 1},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			rep := report.Report{FirstFailure: tc.failure, NearMissPercent: 5, Budget: tc.budgets}
+			var b bytes.Buffer
+			if err := Write(&b, &rep, Options{Width: 80}); err != nil {
+				t.Fatal(err)
+			}
+			out := b.String()
+			if n := strings.Count(out, "BUDGET AT THE LEAST FREE"); n != tc.wantLeast {
+				t.Errorf("%d sections at the least free, want %d:\n%s", n, tc.wantLeast, out)
+			}
+			if tc.wantLeast > 0 && !strings.Contains(out, "went when it had least free") {
+				t.Errorf("the section does not say its moment:\n%s", out)
+			}
+		})
+	}
+}
+
+func TestBudgetTracedPartShowsItsPhasesAndCallSitesIndented(t *testing.T) {
+	pid := uint32(7)
+	size := uint64(1 << 30)
+	rep := report.Report{FirstFailure: &report.Failure{Symbol: "cuMemAlloc_v2", Size: &size}, NearMissPercent: 5,
+		Budget: []report.Budget{{GPU: 0, View: "framebuffer", At: "first-failure", Total: 16 << 30, Parts: []report.BudgetPart{
+			{Kind: "traced", PID: &pid, Bytes: 11 << 30, Bound: "exact",
+				ByPhase: []report.BudgetShare{{Name: "load", Bytes: 6 << 30}, {Name: "serve", Bytes: 5 << 30}},
+				BySite:  []report.BudgetShare{{Name: "load, model.py:12", Bytes: 6 << 30}, {Name: "grow_cache, kv.py:40", Bytes: 5 << 30}}},
+			{Kind: "free", Bytes: 5 << 30, Bound: "exact"}}}}}
+	var b bytes.Buffer
+	if err := Write(&b, &rep, Options{Width: 80}); err != nil {
+		t.Fatal(err)
+	}
+	out := b.String()
+	// Under the part, in its byte column.
+	for _, w := range []string{"  traced allocations (pid 7)           11.00 GiB  exact\n      phase: load                       6.00 GiB\n      phase: serve                      5.00 GiB\n",
+		"      site: load, model.py:12           6.00 GiB\n      site: grow_cache, kv.py:40        5.00 GiB\n"} {
+		if !strings.Contains(out, w) {
+			t.Errorf("missing %q:\n%s", w, out)
+		}
+	}
+}

@@ -145,6 +145,9 @@ func Write(w io.Writer, rep *report.Report, o Options) error {
 		t.headroom(rep) // how close a run that did not fail came
 	}
 	t.runs(rep)
+	if rep.FirstFailure == nil {
+		t.budget(rep) // where the memory went when it came closest
+	}
 	if f := rep.FirstFailure; f != nil {
 		t.failure("FIRST FAILURE", f, rep.Cause, "")
 	}
@@ -290,15 +293,16 @@ func (t *writer) glance(rep *report.Report) {
 		return
 	}
 	t.printf("\n")
-	// At most two lines for the process: enough for a long path and the
-	// start of the arguments; the whole command line is under FIRST
-	// FAILURE and PROCESSES, and the first screen keeps room for the next
-	// step. (Wrapping breaks at spaces: the clip leaves a word's slack.)
+	// One line for the process, most of it the command line's start (the
+	// program and its first arguments): the whole command line is under
+	// FIRST FAILURE and PROCESSES, and the first screen keeps room for
+	// the next step.
 	room := t.o.Width - glanceWidth
 	for _, l := range lines {
 		text := l.Text
-		if l.Label == "process" {
-			text = report.ClipMiddle(text, 2*room-16)
+		if l.Command != "" {
+			n := room - utf8.RuneCountInString(l.Head) - utf8.RuneCountInString(l.Tail)
+			text = l.Head + report.ClipHead(l.Command, max(n, 20)) + l.Tail
 		}
 		t.wrap(fmt.Sprintf("  %-*s", glanceWidth-2, l.Label), text)
 	}
