@@ -27,6 +27,7 @@ type runSpec struct {
 	abrupt     bool              // no stop record
 	drops      []store.Drops     // periodic readings of the loss counters
 	stopAfter  int64             // stop time after the clock start (default 1 s)
+	lostHolds  uint64            // libcuda mappings not held, in the stop record
 	markers    []store.Marker    // forensic mark's labelled points
 }
 
@@ -59,7 +60,7 @@ func (sp runSpec) write(t *testing.T) string {
 		}
 		n := uint64(len(sp.events))
 		if err := w.Stop(store.StopInfo{Time: tClock + after, Reason: "workload-exited", Workload: sp.workload,
-			Stats: store.Stats{Calls: n, Events: n}}); err != nil {
+			Stats: store.Stats{Calls: n, Events: n, LostHolds: sp.lostHolds}}); err != nil {
 			t.Fatal(err)
 		}
 	}

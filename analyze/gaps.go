@@ -88,8 +88,10 @@ func (s *state) hiding(t int64) []report.Missing {
 			"record fewer processes at once (forensic record --pid of the job rather than --all)")
 	}
 	if n := loss.LostHolds; n > 0 {
-		add(fmt.Sprintf("a newly mapped libcuda could not hold its process until the probes were in (%s): calls made through it before they were in are not in the record",
-			report.Plural(int(n), "time")), "record again; if it repeats, report it (the holds ring was full)")
+		// Two sentences: the verdict quotes the first after its own
+		// clause and must stay within the reading bound.
+		add(fmt.Sprintf("a libcuda mapping did not hold its process until the probes were in (%s). Calls through it before then are not in the record",
+			report.Plural(int(n), "time")), "record again, with no other forensic recorder running on the host (one continues the processes it holds); if it repeats, report it")
 	}
 	for _, p := range s.lateProcs(t) {
 		add(lateWhat(p), "start the recorder before the workload: forensic record -o run.db -- CMD")

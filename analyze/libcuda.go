@@ -21,9 +21,11 @@ func (s *state) libcudaGiven() bool {
 // libcudaNeverLoaded reports whether the record shows that the workload
 // never loaded libcuda: the recorder stopped cleanly after attaching to
 // each libcuda a recorded process mapped (none was given with --libcuda),
-// attached to none, and recorded no call.
+// attached to none, and recorded no call. A lost hold is a libcuda some
+// process mapped, maybe one that ran on and exited before the recorder
+// could attach: then nothing is said to be never loaded.
 func (s *state) libcudaNeverLoaded() bool {
-	return s.stop != nil && len(s.libs) == 0 && s.replay != nil && len(s.replay.procCalls) == 0
+	return s.stop != nil && s.stop.Stats.LostHolds == 0 && len(s.libs) == 0 && s.replay != nil && len(s.replay.procCalls) == 0
 }
 
 // noCallsGap is the missing evidence of a workload from which no traced

@@ -63,3 +63,21 @@ func TestWorkloadWithoutLibcuda(t *testing.T) {
 		})
 	}
 }
+
+// A process held at its libcuda mapping that ran on before the probes were
+// in (and exited before the recorder could attach) leaves no library and
+// no call: the record then says the hold was lost, never that the
+// workload did not load libcuda.
+func TestLostHoldIsNotANeverLoadedLibcuda(t *testing.T) {
+	procs := []store.Process{{PID: 7, Start: tClock, Exe: "/bin/app", Root: true}}
+	rep := runSpec{symbols: []string{"cuInit"}, procs: procs, lostHolds: 1}.analyze(t, nil)
+	var all []string
+	for _, m := range rep.Missing {
+		all = append(all, m.What)
+	}
+	text := rep.Verdict + "\n" + strings.Join(all, "\n")
+	if rep.Attribution != report.AttrMissingEvidence || strings.Contains(text, "never loaded") ||
+		!strings.Contains(text, "did not hold its process") {
+		t.Errorf("attribution %s; want missing-evidence naming the lost hold, not a libcuda never loaded:\n%s", rep.Attribution, text)
+	}
+}

@@ -18,6 +18,11 @@ const (
 // mapping and must be continued.
 const HoldStopped = uint8(forensicFxHoldFlagsFX_HOLD_STOPPED)
 
+// HoldUninspected (enum fx_hold_flags): the hook could not look at the
+// mapping (its address space was locked), so Dev, Ino and maybe Name are
+// unknown and the file may not be a libcuda: the mapping at Addr says.
+const HoldUninspected = uint8(forensicFxHoldFlagsFX_HOLD_UNINSPECTED)
+
 // Process lifecycle changes (enum fx_proc_what).
 const (
 	ProcFork      = uint8(forensicFxProcWhatFX_PROC_FORK)

@@ -8,7 +8,7 @@ type Stats struct {
 	LostCalls      uint64 // completed calls not delivered: ring buffer full
 	LostFirst      int64  // exit time of the earliest lost call
 	LostLast       int64  // exit time of the latest lost call
-	LostInflight   uint64 // entries not stashed: no per-thread storage
+	LostInflight   uint64 // calls not followed: no per-thread storage at entry or return
 	TooDeep        uint64 // entries beyond FX_MAX_DEPTH
 	Unmatched      uint64 // returns without a stashed entry
 	LostProc       uint64 // lifecycle records not delivered
@@ -20,6 +20,9 @@ type Stats struct {
 	LostHolds      uint64 // libcuda mappings not held: the holds ring was full
 	StackSkipped   uint64 // stack captures left out by their rate limit
 	StackLost      uint64 // stack captures made but not delivered
+	// UninspectedMaps: executable mappings the map hook could not look
+	// at (the address space was locked), each held uninspected.
+	UninspectedMaps uint64
 }
 
 // combine says how one counter's per-CPU values make the total.
@@ -59,6 +62,7 @@ var counters = [counterMax]counter{
 	forensicFxCounterFX_CTR_LOST_HOLDS:         {sum, func(s *Stats, v uint64) { s.LostHolds = v }},
 	forensicFxCounterFX_CTR_STACK_SKIPPED:      {sum, func(s *Stats, v uint64) { s.StackSkipped = v }},
 	forensicFxCounterFX_CTR_STACK_LOST:         {sum, func(s *Stats, v uint64) { s.StackLost = v }},
+	forensicFxCounterFX_CTR_UNINSPECTED_MAPS:   {sum, func(s *Stats, v uint64) { s.UninspectedMaps = v }},
 }
 
 // sumCPUs combines the per-CPU counter sets: the one place they are added.

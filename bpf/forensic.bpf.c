@@ -734,7 +734,19 @@ int call_return(struct pt_regs *ctx)
 {
 	struct ret r = {.ctx = ctx, .now = bpf_ktime_get_ns()};
 	r.th = bpf_task_storage_get(&threads, bpf_get_current_task_btf(), 0, 0);
-	if (!r.th || r.th->state != THREAD_TRACKED)
+	if (!r.th) {
+		/* Every thread that called has storage from its entry, unless
+		 * the kernel refused it there (counted then) or refuses it now:
+		 * task storage is refused while another program using it is
+		 * preempted on this CPU. A recorded process's call is then not
+		 * sent: counted, never silent (once more when it had none at
+		 * entry either). */
+		__u32 tgid = bpf_get_current_pid_tgid() >> 32;
+		if (bpf_map_lookup_elem(&tracked, &tgid))
+			count(FX_CTR_LOST_INFLIGHT);
+		return 0;
+	}
+	if (r.th->state != THREAD_TRACKED)
 		return 0; /* not a recorded thread */
 	r.s = stats_get();
 	if (!r.s)
@@ -815,8 +827,10 @@ int BPF_PROG(proc_exit, struct task_struct *p)
 }
 
 #define PROT_EXEC 0x4
+#define MAP_ANONYMOUS 0x20
 #define NR_MMAP 9     /* x86-64 */
 #define NR_MPROTECT 10
+#define ENOENT 2
 
 /* "libcuda.so" or "libcuda.so.*". */
 static __always_inline int is_libcuda(const char *n)
@@ -832,7 +846,8 @@ static __always_inline int is_libcuda(const char *n)
 struct mapped {
 	__u64 dev, ino;
 	char name[FX_NAME_LEN];
-	int ok;
+	int file; /* the mapping is of a file */
+	int ok;   /* ... and its name was read */
 };
 
 static long find_file(struct task_struct *task, struct vm_area_struct *vma, void *data)
@@ -841,6 +856,7 @@ static long find_file(struct task_struct *task, struct vm_area_struct *vma, void
 	struct file *f = vma->vm_file;
 	if (!f)
 		return 0;
+	m->file = 1;
 	/* vm_file is the file the pages come from (the real file under an
 	 * overlay), the inode uprobes attach to. */
 	struct inode *inode = f->f_inode;
@@ -851,6 +867,22 @@ static long find_file(struct task_struct *task, struct vm_area_struct *vma, void
 	return 0;
 }
 
+/* fd_name reads the name of the file the current process has open as fd
+ * into name, and says whether it could. It reads the file table alone,
+ * without the address space's lock. */
+static __always_inline int fd_name(struct task_struct *task, __u64 fd, char *name)
+{
+	struct fdtable *fdt = BPF_CORE_READ(task, files, fdt);
+	if (!fdt || fd >= BPF_CORE_READ(fdt, max_fds))
+		return 0;
+	struct file **fds = BPF_CORE_READ(fdt, fd);
+	struct file *f = 0;
+	if (bpf_probe_read_kernel(&f, sizeof(f), &fds[fd]) || !f)
+		return 0;
+	const unsigned char *n = BPF_CORE_READ(f, f_path.dentry, d_name.name);
+	return bpf_probe_read_kernel_str(name, FX_NAME_LEN, n) > 0;
+}
+
 /* A recorded process has just made a file mapping executable (mmap, or
  * mprotect of a mapping): if the file is a libcuda whose probes are not in,
  * stop the process before it returns to user space, so no code in the
@@ -858,6 +890,16 @@ static long find_file(struct task_struct *task, struct vm_area_struct *vma, void
  * call through a new libcuda is missed, wherever the file came from. A hold
  * that cannot be reported is not made (a process stopped with nobody to
  * continue it is worse than a missed library), and it is counted.
+ *
+ * The mapping is looked up with bpf_find_vma, which only tries the address
+ * space's lock and fails while another holds it or waits for it: attaching
+ * uprobes to a file write-locks every address space that maps it, so a
+ * process mapping libcuda while the recorder attaches to it for another
+ * finds its own lock taken. Such a mapping is held all the same, marked
+ * uninspected, and user space looks at it in /proc; skipping it would let
+ * the process run its calls before the probes are in, unseen and
+ * uncounted. An mmap of a file whose name (read from the file table, which
+ * needs no lock) is not a libcuda's is never held.
  *
  * The system call exit tracepoint, not fentry or a kprobe on the kernel's
  * mmap path: kernels locked down for integrity (Secure Boot) refuse fentry
@@ -881,23 +923,40 @@ int BPF_PROG(map_file, struct pt_regs *regs, long ret)
 	} else if (scope_levels && !bpf_map_lookup_elem(&tracked, &tgid) && !in_scope()) {
 		return 0; /* --all, but outside the scope: never held */
 	}
+	struct task_struct *task = bpf_get_current_task_btf();
 	__u64 addr = nr == NR_MMAP ? (__u64)ret : regs->di;
 	struct mapped m = {};
-	if (bpf_find_vma(bpf_get_current_task_btf(), addr, find_file, &m, 0) || !m.ok || !is_libcuda(m.name))
-		return 0;
-	struct fx_file key = {.dev = m.dev, .ino = m.ino};
-	if (bpf_map_lookup_elem(&attached_files, &key))
-		return 0;
+	if (nr == NR_MMAP) {
+		/* mmap(addr, len, prot, flags, fd, off): flags in r10, fd in r8. */
+		if (regs->r10 & MAP_ANONYMOUS)
+			return 0;
+		if (fd_name(task, regs->r8, m.name) && !is_libcuda(m.name))
+			return 0;
+	}
+	long err = bpf_find_vma(task, addr, find_file, &m, 0);
+	if (err == -ENOENT || (!err && !m.file))
+		return 0; /* no mapping there any more, or not of a file */
+	__u8 flags = 0;
+	if (err || !m.ok) {
+		flags = FX_HOLD_UNINSPECTED;
+		m.dev = 0;
+		m.ino = 0;
+		count(FX_CTR_UNINSPECTED_MAPS);
+	} else {
+		if (!is_libcuda(m.name))
+			return 0;
+		struct fx_file key = {.dev = m.dev, .ino = m.ino};
+		if (bpf_map_lookup_elem(&attached_files, &key))
+			return 0;
+	}
 	struct fx_hold *h = bpf_ringbuf_reserve(&holds, sizeof(*h), 0);
 	if (!h) {
-		struct fx_stats *s = stats_get();
-		if (s)
-			s->c[FX_CTR_LOST_HOLDS]++;
+		count(FX_CTR_LOST_HOLDS);
 		return 0;
 	}
 	__u64 id = bpf_get_current_pid_tgid();
 	h->kind = FX_KIND_HOLD;
-	h->flags = 0;
+	h->flags = flags;
 	h->pad = 0;
 	h->pid = id >> 32;
 	h->tid = (__u32)id;

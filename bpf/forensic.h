@@ -203,6 +203,10 @@ struct fx_proc {
 
 enum fx_hold_flags {
 	FX_HOLD_STOPPED = 1 << 0, /* SIGSTOP was sent: user space must continue it */
+	/* The hook could not look at the mapping (its address space was
+	 * locked): dev, ino and maybe name are unknown, and the file may not be
+	 * a libcuda. User space finds the mapping at addr in /proc. */
+	FX_HOLD_UNINSPECTED = 1 << 1,
 };
 
 /* A recorded process has mapped, executable, a libcuda file whose probes
@@ -267,7 +271,7 @@ enum fx_counter {
 	FX_CTR_LOST_CALLS,         /* completed calls not delivered: ring buffer full */
 	FX_CTR_LOST_FIRST_NS,      /* exit time of the earliest lost call */
 	FX_CTR_LOST_LAST_NS,       /* ... and of the latest */
-	FX_CTR_LOST_INFLIGHT,      /* entries not stashed: no per-thread storage */
+	FX_CTR_LOST_INFLIGHT,      /* calls not followed: no per-thread storage at entry or return */
 	FX_CTR_TOO_DEEP,           /* entries beyond FX_MAX_DEPTH */
 	FX_CTR_UNMATCHED_RETURNS,  /* returns without a stashed entry */
 	FX_CTR_LOST_PROC,          /* lifecycle records not delivered */
@@ -279,6 +283,7 @@ enum fx_counter {
 	FX_CTR_LOST_HOLDS,         /* libcuda mappings not held: the holds ring was full */
 	FX_CTR_STACK_SKIPPED,      /* stack captures not made: the rate limit (stacks.h) */
 	FX_CTR_STACK_LOST,         /* stack captures made but not delivered: ring full, or another capture in progress on the CPU */
+	FX_CTR_UNINSPECTED_MAPS,   /* executable mappings the map hook could not look at (address space locked): held uninspected */
 	FX_COUNTER_MAX,
 };
 

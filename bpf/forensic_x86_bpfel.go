@@ -106,7 +106,8 @@ const (
 	forensicFxCounterFX_CTR_LOST_HOLDS         forensicFxCounter = 13
 	forensicFxCounterFX_CTR_STACK_SKIPPED      forensicFxCounter = 14
 	forensicFxCounterFX_CTR_STACK_LOST         forensicFxCounter = 15
-	forensicFxCounterFX_COUNTER_MAX            forensicFxCounter = 16
+	forensicFxCounterFX_CTR_UNINSPECTED_MAPS   forensicFxCounter = 16
+	forensicFxCounterFX_COUNTER_MAX            forensicFxCounter = 17
 )
 
 type forensicFxFile struct {
@@ -132,7 +133,8 @@ type forensicFxHold struct {
 type forensicFxHoldFlags uint32
 
 const (
-	forensicFxHoldFlagsFX_HOLD_STOPPED forensicFxHoldFlags = 1
+	forensicFxHoldFlagsFX_HOLD_STOPPED     forensicFxHoldFlags = 1
+	forensicFxHoldFlagsFX_HOLD_UNINSPECTED forensicFxHoldFlags = 2
 )
 
 type forensicFxKind uint32
@@ -300,7 +302,7 @@ type forensicFxStackRef struct {
 
 type forensicFxStats struct {
 	_       structs.HostLayout
-	C       [16]uint64
+	C       [17]uint64
 	Unwoken uint64
 }
 

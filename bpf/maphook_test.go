@@ -5,6 +5,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"runtime"
 	"strconv"
 	"strings"
 	"syscall"
@@ -22,11 +23,62 @@ import (
 // stdin says go, then exits.
 const mapperEnv = "FX_TEST_MAP_FILE"
 
+// contendedEnv makes the test binary, started as a child, a process that
+// maps a file executable contendedMaps times while another of its threads
+// keeps write-locking its address space.
+const contendedEnv = "FX_TEST_MAP_CONTENDED"
+
+const contendedMaps = 30
+
 func TestMain(m *testing.M) {
 	if path := os.Getenv(mapperEnv); path != "" {
 		os.Exit(mapExec(path))
 	}
+	if path := os.Getenv(contendedEnv); path != "" {
+		os.Exit(mapContended(path))
+	}
 	os.Exit(m.Run())
+}
+
+// mapContended maps path while threads change the protection of large
+// populated regions over and over: each mprotect holds the address space's
+// lock for writing, as attaching a uprobe to a file the process maps does.
+func mapContended(path string) int {
+	const threads, size = 4, 64 << 20
+	for t := 0; t < threads; t++ {
+		region, err := syscall.Mmap(-1, 0, size, syscall.PROT_READ|syscall.PROT_WRITE, syscall.MAP_PRIVATE|syscall.MAP_ANON)
+		if err != nil {
+			return 2
+		}
+		for i := 0; i < size; i += 4096 {
+			region[i] = 1
+		}
+		go func() {
+			runtime.LockOSThread()
+			for i := 0; ; i++ {
+				prot := syscall.PROT_READ
+				if i%2 == 1 {
+					prot |= syscall.PROT_WRITE
+				}
+				syscall.Mprotect(region, prot)
+			}
+		}()
+	}
+	var b [1]byte
+	os.Stdin.Read(b[:])
+	f, err := os.Open(path)
+	if err != nil {
+		return 2
+	}
+	defer f.Close()
+	for i := 0; i < contendedMaps; i++ {
+		mem, err := syscall.Mmap(int(f.Fd()), 0, 4096, syscall.PROT_READ|syscall.PROT_EXEC, syscall.MAP_PRIVATE)
+		if err != nil {
+			return 3
+		}
+		syscall.Munmap(mem)
+	}
+	return 0
 }
 
 func mapExec(path string) int {
@@ -173,4 +225,81 @@ func TestMapHookHolds(t *testing.T) {
 	if h, ok := readHold(t, rd, 100*time.Millisecond); ok {
 		t.Errorf("held again after the file was marked attached: %+v", h)
 	}
+}
+
+// A recorded process whose address space is locked by another of its
+// threads when it maps libcuda is held all the same: every mapping is
+// reported and the process stopped, inspected (the file named) or, when
+// the hook could not look, marked uninspected with no file.
+func TestMapHookHoldsWhileAddressSpaceLocked(t *testing.T) {
+	e2eenv.NeedRoot(t)
+	o, err := Load(Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer o.Close()
+	hook, err := o.AttachMapHook()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer hook.Close()
+	rd, err := o.NewHoldReader()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer rd.Close()
+	lib := filepath.Join(t.TempDir(), "libcuda.so.1")
+	if err := os.WriteFile(lib, make([]byte, 8192), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	var st syscall.Stat_t
+	syscall.Stat(lib, &st)
+	dev := unix.Major(st.Dev)<<20 | unix.Minor(st.Dev)
+
+	cmd := exec.Command(os.Args[0])
+	cmd.Env = append(os.Environ(), contendedEnv+"="+lib)
+	in, err := cmd.StdinPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { cmd.Process.Kill(); cmd.Wait() })
+	if err := o.Track(uint32(cmd.Process.Pid)); err != nil {
+		t.Fatal(err)
+	}
+	in.Write([]byte{1})
+	in.Close()
+	uninspected := 0
+	for i := 0; i < contendedMaps; i++ {
+		h, ok := readHold(t, rd, 10*time.Second)
+		if !ok {
+			t.Fatalf("mapping %d of %d was not held (%d uninspected before)", i+1, contendedMaps, uninspected)
+		}
+		if h.Pid != uint32(cmd.Process.Pid) || h.Flags&HoldStopped == 0 {
+			t.Fatalf("hold %+v; want pid %d, stopped", h, cmd.Process.Pid)
+		}
+		switch {
+		case h.Flags&HoldUninspected != 0:
+			uninspected++
+			if h.Dev != 0 || h.Ino != 0 {
+				t.Errorf("uninspected hold names a file: %+v", h)
+			}
+		case h.Dev != dev || h.Ino != st.Ino:
+			t.Errorf("hold %+v; want dev %#x inode %d", h, dev, st.Ino)
+		}
+		syscall.Kill(cmd.Process.Pid, syscall.SIGCONT)
+	}
+	if err := cmd.Wait(); err != nil {
+		t.Fatalf("mapper: %v", err)
+	}
+	stats, err := o.Stats()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if stats.UninspectedMaps != uint64(uninspected) {
+		t.Errorf("counter says %d uninspected mappings, the holds %d", stats.UninspectedMaps, uninspected)
+	}
+	t.Logf("%d of %d mappings held uninspected", uninspected, contendedMaps)
 }

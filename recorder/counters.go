@@ -26,4 +26,5 @@ func storeCounters(dst *store.Stats, c *bpf.Stats) {
 	dst.LostHolds = c.LostHolds
 	dst.StackSkipped = c.StackSkipped
 	dst.StackLost = c.StackLost
+	dst.UninspectedMaps = c.UninspectedMaps
 }

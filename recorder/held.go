@@ -205,6 +205,41 @@ func procStart(proc string, pid uint32) (uint64, error) {
 	return strconv.ParseUint(f[19], 10, 64)
 }
 
+// stillHeld reports whether a process sent SIGSTOP is stopped (or in a
+// tracer's stop), or about to be (the signal pending). The state is read
+// again after the pending signals: a process that takes the signal
+// between the two reads shows neither in the first.
+func stillHeld(proc string, pid uint32) bool {
+	return notRunning(proc, pid) || stopPending(proc, pid) || notRunning(proc, pid)
+}
+
+// notRunning reports whether a process is stopped, by a signal (T) or a
+// tracer (t).
+func notRunning(proc string, pid uint32) bool {
+	f, err := statFields(proc, pid)
+	return err == nil && len(f) > 0 && (f[0] == "T" || f[0] == "t")
+}
+
+// stopPending reports whether SIGSTOP is pending for a process or one of
+// its threads (/proc/PID/status: ShdPnd, SigPnd).
+func stopPending(proc string, pid uint32) bool {
+	status, err := os.ReadFile(filepath.Join(proc, strconv.FormatUint(uint64(pid), 10), "status"))
+	if err != nil {
+		return false
+	}
+	for _, line := range strings.Split(string(status), "\n") {
+		name, val, ok := strings.Cut(line, ":")
+		if !ok || (name != "ShdPnd" && name != "SigPnd") {
+			continue
+		}
+		mask, err := strconv.ParseUint(strings.TrimSpace(val), 16, 64)
+		if err == nil && mask&(1<<(uint(syscall.SIGSTOP)-1)) != 0 {
+			return true
+		}
+	}
+	return false
+}
+
 // stopped reports whether a process is stopped by a signal (state T).
 func stopped(proc string, pid uint32) bool {
 	f, err := statFields(proc, pid)

@@ -3,6 +3,7 @@ package recorder
 import (
 	"errors"
 	"fmt"
+	"io/fs"
 	"log/slog"
 	"sync/atomic"
 	"syscall"
@@ -28,6 +29,9 @@ type holder struct {
 	log   *slog.Logger
 	// cont continues a held process (SIGCONT; a test records instead).
 	cont func(pid uint32) error
+	// held reports whether a process sent SIGSTOP is still held (nil:
+	// stillHeld on proc; a test changes its answer over time).
+	isHeld func(pid uint32) bool
 	// held is the held-process file, which outlives a recorder killed
 	// while it holds a process (nil: none kept).
 	held *heldFile
@@ -120,20 +124,52 @@ func (h *holder) onRecord(hd *bpf.Hold) {
 	if hd.Flags&bpf.HoldStopped == 0 {
 		return
 	}
-	if err := h.held.hold(hd.Pid); err != nil {
+	err := h.held.hold(hd.Pid)
+	if errors.Is(err, fs.ErrNotExist) {
+		return // gone already: it ran on, which act says
+	}
+	if err != nil {
 		h.log.Error(fmt.Sprintf("the hold of pid %d is not on record (%v): a recorder killed before it continues the process leaves it stopped", hd.Pid, err))
 	}
 }
 
 // act attaches to the file of a hold on record and continues the process.
+//
+// A stopped process can be continued by another before the probes are in:
+// another recorder's map hook holds the same process at the same mapping
+// and its holder sends SIGCONT once its own probes are in. Such a process
+// runs on, maybe through its first calls, before this recorder's probes
+// are in; it is counted as a lost hold, never taken for held. It is looked
+// at as soon as the probes are in: at once when the file was attached
+// before (by an earlier hold), else after this attach. One found running
+// then may have run only after the probes were in; it is counted all the
+// same, since when it started running is unknown.
 func (h *holder) act(hd *bpf.Hold) {
 	pid := hd.Pid
 	stopped := hd.Flags&bpf.HoldStopped != 0
+	heldAtStart := stopped && h.stillHeld(pid)
 	if stopped {
 		time.Sleep(h.delay)
 	}
 	lib, isNew, err := h.attachHeld(hd)
-	if stopped {
+	ranOn := false
+	switch {
+	case !stopped:
+	case err == nil && !isNew:
+		ranOn = !heldAtStart // the probes were in when act began
+	default:
+		ranOn = !h.stillHeld(pid)
+	}
+	if errors.Is(err, errNotLibCUDA) {
+		// An uninspected hold at another file: nothing to attach, and
+		// nothing missed if it ran on.
+		if stopped && !ranOn {
+			h.q.addHold(now() - int64(hd.Ts))
+		}
+		h.release(hd, ranOn)
+		return
+	}
+	if stopped && !ranOn {
 		lib.Held = now() - int64(hd.Ts)
 		h.q.addHold(lib.Held)
 	} else {
@@ -142,17 +178,52 @@ func (h *holder) act(hd *bpf.Hold) {
 		h.q.notHeld()
 	}
 	switch {
+	case ranOn:
+		h.log.Warn(fmt.Sprintf("pid %d, held at its mapping of %s, ran on before the probes were in (another process, such as another recorder, continued it): its first calls may be missing",
+			pid, holdName(hd)), "pid", pid)
 	case err != nil:
-		h.log.Warn(fmt.Sprintf("pid %d mapped %s, which could not be attached: %v", pid, bpf.CString(hd.Name[:]), err), "pid", pid)
-	case isNew:
+		h.log.Warn(fmt.Sprintf("pid %d mapped %s, which could not be attached: %v", pid, holdName(hd), err), "pid", pid)
+	}
+	if err == nil && isNew {
 		lib.MappedBy = pid
 		h.q.addLibrary(lib)
 		logAttach(h.log, &lib)
 	}
-	if stopped {
-		h.resume(pid, bpf.CString(hd.Name[:]))
+	h.release(hd, ranOn)
+}
+
+// release ends a hold: a stopped process is continued, unless it ran on
+// already (then it is only taken off the held-process file).
+func (h *holder) release(hd *bpf.Hold, ranOn bool) {
+	switch {
+	case hd.Flags&bpf.HoldStopped == 0:
+	case ranOn:
+		if err := h.held.release(hd.Pid); err != nil {
+			h.log.Warn(fmt.Sprintf("%s: %v", h.held.path, err))
+		}
+	default:
+		h.resume(hd.Pid, holdName(hd))
 	}
 }
+
+// stillHeld reports whether a process sent SIGSTOP is still held.
+func (h *holder) stillHeld(pid uint32) bool {
+	if h.isHeld != nil {
+		return h.isHeld(pid)
+	}
+	return stillHeld(h.proc, pid)
+}
+
+// holdName names the file of a hold in the recorder's lines.
+func holdName(hd *bpf.Hold) string {
+	if name := bpf.CString(hd.Name[:]); name != "" {
+		return name
+	}
+	return "an uninspected mapping"
+}
+
+// errNotLibCUDA: an uninspected hold's mapping is not of a libcuda file.
+var errNotLibCUDA = errors.New("not a libcuda mapping")
 
 // resume continues a held process; one that cannot be continued is an
 // error, said at once, and stays on record for the next recorder to try.
@@ -174,8 +245,11 @@ func (h *holder) resume(pid uint32, name string) {
 
 // attachHeld finds the file a held process mapped and attaches to it. It
 // also learns the process's mappings for resolving stack frames later:
-// held, the process cannot exit before they are read.
+// held, the process cannot exit before they are read. An uninspected hold
+// (the hook could not look at the mapping) may be at any file: one whose
+// mapping at the address is not a libcuda's gives errNotLibCUDA.
 func (h *holder) attachHeld(hd *bpf.Hold) (store.Library, bool, error) {
+	uninspected := hd.Flags&bpf.HoldUninspected != 0
 	pid := hd.Pid
 	var line mapLine
 	found := false
@@ -185,6 +259,9 @@ func (h *holder) attachHeld(hd *bpf.Hold) (store.Library, bool, error) {
 			break
 		}
 	}
+	if !found && uninspected {
+		return store.Library{}, false, errNotLibCUDA
+	}
 	if !found {
 		return store.Library{}, false, errors.New("its mapping is gone (the process exited or unmapped it)")
 	}
@@ -193,8 +270,13 @@ func (h *holder) attachHeld(hd *bpf.Hold) (store.Library, bool, error) {
 	if err != nil {
 		return store.Library{}, false, err
 	}
-	// The hook's own name for the file, which is what it looks up.
+	// The hook's own name for the file, which is what it looks up; an
+	// uninspected hold has none, and /proc's (the same but under an
+	// overlay) is the best there is.
 	lf.Key = fileKey{hd.Dev, hd.Ino}
+	if uninspected {
+		lf.Key = line.Key
+	}
 	lib, isNew := h.att.attach(lf)
 	h.att.addKey(lf.Dev, lf.Ino, line.Key) // as /proc names it, for the sweep
 	h.files.add(store.File{BuildID: lib.BuildID, Path: lib.Path, Open: openPath(lib), Source: "seen"})

@@ -81,7 +81,19 @@ func TestAttacherOncePerFile(t *testing.T) {
 	}
 }
 
-// holdWorld is a /proc with one process (pid 42) that maps a libcuda file.
+// setState writes pid 42's /proc stat with a state ("T": stopped; "":
+// the process is gone).
+func setState(proc, state string) {
+	stat := filepath.Join(proc, "42", "stat")
+	if state == "" {
+		os.Remove(stat)
+		return
+	}
+	os.WriteFile(stat, []byte("42 (simwork) "+state+" 1 42 42 0 -1 0 0 0 0 0 0 0 0 0 20 0 1 0 1234 0 0\n"), 0o644)
+}
+
+// holdWorld is a /proc with one process (pid 42), stopped, that maps a
+// libcuda file.
 func holdWorld(t *testing.T) (proc string, lib string, hd bpf.Hold) {
 	t.Helper()
 	proc = t.TempDir()
@@ -93,6 +105,7 @@ func holdWorld(t *testing.T) (proc string, lib string, hd bpf.Hold) {
 	maps := fmt.Sprintf("7f0000001000-7f0000002000 r-xp 00001000 %02x:%02x %d %s\n",
 		unix.Major(st.Dev), unix.Minor(st.Dev), st.Ino, lib)
 	os.WriteFile(filepath.Join(proc, "42", "maps"), []byte(maps), 0o644)
+	setState(proc, "T")
 	hd = bpf.Hold{Kind: bpf.KindHold, Flags: bpf.HoldStopped, Pid: 42, Tid: 43, Dev: kernelDev(st.Dev), Ino: st.Ino,
 		Addr: 0x7f0000001800, Ts: uint64(now())}
 	return proc, lib, hd
@@ -258,5 +271,164 @@ func TestAddRunningRecordsIdleProcesses(t *testing.T) {
 	}
 	if _, ok := got[30]; ok {
 		t.Error("a record for a process gone since the scan")
+	}
+}
+
+// A hold the map hook could not inspect (the process's address space was
+// locked) names no file: the mapping at its address decides. At a libcuda
+// it is attached under the name /proc gives and the hook is told; at any
+// other file nothing is attached, said or counted lost. A stopped process
+// is continued either way; one the hook could not stop at a libcuda is a
+// lost hold.
+func TestHolderUninspectedHold(t *testing.T) {
+	for _, tc := range []struct {
+		name      string
+		addr      uint64 // 0: the libcuda mapping's
+		stopped   bool
+		library   bool // a library record is queued and the hook told
+		lostHolds uint64
+	}{
+		{"at a libcuda", 0, true, true, 0},
+		{"at another file", 0x1000, true, false, 0},
+		{"not stopped, at another file", 0x1000, false, false, 0},
+		{"not stopped, at a libcuda", 0, false, true, 1},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			proc, lib, hd := holdWorld(t)
+			want := fileKey{hd.Dev, hd.Ino}
+			hd.Dev, hd.Ino, hd.Flags = 0, 0, bpf.HoldUninspected
+			if tc.stopped {
+				hd.Flags |= bpf.HoldStopped
+			}
+			if tc.addr != 0 {
+				hd.Addr = tc.addr
+			}
+			var continued []uint32
+			var log bytes.Buffer
+			p := &probes{}
+			att := newAttacher(p)
+			att.hooked = true
+			q := newQueue()
+			ids := newBuildIDCache()
+			h := &holder{att: att, q: q, files: newFileIndex(ids), ids: ids, proc: proc, log: logging.New(&log, logging.Options{Format: logging.Text}),
+				cont: func(pid uint32) error { continued = append(continued, pid); return nil }}
+			h.handle(&hd)
+			if wantCont := tc.stopped; (len(continued) == 1 && continued[0] == 42) != wantCont {
+				t.Errorf("continued %v; stopped %v", continued, tc.stopped)
+			}
+			b := q.take(nil, 0)
+			if got := len(b.Libraries) == 1; got != tc.library {
+				t.Fatalf("libraries %+v, want one: %v; log %q", b.Libraries, tc.library, log.String())
+			}
+			if tc.library && (b.Libraries[0].Path != lib || b.Libraries[0].MappedBy != 42) {
+				t.Errorf("library %+v: want %s mapped by 42", b.Libraries[0], lib)
+			}
+			if tc.library != (len(p.marked) == 1 && p.marked[0] == want) {
+				t.Errorf("hook told %v, want %v: %v", p.marked, want, tc.library)
+			}
+			if !tc.library && log.Len() > 0 {
+				t.Errorf("said %q of a mapping of another file", log.String())
+			}
+			var ctr bpf.Stats
+			st, _, holds := q.final(&ctr, 0)
+			if st.LostHolds != tc.lostHolds || (holds.Count == 1) != tc.stopped {
+				t.Errorf("lost holds %d, holds %d; want %d lost, held: %v", st.LostHolds, holds.Count, tc.lostHolds, tc.stopped)
+			}
+		})
+	}
+}
+
+// A process held at a libcuda that runs on before the probes are in
+// (another recorder's holder continued it, or it was killed) is a lost
+// hold, said once, and not continued again; one still stopped, or with
+// its SIGSTOP still pending, is held.
+func TestHolderCountsProcessThatRanOn(t *testing.T) {
+	for _, tc := range []struct {
+		name    string
+		state   string // "": gone
+		pending string // ShdPnd
+		ranOn   bool
+	}{
+		{"stopped", "T", "0000000000000000", false},
+		{"stopped by its tracer", "t", "0000000000000000", false},
+		{"stop pending", "R", "0000000000040000", false},
+		{"running", "S", "0000000000000000", true},
+		{"gone", "", "", true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			proc, _, hd := holdWorld(t)
+			setState(proc, tc.state)
+			if tc.pending != "" {
+				os.WriteFile(filepath.Join(proc, "42", "status"), []byte("Name:\tsimwork\nSigPnd:\t0000000000000000\nShdPnd:\t"+tc.pending+"\n"), 0o644)
+			}
+			var continued []uint32
+			var log bytes.Buffer
+			q := newQueue()
+			ids := newBuildIDCache()
+			h := &holder{att: newAttacher(&probes{}), q: q, files: newFileIndex(ids), ids: ids, proc: proc, log: logging.New(&log, logging.Options{Format: logging.Text}),
+				cont: func(pid uint32) error { continued = append(continued, pid); return nil }}
+			h.handle(&hd)
+			if (len(continued) == 0) != tc.ranOn {
+				t.Errorf("continued %v; ran on: %v", continued, tc.ranOn)
+			}
+			var ctr bpf.Stats
+			st, _, holds := q.final(&ctr, 0)
+			if (st.LostHolds == 1) != tc.ranOn || (holds.Count == 1) == tc.ranOn {
+				t.Errorf("lost holds %d, holds %d; ran on: %v", st.LostHolds, holds.Count, tc.ranOn)
+			}
+			if said := strings.Contains(log.String(), "ran on before the probes were in"); said != tc.ranOn {
+				t.Errorf("log %q; ran on: %v", log.String(), tc.ranOn)
+			}
+		})
+	}
+}
+
+// Whether a held process ran on is judged as soon as the probes are in:
+// one held when its hold is taken up, at a file attached before, is held
+// even if another recorder continues it during the hold's handling; at a
+// file this hold attaches, it must still be held after the attach.
+func TestHolderJudgesRanOnOnceProbesAreIn(t *testing.T) {
+	for _, tc := range []struct {
+		name             string
+		attachedBefore   bool
+		heldAtStart      bool
+		heldAfterAttach  bool
+		wantLost, wantIn uint64 // lost holds, holds counted
+	}{
+		{"attached before, held at start, continued by another later", true, true, false, 0, 1},
+		{"attached before, running at start", true, false, false, 1, 0},
+		{"attached by this hold, continued by another during it", false, true, false, 1, 0},
+		{"attached by this hold, held throughout", false, true, true, 0, 1},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			proc, lib, hd := holdWorld(t)
+			att := newAttacher(&probes{})
+			if tc.attachedBefore {
+				lf, err := newLibFile(lib, lib)
+				if err != nil {
+					t.Fatal(err)
+				}
+				lf.Key = fileKey{hd.Dev, hd.Ino}
+				att.attach(lf)
+			}
+			asked := 0
+			q := newQueue()
+			ids := newBuildIDCache()
+			h := &holder{att: att, q: q, files: newFileIndex(ids), ids: ids, proc: proc, log: logging.Discard(),
+				cont: func(uint32) error { return nil },
+				isHeld: func(uint32) bool {
+					asked++
+					if asked == 1 {
+						return tc.heldAtStart
+					}
+					return tc.heldAfterAttach
+				}}
+			h.handle(&hd)
+			var ctr bpf.Stats
+			st, _, holds := q.final(&ctr, 0)
+			if st.LostHolds != tc.wantLost || uint64(holds.Count) != tc.wantIn {
+				t.Errorf("lost holds %d, holds %d; want %d lost, %d held", st.LostHolds, holds.Count, tc.wantLost, tc.wantIn)
+			}
+		})
 	}
 }

@@ -212,8 +212,10 @@ type Stats struct {
 	Untracked      uint64 `json:"untracked_processes"`
 	UntrackedFirst int64  `json:"untracked_first_ns,omitempty"`
 	// LostHolds counts libcuda mappings that could not hold their process
-	// (the holds ring was full, or the stop signal was refused): calls
-	// through that file may have been made before its probes were in.
+	// (the holds ring was full, the stop signal was refused, or another
+	// process such as a second recorder continued it before the probes
+	// were in): calls through that file may have been made before its
+	// probes were in.
 	LostHolds uint64 `json:"lost_holds,omitempty"`
 	// StackSkipped counts stack captures not made because of their rate
 	// limit (a call site not captured before, past the per-CPU bucket, and
@@ -222,8 +224,13 @@ type Stats struct {
 	// CPU). Such a call keeps its frame-pointer stack only.
 	StackSkipped uint64 `json:"stack_skipped,omitempty"`
 	StackLost    uint64 `json:"stack_lost,omitempty"`
-	DecodeErrors uint64 `json:"decode_errors"`
-	Samples      uint64 `json:"samples"`
+	// UninspectedMaps counts executable mappings the map hook could not
+	// look at (the process's address space was locked, as attaching
+	// probes to a file it maps does): each was held all the same and
+	// looked at in /proc. Not a loss; a hold that failed is in LostHolds.
+	UninspectedMaps uint64 `json:"uninspected_maps,omitempty"`
+	DecodeErrors    uint64 `json:"decode_errors"`
+	Samples         uint64 `json:"samples"`
 	// SamplesThinned are periodic samples left out by thinning (a quiet
 	// stretch keeps only some).
 	SamplesThinned uint64 `json:"samples_thinned"`
