@@ -938,6 +938,14 @@ int BPF_PROG(map_file, struct pt_regs *regs, long ret)
 		return 0; /* no mapping there any more, or not of a file */
 	__u8 flags = 0;
 	if (err || !m.ok) {
+		/* Under --all, a process not recorded yet that makes a mapping
+		 * executable with mprotect is left alone: JIT compilers do that
+		 * all the time, under a busy lock, and libcuda's text is mapped
+		 * with mmap. Counted all the same. */
+		if (nr == NR_MPROTECT && !bpf_map_lookup_elem(&tracked, &tgid)) {
+			count(FX_CTR_UNINSPECTED_MAPS);
+			return 0;
+		}
 		flags = FX_HOLD_UNINSPECTED;
 		m.dev = 0;
 		m.ino = 0;
