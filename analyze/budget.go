@@ -35,6 +35,13 @@ func (s *state) budgetAtFailure(j *judgement) {
 	if fd.view != viewFramebuffer || fd.mig != nil || smp == nil || smp.Total == nil || smp.Free == nil {
 		return
 	}
+	if o := fd.opaque; o != nil && o.exit && fd.trigger != nil {
+		// A process exited between the failure and its sample: the
+		// sample lists neither the process nor its memory, and its free
+		// would contradict the value the verdict judged by. LIVE AT THE
+		// FIRST FAILURE and the evidence say what is known instead.
+		return
+	}
 	b := report.Budget{GPU: fd.gpu, GPUUUID: s.gpuUUID[fd.gpu], View: cuda.ViewFramebuffer.String(), At: "first-failure",
 		TimeNS: smp.Start, Total: *smp.Total}
 	src := apiOf(smp.API, smp.Struct)

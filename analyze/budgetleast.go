@@ -88,10 +88,13 @@ func (s *state) leastBudget(lb *leastBase) (report.Budget, bool) {
 	b := report.Budget{GPU: lb.track.key.gpu, GPUUUID: s.gpuUUID[lb.track.key.gpu], View: cuda.ViewFramebuffer.String(),
 		At: "least-headroom", TimeNS: smp.Start, Total: *smp.Total}
 	free, at := *smp.Free, "the sample"
-	if moment {
+	switch {
+	case moment:
 		b.TimeNS, free, at = c.at, uint64(c.free), "the least free"
-	} else if c.source != "sample" {
-		b.Note = "the least free lay between samples and is not exact, so these are the parts of the sample nearest it"
+	case c.source != "sample":
+		// The least free lay between samples and is a bound: the nearest
+		// sample's parts would show far more free than the headroom says.
+		return report.Budget{}, false
 	}
 	src := apiOf(smp.API, smp.Struct)
 	if smp.Reserved != nil {

@@ -217,3 +217,28 @@ func TestContextReleasesLogged(t *testing.T) {
 		})
 	}
 }
+
+// The sample a failure triggered came after the failing process exited:
+// it lists neither the process nor its memory, and its free is far above
+// the value the verdict judged by (at most 2 GiB). No budget is built
+// from it at the failure: its parts would say the memory was free.
+func TestNoBudgetFromASampleAfterTheFailingProcessExited(t *testing.T) {
+	fail := tClock + 300*ms
+	events := []store.Event{retainPrimary(tClock + 10*ms), alloc(0, tClock+20*ms, 14*gib, 0xa000),
+		call(0, fail, 2, cuda.Fields{Has: cuda.FieldSize, Size: 4 * gib})}
+	procs := []store.Process{{PID: 7, Start: tClock, Exe: "/bin/app", Root: true, Exit: exitAt(fail+ms/2, 1),
+		Devices: []store.DeviceMap{{Ordinal: 0, GPU: 0, Method: "uuid"}}, Contexts: []store.Context{{Index: 1, Handle: 0xc0, Device: 0}}}}
+	samples := []store.Sample{triggered(fbSample(fail+ms, 0), fail), listing(fail+ms, nil)}
+	rep := runSpec{symbols: ctxSyms, events: events, samples: samples, procs: procs, workload: exitAt(fail+ms, 1)}.analyze(t, nil)
+	if rep.Capacity == nil || *rep.Capacity != report.CapFBExhausted {
+		t.Fatalf("capacity %v, want framebuffer-exhausted: %s", rep.Capacity, rep.Verdict)
+	}
+	if b := budgetsAt(rep, "first-failure"); len(b) != 0 {
+		t.Errorf("a budget at the failure from the sample after the exit: %+v", b)
+	}
+	for _, l := range rep.Glance() {
+		if l.Label == "held by" && !strings.Contains(l.Text, "pid 7 14.00 GiB") {
+			t.Errorf("held by %q does not name the process's 14 GiB", l.Text)
+		}
+	}
+}
