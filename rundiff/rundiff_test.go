@@ -130,6 +130,9 @@ func TestDepartFindsTheFirstDifferingCall(t *testing.T) {
 		{"more calls at the end", seq(100, 200, 300), seq(100, 200), report.DepartExtraCall, 2, -1},
 		{"stopped early", seq(100), seq(100, 200), report.DepartMissingCall, -1, 1},
 		{"the same call failed", seq(100, -200, 7), seq(100, 200, 8), report.DepartFailed, 1, 1},
+		// The last two steps failed where the good run's succeeded: the
+		// one after the first lines up with it, yet nothing is extra.
+		{"the same calls failed at the end", seq(100, -200, -200), seq(100, 200, 200), report.DepartFailed, 1, 1},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {

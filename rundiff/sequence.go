@@ -108,6 +108,10 @@ func depart(bad, good *Sequence, from int, bn, gn []string) (departure, bool) {
 	}
 	b, g := bad.At(k), good.At(k)
 	switch {
+	case sameStep(b, g, bn, gn) && b.Failed && !g.Failed:
+		// The same step in the same place, failed: not an extra call,
+		// however the calls after it line up.
+		return departure{report.DepartFailed, k, k}, true
 	case agree(bad, k+1, good, k, bn, gn):
 		return departure{departExtra, k, -1}, true
 	case agree(bad, k, good, k+1, bn, gn):
@@ -116,8 +120,6 @@ func depart(bad, good *Sequence, from int, bn, gn []string) (departure, bool) {
 		return departure{report.DepartLarger, k, k}, true
 	case bn[b.Symbol] == gn[g.Symbol] && b.HasSize && g.HasSize && b.Size < g.Size:
 		return departure{report.DepartSmaller, k, k}, true
-	case bn[b.Symbol] == gn[g.Symbol] && b.Failed && !g.Failed:
-		return departure{report.DepartFailed, k, k}, true
 	}
 	return departure{report.DepartOtherCall, k, k}, true
 }
