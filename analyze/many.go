@@ -70,12 +70,39 @@ func AnalyzeJobs(paths []string, opts Options) (*Jobs, error) {
 	if len(reps) == 0 {
 		return nil, fmt.Errorf("none of the %d files is a readable run (the first: %w)", len(paths), unread[0].Err)
 	}
+	reps, copies := dropCopies(reps)
 	j := jobsOf(reps)
 	j.Unread = unread
 	for _, rep := range j.Reports {
 		noteUnread(rep, unread)
+		rep.Missing = append(rep.Missing, copies...)
 	}
 	return j, nil
+}
+
+// dropCopies keeps the first of runs that are one recording (the same run
+// id and start: a copy, such as the one forensic redact writes beside the
+// original), so that a copy is not read as another rank or run of the
+// job, and notes each one left out.
+func dropCopies(reps []*report.Report) ([]*report.Report, []report.Missing) {
+	type runKey struct {
+		id    string
+		start int64
+	}
+	first := map[runKey]string{}
+	var kept []*report.Report
+	var notes []report.Missing
+	for _, r := range reps {
+		k := runKey{r.Run.ID, r.Run.StartNS}
+		if orig, ok := first[k]; ok && k.id != "" {
+			notes = append(notes, report.Missing{What: fmt.Sprintf("%s is a copy of %s (the same run, %s): it was read once", r.Run.Path, orig, k.id),
+				Fix: "give each run once (a redacted copy beside its original is the same run)"})
+			continue
+		}
+		first[k] = r.Run.Path
+		kept = append(kept, r)
+	}
+	return kept, notes
 }
 
 // noteUnread names, in a report, the files given with its runs that could

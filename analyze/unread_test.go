@@ -129,3 +129,42 @@ func TestOnlyBadFilesIsAnError(t *testing.T) {
 		})
 	}
 }
+
+// A copy of a run beside it (forensic redact writes one there by default)
+// is the same run: analyzed once, with the same verdict as the run alone,
+// and a note that names the copy, never a second rank or run.
+func TestCopyOfARunIsReadOnce(t *testing.T) {
+	orig := runfixture.BuildRun(t, 0)
+	data, err := os.ReadFile(orig)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cp := filepath.Join(t.TempDir(), "run.redacted.db")
+	if err := os.WriteFile(cp, data, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	alone, err := AnalyzeMany([]string{orig}, Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	j, err := AnalyzeJobs([]string{orig, cp}, Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(j.Reports) != 1 || j.Reports[0].Run.Path != orig || j.Reports[0].MultiRun != nil {
+		t.Fatalf("%d reports (first of %s), want the original's alone", len(j.Reports), j.Reports[0].Run.Path)
+	}
+	rep := j.Reports[0]
+	if rep.Attribution != alone.Attribution || rep.Verdict != alone.Verdict {
+		t.Errorf("verdict %s %q, want the run's own %s %q", rep.Attribution, rep.Verdict, alone.Attribution, alone.Verdict)
+	}
+	var note *report.Missing
+	for i, m := range rep.Missing {
+		if strings.Contains(m.What, cp) {
+			note = &rep.Missing[i]
+		}
+	}
+	if note == nil || note.Decisive || !strings.Contains(note.What, "copy") {
+		t.Errorf("no note names the copy as a copy: %+v", rep.Missing)
+	}
+}
