@@ -330,7 +330,7 @@ func (t *headTrack) endInterval(n *headSeen) {
 	// usage in net (by a size that is not zero) either.
 	if iv.unsized != "" && (iv.unsizedFrom <= iv.at || !c.exact) {
 		c.exact = false
-		notes = append(notes, "memory of unknown size was taken or released between the samples around it ("+iv.unsized+")")
+		notes = append(notes, "memory of unknown size was taken or released between the samples around it: "+iv.unsized)
 	}
 	if iv.ranged {
 		c.exact = false
