@@ -45,14 +45,14 @@ func TestCommandLine(t *testing.T) {
 // Clipping keeps the room it is given and marks the cut; ClipHead keeps
 // two thirds of it for the start, ClipMiddle half.
 func TestClipKeepsTheStartItPromises(t *testing.T) {
-	s := "/check/work/main/build/simgpu/scenarios/simwork init; use 0; alloc 3G; exit 1"
+	s := "/srv/jobs/llm/build/bin/serve-llm/simwork init; use 0; alloc 3G; exit 1"
 	for _, tt := range []struct {
 		name string
 		clip func(string, int) string
 		want string
 	}{
-		{"middle", ClipMiddle, "/check/work/main/b…0; alloc 3G; exit 1"},
-		{"head", ClipHead, "/check/work/main/build/s…oc 3G; exit 1"},
+		{"middle", ClipMiddle, "/srv/jobs/llm/buil…0; alloc 3G; exit 1"},
+		{"head", ClipHead, "/srv/jobs/llm/build/bin/…oc 3G; exit 1"},
 		{"short enough", func(s string, n int) string { return ClipHead(s[:20], n) }, s[:20]},
 	} {
 		if got := tt.clip(s, 38); got != tt.want {
