@@ -75,7 +75,12 @@ func (w *world) startFlight(script string, flags ...string) *flightRun {
 		w.t.Fatal(err)
 	}
 	go func() { fr.done <- fr.cmd.Wait() }()
-	w.t.Cleanup(func() { fr.cmd.Process.Kill() }) // a test that failed part way
+	w.t.Cleanup(func() {
+		// A test that failed part way: the workloads here wait for
+		// work/stop, and the recorder's kill would leave them waiting.
+		os.WriteFile(filepath.Join(fr.work, "stop"), nil, 0o644)
+		fr.cmd.Process.Kill()
+	})
 	return fr
 }
 
