@@ -104,6 +104,8 @@ struct thread {
 	__u32 state; /* enum thread_state */
 	__u32 depth;
 	__u32 pid, tid;
+	__u32 named; /* its name was sent, at its first failed call */
+	__u32 pad;
 	struct frame f[FX_MAX_DEPTH];
 };
 
@@ -712,11 +714,11 @@ static __always_inline void emit_array(struct ret *r)
  * the call's record: the name is the kernel's at the call, so a thread
  * that exits or renames itself before user space reads the record is
  * still named as it was. */
-static __always_inline void emit_thread(struct ret *r)
+static __always_inline int emit_thread(struct ret *r)
 {
 	struct fx_thread *t = bpf_ringbuf_reserve(&events, sizeof(*t), 0);
 	if (!t)
-		return; /* the failure is then reported without its thread's name */
+		return 0; /* the failure is then reported without its thread's name */
 	t->kind = FX_KIND_THREAD;
 	__builtin_memset(t->pad, 0, sizeof(t->pad));
 	t->pid = r->th->pid;
@@ -726,6 +728,7 @@ static __always_inline void emit_thread(struct ret *r)
 	if (bpf_get_current_comm(t->comm, sizeof(t->comm)))
 		t->comm[0] = 0;
 	bpf_ringbuf_submit(t, 0);
+	return 1;
 }
 
 /* The return probe sends one record per call, as long as its row needs. */
@@ -771,8 +774,10 @@ int call_return(struct pt_regs *ctx)
 		emit_out8(&r);
 	else
 		emit_whole(&r);
-	if (r.result != 0)
-		emit_thread(&r);
+	/* Once per thread: user space keeps the name of its first failed
+	 * call, and a failure storm need not pay a record per failure. */
+	if (r.result != 0 && !r.th->named)
+		r.th->named = emit_thread(&r);
 	/* Registers, stack and Python frames for unwinding offline, after the
 	 * call record, for the application's own failed calls (and its
 	 * allocations under --stacks): stacks.h. */

@@ -467,6 +467,8 @@ type forensicThread struct {
 	Depth uint32
 	Pid   uint32
 	Tid   uint32
+	Named uint32
+	Pad   uint32
 	F     [4]struct {
 		_      structs.HostLayout
 		Ts     uint64
