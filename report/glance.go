@@ -116,7 +116,9 @@ func sampledTotal(ns *NearestSamples, view string) *uint64 {
 }
 
 // heldText says who held the view's memory at the failure: the budget's
-// largest parts when the report has a budget of that GPU and view; else
+// largest parts when the report has a budget of that GPU and view that
+// shows the failure's state (the free value compared is the sample's own
+// and every recorded process is split); else
 // each traced process (at most three named), and what the driver
 // reserved.
 func (r *Report) heldText(f *Failure, ev []Evidence) string {
@@ -125,7 +127,7 @@ func (r *Report) heldText(f *Failure, ev []Evidence) string {
 		return ""
 	}
 	view := strings.ToLower(strings.SplitN(d.Field, " ", 2)[0])
-	if b := r.budgetOf(*f.GPUIndex, view); b != nil {
+	if b := r.budgetOf(*f.GPUIndex, view); b != nil && d.Text == "" && !b.unsplit() {
 		return budgetHeld(b, f.PID)
 	}
 	var parts []string
@@ -167,6 +169,18 @@ func (r *Report) budgetOf(gpu int, view string) *Budget {
 		}
 	}
 	return nil
+}
+
+// unsplit reports whether a budget has a recorded process's use as one
+// part: traced calls came between the failure and the sample, so the
+// sample shows what the process held then, not at the failure.
+func (b *Budget) unsplit() bool {
+	for _, p := range b.Parts {
+		if p.Kind == "process" {
+			return true
+		}
+	}
+	return false
 }
 
 // heldParts is how many holders the summary names, the largest first;

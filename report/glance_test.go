@@ -76,3 +76,23 @@ func TestGlanceHeldByCitesTheBudget(t *testing.T) {
 		t.Errorf("held by %q\nwant     %q", held, want)
 	}
 }
+
+// A budget whose sample came after traced calls changed a process's use
+// (its use is one "process" part) shows the sample's moment, not the
+// failure's: the summary does not cite it.
+func TestGlanceHeldByLeavesOutABudgetOfAnotherMoment(t *testing.T) {
+	gib := uint64(1 << 30)
+	gpu, free, size := 0, gib/2, 2*gib
+	pid := uint32(7)
+	rep := &Report{Verdict: "v", FirstFailure: &Failure{Symbol: "cuMemAlloc_v2", Size: &size, PID: 7, GPUIndex: &gpu},
+		Evidence:      []Evidence{{Field: "framebuffer free at the failure", Value: &free, Unit: "bytes", Decisive: true}},
+		LiveAtFailure: []LiveBytes{{PID: 7, GPU: &gpu, View: "framebuffer", Bytes: 15 * gib, Count: 6}},
+		Budget: []Budget{{GPU: 0, View: "framebuffer", At: "first-failure", Total: 16 * gib, Parts: []BudgetPart{
+			{Kind: "process", PID: &pid, Bytes: 10 * gib, Bound: "exact"},
+			{Kind: "free", Bytes: 6 * gib, Bound: "exact"}}}}}
+	for _, l := range rep.Glance() {
+		if l.Label == "held by" && l.Text != "pid 7 15.00 GiB in 6 allocations" {
+			t.Errorf("held by %q, want what the process held at the failure", l.Text)
+		}
+	}
+}
