@@ -146,7 +146,8 @@ func (s *state) failureList() {
 		ff.Stack = s.stack(s.first)
 	}
 	s.rep.FirstFailure = ff
-	if m := pythonGap(ff); m != nil {
+	p := s.procs[ff.PID]
+	if m := pythonGap(ff, p != nil && !p.AttachedLate); m != nil {
 		s.rep.Missing = append(s.rep.Missing, *m)
 	}
 }
@@ -158,19 +159,27 @@ const noCapture = "no-capture"
 // pythonGap says that the first failure's stack lacks Python frames its
 // process had (a CPython process whose frames were not read, or only in
 // part), so that a report without them is never taken for one of a
-// program that is no Python; nil when nothing is missing.
-func pythonGap(ff *report.Failure) *report.Missing {
+// program that is no Python; nil when nothing is missing. fromStart says
+// the process was recorded from its start (not attached late): then an
+// interpreter located too late means the recorder was behind, and
+// recording from the start is no advice.
+func pythonGap(ff *report.Failure, fromStart bool) *report.Missing {
 	st := ff.Stack
 	if st == nil || st.PythonStatus == "" || st.PythonStatus == string(store.PyOK) {
 		return nil
 	}
-	fix := "the native frames still name the code that called CUDA; the Python line that asked is not known"
+	const native = "the native frames still name the code that called CUDA; the Python line that asked is not known"
+	fix := native
 	switch store.PyStatus(st.PythonStatus) {
 	case store.PyNotCaptured, store.PyNotLocated:
-		fix = "record the program from its start (forensic record -- CMD) or attach before it loads CUDA: " +
-			"its interpreter was found only after this call; " + fix
+		fix = "record the program from its start (forensic record -- CMD), or attach before it loads CUDA. " +
+			"Its interpreter was found only after this call. The" + strings.TrimPrefix(native, "the")
+		if fromStart {
+			fix = "record again on a less busy machine: the recorder fell behind and found its interpreter only after this call. " +
+				"The" + strings.TrimPrefix(native, "the")
+		}
 	case store.PyNotRead:
-		fix = "this CPython's frames are not read (supported: 3.10 to 3.13, release builds); " + fix
+		fix = "this CPython's frames are not read (supported: 3.10 to 3.13, release builds). The" + strings.TrimPrefix(native, "the")
 	case store.PyTruncated:
 		fix = "the innermost frames are shown; the outermost were beyond what the probe reads"
 	}
