@@ -23,6 +23,11 @@ const HoldStopped = uint8(forensicFxHoldFlagsFX_HOLD_STOPPED)
 // unknown and the file may not be a libcuda: the mapping at Addr says.
 const HoldUninspected = uint8(forensicFxHoldFlagsFX_HOLD_UNINSPECTED)
 
+// HoldUnread (enum fx_hold_flags): the process mapped libcuda before user
+// space read its last exec record (Objects.MarkExecRead); it is continued
+// once that is read, even when the file's probes were in already.
+const HoldUnread = uint8(forensicFxHoldFlagsFX_HOLD_UNREAD)
+
 // Process lifecycle changes (enum fx_proc_what).
 const (
 	ProcFork      = uint8(forensicFxProcWhatFX_PROC_FORK)

@@ -41,6 +41,10 @@ const volatile __u8 trace_all = 0;         /* record any process that calls in *
 const volatile __u8 freeze_on_failure = 0; /* SIGSTOP a process at a failed return */
 const volatile __u64 wakeup_every = 0;     /* successful calls per CPU between forced wake-ups */
 const volatile __u32 self_tgid = 0;        /* the recorder: never held at a mapping */
+/* --libcuda: only the named files are attached, so the map hook holds a
+ * process only until its exec is read (FX_HOLD_UNREAD), never at a file
+ * whose probes are not in. */
+const volatile __u8 named_files_only = 0;
 /* --cgroup/--pod: a bit per cgroup v2 level (the root is level 0) at which
  * scope_cgroups has a cgroup; 0 = no scope, every process may be recorded. */
 const volatile __u32 scope_levels = 0;
@@ -149,6 +153,18 @@ struct {
 	__type(key, struct fx_file);
 	__type(value, __u32);
 } attached_files SEC(".maps");
+
+/* Recorded processes whose last exec user space has not read yet: the
+ * exec record's timestamp. User space deletes the entry once it has read
+ * that record (and only that one: a later exec's stays); mapping a
+ * libcuda meanwhile holds the process (FX_HOLD_UNREAD). A full map holds
+ * nobody, as before the map existed. */
+struct {
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__uint(max_entries, 16384);
+	__type(key, __u32);
+	__type(value, __u64);
+} unread_execs SEC(".maps");
 
 /* References that make clang emit BTF for the records and the enums, so
  * bpf2go can generate their Go types and constants. */
@@ -297,13 +313,14 @@ static __always_inline void read_exe(struct fx_proc *p, struct task_struct *task
 	exe_path(p, f);
 }
 
-/* emit_proc sends a lifecycle record. */
-static __always_inline void emit_proc(__u8 what, struct task_struct *task, __s32 exit_code)
+/* emit_proc sends a lifecycle record; it returns the record's timestamp,
+ * 0 when the record was lost. */
+static __always_inline __u64 emit_proc(__u8 what, struct task_struct *task, __s32 exit_code)
 {
 	struct fx_proc *p = bpf_ringbuf_reserve(&events, sizeof(*p), 0);
 	if (!p) {
 		count_first(FX_CTR_LOST_PROC, FX_CTR_LOST_PROC_FIRST_NS, bpf_ktime_get_ns());
-		return;
+		return 0;
 	}
 	/* Ring memory is not zeroed: every field is set, and the arrays'
 	 * contents end where their lengths and NULs say. */
@@ -329,7 +346,9 @@ static __always_inline void emit_proc(__u8 what, struct task_struct *task, __s32
 		read_argv(p, task);
 		read_exe(p, task);
 	}
+	__u64 ts = p->ts;
 	bpf_ringbuf_submit(p, BPF_RB_FORCE_WAKEUP);
+	return ts;
 }
 
 /* in_scope says whether the current process may be recorded under --all:
@@ -812,7 +831,11 @@ int BPF_PROG(proc_exec, struct task_struct *p)
 	if (!bpf_map_lookup_elem(&tracked, &tgid))
 		return 0;
 	stacks_forget(tgid); /* another program now: user space locates it again */
-	emit_proc(FX_PROC_EXEC, p, 0);
+	__u64 ts = emit_proc(FX_PROC_EXEC, p, 0);
+	if (ts)
+		bpf_map_update_elem(&unread_execs, &tgid, &ts, BPF_ANY);
+	else
+		bpf_map_delete_elem(&unread_execs, &tgid); /* never read: hold nobody */
 	return 0;
 }
 
@@ -827,6 +850,7 @@ int BPF_PROG(proc_exit, struct task_struct *p)
 		return 0;
 	emit_proc(FX_PROC_EXIT, p, p->exit_code);
 	bpf_map_delete_elem(&tracked, &tgid);
+	bpf_map_delete_elem(&unread_execs, &tgid);
 	stacks_forget(tgid);
 	return 0;
 }
@@ -892,7 +916,11 @@ static __always_inline int fd_name(struct task_struct *task, __u64 fd, char *nam
  * mprotect of a mapping): if the file is a libcuda whose probes are not in,
  * stop the process before it returns to user space, so no code in the
  * file runs before user space has attached the probes and continued it. No
- * call through a new libcuda is missed, wherever the file came from. A hold
+ * call through a new libcuda is missed, wherever the file came from. A
+ * process that maps any libcuda before user space has read its last exec
+ * (a reader behind a burst of records) is stopped too, until it has: its
+ * first failure may come milliseconds later, and only a process read
+ * while it lives has its interpreter located and its root held. A hold
  * that cannot be reported is not made (a process stopped with nobody to
  * continue it is worse than a missed library), and it is counted.
  *
@@ -928,6 +956,9 @@ int BPF_PROG(map_file, struct pt_regs *regs, long ret)
 	} else if (scope_levels && !bpf_map_lookup_elem(&tracked, &tgid) && !in_scope()) {
 		return 0; /* --all, but outside the scope: never held */
 	}
+	int unread = bpf_map_lookup_elem(&unread_execs, &tgid) != 0;
+	if (named_files_only && !unread)
+		return 0;
 	struct task_struct *task = bpf_get_current_task_btf();
 	__u64 addr = nr == NR_MMAP ? (__u64)ret : regs->di;
 	struct mapped m = {};
@@ -959,9 +990,11 @@ int BPF_PROG(map_file, struct pt_regs *regs, long ret)
 		if (!is_libcuda(m.name))
 			return 0;
 		struct fx_file key = {.dev = m.dev, .ino = m.ino};
-		if (bpf_map_lookup_elem(&attached_files, &key))
+		if (!unread && bpf_map_lookup_elem(&attached_files, &key))
 			return 0;
 	}
+	if (unread)
+		flags |= FX_HOLD_UNREAD;
 	struct fx_hold *h = bpf_ringbuf_reserve(&holds, sizeof(*h), 0);
 	if (!h) {
 		count(FX_CTR_LOST_HOLDS);

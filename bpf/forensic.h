@@ -207,12 +207,19 @@ enum fx_hold_flags {
 	 * locked): dev, ino and maybe name are unknown, and the file may not be
 	 * a libcuda. User space finds the mapping at addr in /proc. */
 	FX_HOLD_UNINSPECTED = 1 << 1,
+	/* The process executed a program whose exec record user space has not
+	 * read yet (it is in unread_execs): it maps libcuda before user space
+	 * has read its mappings, located its interpreter and opened its root,
+	 * so a failure right after would have no Python frames and maybe no
+	 * files for its native ones. User space continues it once it has. */
+	FX_HOLD_UNREAD = 1 << 2,
 };
 
 /* A recorded process has mapped, executable, a libcuda file whose probes
- * are not in yet (not in attached_files). The process is stopped (SIGSTOP,
- * taking effect as the system call returns) until user space has attached
- * the probes and continues it. */
+ * are not in yet (not in attached_files), or any libcuda file before user
+ * space has read its last exec (FX_HOLD_UNREAD). The process is stopped
+ * (SIGSTOP, taking effect as the system call returns) until user space has
+ * attached the probes (and read the exec) and continues it. */
 struct fx_hold {
 	__u8 kind;
 	__u8 flags;  /* enum fx_hold_flags */

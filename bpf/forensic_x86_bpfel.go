@@ -135,6 +135,7 @@ type forensicFxHoldFlags uint32
 const (
 	forensicFxHoldFlagsFX_HOLD_STOPPED     forensicFxHoldFlags = 1
 	forensicFxHoldFlagsFX_HOLD_UNINSPECTED forensicFxHoldFlags = 2
+	forensicFxHoldFlagsFX_HOLD_UNREAD      forensicFxHoldFlags = 4
 )
 
 type forensicFxKind uint32
@@ -505,6 +506,7 @@ const (
 	forensicMapSymcfg              = "symcfg"
 	forensicMapThreads             = "threads"
 	forensicMapTracked             = "tracked"
+	forensicMapUnreadExecs         = "unread_execs"
 	forensicProgCallEntry          = "call_entry"
 	forensicProgCallReturn         = "call_return"
 	forensicProgMapFile            = "map_file"
@@ -512,6 +514,7 @@ const (
 	forensicProgProcExit           = "proc_exit"
 	forensicProgProcFork           = "proc_fork"
 	forensicVarFreezeOnFailure     = "freeze_on_failure"
+	forensicVarNamedFilesOnly      = "named_files_only"
 	forensicVarScopeLevels         = "scope_levels"
 	forensicVarSelfTgid            = "self_tgid"
 	forensicVarStackBurst          = "stack_burst"
@@ -614,6 +617,7 @@ type forensicMapSpecs struct {
 	Symcfg        *ebpf.MapSpec `ebpf:"symcfg"`
 	Threads       *ebpf.MapSpec `ebpf:"threads"`
 	Tracked       *ebpf.MapSpec `ebpf:"tracked"`
+	UnreadExecs   *ebpf.MapSpec `ebpf:"unread_execs"`
 }
 
 // forensicVariableSpecs contains global variables before they are loaded into the kernel.
@@ -621,6 +625,7 @@ type forensicMapSpecs struct {
 // It can be passed ebpf.CollectionSpec.Assign.
 type forensicVariableSpecs struct {
 	FreezeOnFailure     *ebpf.VariableSpec `ebpf:"freeze_on_failure"`
+	NamedFilesOnly      *ebpf.VariableSpec `ebpf:"named_files_only"`
 	ScopeLevels         *ebpf.VariableSpec `ebpf:"scope_levels"`
 	SelfTgid            *ebpf.VariableSpec `ebpf:"self_tgid"`
 	StackBurst          *ebpf.VariableSpec `ebpf:"stack_burst"`
@@ -689,6 +694,7 @@ type forensicMaps struct {
 	Symcfg        *ebpf.Map `ebpf:"symcfg"`
 	Threads       *ebpf.Map `ebpf:"threads"`
 	Tracked       *ebpf.Map `ebpf:"tracked"`
+	UnreadExecs   *ebpf.Map `ebpf:"unread_execs"`
 }
 
 func (m *forensicMaps) Close() error {
@@ -710,6 +716,7 @@ func (m *forensicMaps) Close() error {
 		m.Symcfg,
 		m.Threads,
 		m.Tracked,
+		m.UnreadExecs,
 	)
 }
 
@@ -718,6 +725,7 @@ func (m *forensicMaps) Close() error {
 // It can be passed to loadForensicObjects or ebpf.CollectionSpec.LoadAndAssign.
 type forensicVariables struct {
 	FreezeOnFailure     *ebpf.Variable `ebpf:"freeze_on_failure"`
+	NamedFilesOnly      *ebpf.Variable `ebpf:"named_files_only"`
 	ScopeLevels         *ebpf.Variable `ebpf:"scope_levels"`
 	SelfTgid            *ebpf.Variable `ebpf:"self_tgid"`
 	StackBurst          *ebpf.Variable `ebpf:"stack_burst"`

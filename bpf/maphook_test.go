@@ -303,3 +303,111 @@ func TestMapHookHoldsWhileAddressSpaceLocked(t *testing.T) {
 	}
 	t.Logf("%d of %d mappings held uninspected", uninspected, contendedMaps)
 }
+
+// A recorded process that executes a program and maps a libcuda file
+// whose probes are in, before user space has read that exec, is held
+// (marked unread) until user space marks that very exec read; after that,
+// and after its exit, nothing of it is left to hold it.
+func TestMapHookHoldsUntilTheExecIsRead(t *testing.T) {
+	e2eenv.NeedRoot(t)
+	o, err := Load(Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer o.Close()
+	links, err := o.AttachLifecycle()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer CloseLinks(links)
+	hook, err := o.AttachMapHook()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer hook.Close()
+	rd, err := o.NewHoldReader()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer rd.Close()
+	lib := filepath.Join(t.TempDir(), "libcuda.so.1")
+	if err := os.WriteFile(lib, make([]byte, 8192), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	var st syscall.Stat_t
+	if err := syscall.Stat(lib, &st); err != nil {
+		t.Fatal(err)
+	}
+	if err := o.MarkAttached(unix.Major(st.Dev)<<20|unix.Minor(st.Dev), st.Ino); err != nil {
+		t.Fatal(err)
+	}
+
+	// A shell, tracked, that executes the mapper once its stdin says so.
+	cmd := exec.Command("/bin/sh", "-c", `read go; exec "$0"`, os.Args[0])
+	cmd.Env = append(os.Environ(), mapperEnv+"="+lib)
+	in, err := cmd.StdinPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { cmd.Process.Kill(); cmd.Wait() })
+	pid := uint32(cmd.Process.Pid)
+	if err := o.Track(pid); err != nil {
+		t.Fatal(err)
+	}
+	if _, ok := o.UnreadExec(pid); ok {
+		t.Fatal("an exec before the process was tracked is marked unread")
+	}
+	in.Write([]byte("go\n1"))
+	in.Close()
+	h, ok := readHold(t, rd, 5*time.Second)
+	if !ok {
+		t.Fatal("a process mapping an attached libcuda before its exec was read was not held")
+	}
+	if h.Pid != pid || h.Flags&HoldStopped == 0 || h.Flags&HoldUnread == 0 {
+		t.Fatalf("hold %+v; want pid %d, stopped, unread", h, pid)
+	}
+	ts, ok := o.UnreadExec(pid)
+	if !ok || ts == 0 || ts > h.Ts {
+		t.Fatalf("unread exec at %d (%v); want one before the hold at %d", ts, ok, h.Ts)
+	}
+	o.MarkExecRead(pid, ts+1) // another exec's record
+	if _, ok := o.UnreadExec(pid); !ok {
+		t.Fatal("marking another exec read cleared this one")
+	}
+	o.MarkExecRead(pid, ts)
+	if _, ok := o.UnreadExec(pid); ok {
+		t.Fatal("the exec is still unread after it was marked read")
+	}
+	syscall.Kill(int(pid), syscall.SIGCONT)
+	if err := cmd.Wait(); err != nil {
+		t.Fatalf("continued mapper: %v", err)
+	}
+	if h, ok := readHold(t, rd, 100*time.Millisecond); ok {
+		t.Errorf("held again after its exec was read: %+v", h)
+	}
+
+	// A process that executes a program and exits leaves no mark.
+	sh := exec.Command("/bin/sh", "-c", `read go; exec true`)
+	sin, err := sh.StdinPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := sh.Start(); err != nil {
+		t.Fatal(err)
+	}
+	spid := uint32(sh.Process.Pid)
+	if err := o.Track(spid); err != nil {
+		t.Fatal(err)
+	}
+	sin.Write([]byte("go\n"))
+	sin.Close()
+	if err := sh.Wait(); err != nil {
+		t.Fatal(err)
+	}
+	if _, ok := o.UnreadExec(spid); ok {
+		t.Error("an exited process's exec is still marked unread")
+	}
+}

@@ -67,6 +67,11 @@ type Options struct {
 	// cgroup v2 cgroups and of the cgroups below them: any other process
 	// is neither recorded nor held at a mapping, decided in the kernel.
 	Scope []Cgroup
+	// NamedFilesOnly: only the files the caller names are attached
+	// (--libcuda), so the map hook holds a process only until its exec
+	// record is read (HoldUnread), never at a libcuda whose probes are
+	// not in.
+	NamedFilesOnly bool
 	// maxTracked replaces the size of the tracked-process map (tests fill
 	// it to see what the probes count when it is full).
 	maxTracked uint32
@@ -164,6 +169,9 @@ func Load(opts Options) (*Objects, error) {
 		return nil, err
 	}
 	if err := set(forensicVarFreezeOnFailure, boolByte(opts.FreezeOnFailure)); err != nil {
+		return nil, err
+	}
+	if err := set(forensicVarNamedFilesOnly, boolByte(opts.NamedFilesOnly)); err != nil {
 		return nil, err
 	}
 	levels, err := scopeLevels(opts.Scope)
@@ -316,6 +324,24 @@ func (o *Objects) Track(pid uint32) error {
 func (o *Objects) Tracked(pid uint32) bool {
 	var v uint32
 	return o.objs.Tracked.Lookup(pid, &v) == nil
+}
+
+// UnreadExec returns the timestamp of a process's exec record that user
+// space has not yet marked read; ok is false once it has (or when the
+// process exited, or never executed a program while tracked).
+func (o *Objects) UnreadExec(pid uint32) (ts uint64, ok bool) {
+	return ts, o.objs.UnreadExecs.Lookup(pid, &ts) == nil
+}
+
+// MarkExecRead says user space has read the exec record of pid stamped
+// ts: the map hook stops holding the process at its libcuda mappings. A
+// later exec's entry (another timestamp) stays. The check and the delete
+// are two steps: an exec landing between them is taken as read, which
+// loses only that exec's hold, never a record.
+func (o *Objects) MarkExecRead(pid uint32, ts uint64) {
+	if cur, ok := o.UnreadExec(pid); ok && cur == ts {
+		o.objs.UnreadExecs.Delete(pid)
+	}
 }
 
 // NewReader opens a reader on the ring buffer.

@@ -154,6 +154,40 @@ func TestPythonEarlyFailureFramesEveryRun(t *testing.T) {
 	checkEarlyFrames(t, debPython, "static")
 }
 
+// A recorder whose event reader is far behind (every exec record read
+// 400 ms late, as a -race build on a busy machine can be) still gives an
+// early failure its Python frames: the program maps libcuda before its
+// exec is read and is held at that mapping until it is, so its
+// interpreter is located before its first call fails.
+func TestPythonFramesWhenTheReaderIsBehindTheExec(t *testing.T) {
+	e2eenv.Need(t, exists(debPython), "Debian's /usr/bin/python3 is not installed (scripts/deps.sh test)")
+	m := marks(t, ctypesEarly)
+	w := newWorld(t, "FORENSIC_TEST_EXEC_READ_DELAY=400ms")
+	res := w.record(nil, debPython, ctypesEarly, simCUDA)
+	if res.code != 1 {
+		t.Fatalf("exit %d, want 1; stderr:\n%s", res.code, res.stderr)
+	}
+	rep, _ := analyzeJSON(t, res.db)
+	ff := rep.FirstFailure
+	if ff == nil || ff.Stack == nil {
+		t.Fatalf("first failure %+v", ff)
+	}
+	var got []string
+	for _, f := range ff.Stack.Frames {
+		if f.Language == report.LangPython {
+			got = append(got, fmt.Sprint(f.Function, ":", f.Line))
+		}
+	}
+	want := []string{fmt.Sprint("alloc:", m["alloc"]), fmt.Sprint("main:", m["main"]), fmt.Sprint("<module>:", m["module"])}
+	if ff.Stack.Python != "ok" || !slices.Equal(got, want) {
+		t.Errorf("python %q, frames %q, note %q; want ok, %q", ff.Stack.Python, got, ff.Stack.Note, want)
+	}
+	_, _, stop := stored(t, res.db)
+	if stop == nil || stop.Hold.Count < 1 || stop.Hold.Max < int64(300*time.Millisecond) {
+		t.Errorf("stop record %+v: want the process held at its libcuda mapping while its exec was unread", stop)
+	}
+}
+
 // The same with an interpreter in a shared libpython, which the loader
 // maps after the exec: the recorder locates it at the exec, not at the
 // process's first recorded call, which comes after the failure.

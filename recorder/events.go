@@ -68,6 +68,10 @@ type handler struct {
 	files   *fileIndex
 	ids     *buildIDCache
 	py      *pythonFinder // nil: Python frames are not read
+	// execs is told of each exec record read (nil: nobody waits for it);
+	// execDelay lengthens the reading of each (tests: a reader behind).
+	execs     execMarks
+	execDelay time.Duration
 	// pyWait bounds each libpython watch (libpythonWait); watches counts
 	// the watches' goroutines, waited for when reading ends.
 	pyWait  time.Duration
@@ -431,13 +435,15 @@ func (h *handler) executed(e *bpf.Proc, ts int64) {
 	// program can fail its first CUDA call tens of milliseconds after its
 	// exec, and its frames are read only once its interpreter is located.
 	if e.What == bpf.ProcExec {
+		time.Sleep(h.execDelay)
 		p.rec.Maps, p.rec.Python = nil, nil
 		p.closeRoot()
 		p.stopWatch()
 	}
 	h.readMaps(p, e.Pid)
+	watching := false
 	if e.What == bpf.ProcExec {
-		h.watchLibpython(p, e.Pid, fileKey{e.ExeDev, e.ExeIno})
+		watching = h.watchLibpython(p, e.Pid, fileKey{e.ExeDev, e.ExeIno}, e.Ts)
 	}
 	if pi := readProc(h.proc, e.Pid); pi.Readable {
 		if sameProgram(h.proc, e) {
@@ -472,6 +478,9 @@ func (h *handler) executed(e *bpf.Proc, ts int64) {
 		}
 	}
 	p.dirty = true
+	if e.What == bpf.ProcExec && !watching {
+		h.markRead(e.Pid, e.Ts) // a hold at a libcuda mapping waits for this
+	}
 }
 
 // sameProgram says whether /proc/PID/exe still names the file the record

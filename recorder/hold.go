@@ -17,9 +17,11 @@ import (
 
 // holder attaches to the libcuda files recorded processes map while
 // recording. The map hook stops a process at its executable mapping of a
-// file whose probes are not in; the holder finds the file, attaches (once
-// per file), and continues the process, on every path: a process is never
-// left stopped by the recorder while it runs. It owns the holds ring.
+// file whose probes are not in, or of any libcuda before the event reader
+// has read the process's last exec; the holder finds the file, attaches
+// (once per file), waits for the reader if need be (awaitRead), and
+// continues the process, on every path: a process is never left stopped
+// by the recorder while it runs. It owns the holds ring.
 type holder struct {
 	att   *attacher
 	q     *queue
@@ -43,6 +45,20 @@ type holder struct {
 	// onCont, when set, is told of each process held and whether it could
 	// be continued (the metrics).
 	onCont func(released bool)
+	// execs says which held processes' exec records the event reader has
+	// read (nil: holds never wait for it).
+	execs execMarks
+	// namedOnly: only the --libcuda files are attached, and every hold is
+	// one made until the process's exec is read (readHold).
+	namedOnly bool
+}
+
+// execMarks are the probes' marks of exec records not read yet: the
+// reader clears a process's mark once it has read its exec, and a hold
+// at a libcuda mapping made before then waits for it (*bpf.Objects).
+type execMarks interface {
+	UnreadExec(pid uint32) (ts uint64, ok bool)
+	MarkExecRead(pid uint32, ts uint64)
 }
 
 func sigcont(pid uint32) error { return syscall.Kill(int(pid), syscall.SIGCONT) }
@@ -145,6 +161,10 @@ func (h *holder) onRecord(hd *bpf.Hold) {
 // then may have run only after the probes were in; it is counted all the
 // same, since when it started running is unknown.
 func (h *holder) act(hd *bpf.Hold) {
+	if h.namedOnly {
+		h.readHold(hd)
+		return
+	}
 	pid := hd.Pid
 	stopped := hd.Flags&bpf.HoldStopped != 0
 	heldAtStart := stopped && h.stillHeld(pid)
@@ -169,6 +189,9 @@ func (h *holder) act(hd *bpf.Hold) {
 		h.release(hd, ranOn)
 		return
 	}
+	if stopped && !ranOn && hd.Flags&bpf.HoldUnread != 0 {
+		h.awaitRead(hd)
+	}
 	if stopped && !ranOn {
 		lib.Held = now() - int64(hd.Ts)
 		h.q.addHold(lib.Held)
@@ -191,6 +214,51 @@ func (h *holder) act(hd *bpf.Hold) {
 	}
 	h.release(hd, ranOn)
 }
+
+// awaitRead waits, for a process held before the event reader read its
+// last exec (bpf.HoldUnread), until the reader has: its mappings read,
+// its interpreter located and told to the probes, its root held open.
+// The wait ends early when the process is no longer held, and at the
+// latest unreadHoldLimit after the hold; a process continued then is
+// said, since a failure right after may lack its Python frames.
+func (h *holder) awaitRead(hd *bpf.Hold) {
+	if h.execs == nil {
+		return
+	}
+	limit := int64(hd.Ts) + int64(unreadHoldLimit)
+	for {
+		if _, unread := h.execs.UnreadExec(hd.Pid); !unread || !h.stillHeld(hd.Pid) {
+			return
+		}
+		if now() >= limit {
+			h.log.Warn(fmt.Sprintf("pid %d, held at its mapping of %s until the recorder read its exec, is continued after %v without it (the event reader is behind): a failure right after may lack its Python frames",
+				hd.Pid, holdName(hd), unreadHoldLimit), "pid", hd.Pid)
+			return
+		}
+		time.Sleep(unreadHoldPoll)
+	}
+}
+
+// readHold ends a hold made only for the event reader (--libcuda: no
+// other file is attached): the process is continued once its exec is
+// read. One continued meanwhile by another process is only taken off the
+// held-process file; nothing was missed, the probes being in.
+func (h *holder) readHold(hd *bpf.Hold) {
+	held := hd.Flags&bpf.HoldStopped != 0 && h.stillHeld(hd.Pid)
+	if held {
+		h.awaitRead(hd)
+		h.q.addHold(now() - int64(hd.Ts))
+	}
+	h.release(hd, !held)
+}
+
+// unreadHoldLimit bounds how long a process is held waiting for the event
+// reader to read its exec (awaitRead): a reader seconds behind is a
+// recorder that cannot keep up, and the workload must not wait on it.
+const (
+	unreadHoldLimit = 2 * time.Second
+	unreadHoldPoll  = time.Millisecond
+)
 
 // release ends a hold: a stopped process is continued, unless it ran on
 // already (then it is only taken off the held-process file).

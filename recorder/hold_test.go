@@ -8,6 +8,7 @@ import (
 	"strings"
 	"syscall"
 	"testing"
+	"time"
 
 	"github.com/cilium/ebpf/link"
 	"golang.org/x/sys/unix"
@@ -428,6 +429,55 @@ func TestHolderJudgesRanOnOnceProbesAreIn(t *testing.T) {
 			st, _, holds := q.final(&ctr, 0)
 			if st.LostHolds != tc.wantLost || uint64(holds.Count) != tc.wantIn {
 				t.Errorf("lost holds %d, holds %d; want %d lost, %d held", st.LostHolds, holds.Count, tc.wantLost, tc.wantIn)
+			}
+		})
+	}
+}
+
+// execMarksAfter reports an exec unread for its first n lookups.
+type execMarksAfter struct{ n, lookups int }
+
+func (m *execMarksAfter) UnreadExec(uint32) (uint64, bool) {
+	m.lookups++
+	return 1, m.lookups <= m.n
+}
+
+func (m *execMarksAfter) MarkExecRead(uint32, uint64) {}
+
+// A process held at its libcuda mapping before the event reader read its
+// exec is continued once the reader has, not before; when the reader is
+// too far behind it is continued at the limit all the same, and that is
+// said.
+func TestHolderWaitsForTheExecToBeRead(t *testing.T) {
+	for _, tc := range []struct {
+		name   string
+		unread int           // lookups that find the exec unread
+		age    time.Duration // how long before the holder the hold was made
+		warn   bool
+	}{
+		{"read meanwhile", 5, 0, false},
+		{"reader too far behind", 1 << 30, unreadHoldLimit, true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			proc, _, hd := holdWorld(t)
+			hd.Flags |= bpf.HoldUnread
+			hd.Ts -= uint64(tc.age)
+			marks := &execMarksAfter{n: tc.unread}
+			lookupsAtCont := -1
+			var log bytes.Buffer
+			ids := newBuildIDCache()
+			h := &holder{att: newAttacher(&probes{}), q: newQueue(), files: newFileIndex(ids), ids: ids, proc: proc,
+				log: logging.New(&log, logging.Options{Format: logging.Text}), execs: marks,
+				cont: func(uint32) error { lookupsAtCont = marks.lookups; return nil }}
+			h.handle(&hd)
+			if lookupsAtCont < 0 {
+				t.Fatal("the held process was not continued")
+			}
+			if !tc.warn && lookupsAtCont <= tc.unread {
+				t.Errorf("continued after %d lookups, while the exec was still unread (%d)", lookupsAtCont, tc.unread)
+			}
+			if said := strings.Contains(log.String(), "without it"); said != tc.warn {
+				t.Errorf("log %q; want a line about continuing without the read: %v", log.String(), tc.warn)
 			}
 		})
 	}

@@ -55,19 +55,30 @@ type pyWatch struct {
 // shared libpython, unless Python frames are not read or the interpreter
 // was located already. exe is the executed file, as the exec record
 // names it: a watch does not tell the probes of another program's
-// interpreter.
-func (h *handler) watchLibpython(p *procState, pid uint32, exe fileKey) {
+// interpreter. A watch that starts marks the exec (stamped ts) read when
+// it ends, not before: a process held at its libcuda mapping until then
+// has its interpreter told to the probes by the time it runs on.
+func (h *handler) watchLibpython(p *procState, pid uint32, exe fileKey, ts uint64) bool {
 	if h.py == nil || p.rec.Python != nil || !linksLibpython(filepath.Join(h.proc, strconv.FormatUint(uint64(pid), 10), "exe")) {
-		return
+		return false
 	}
 	w := newPyWatch(h.pyWait)
 	p.watch = w
 	h.watches.Add(1)
 	go func() {
 		defer h.watches.Done()
+		defer h.markRead(pid, ts) // after the result is stored
 		defer w.finish()
 		w.run(h.py, h.proc, pid, h.ids, exe)
 	}()
+	return true
+}
+
+// markRead tells the probes that the exec of pid stamped ts has been read.
+func (h *handler) markRead(pid uint32, ts uint64) {
+	if h.execs != nil {
+		h.execs.MarkExecRead(pid, ts)
+	}
 }
 
 // newPyWatch is a watch that ends after d unless stopped before.

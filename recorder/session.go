@@ -88,11 +88,14 @@ type Session struct {
 	held *heldFile
 }
 
-// testHoldDelay is FORENSIC_TEST_HOLD_DELAY, a duration every hold is
-// lengthened by: the end-to-end tests kill the recorder while it holds a
-// process. Never set in production.
-func testHoldDelay() time.Duration {
-	d, err := time.ParseDuration(os.Getenv("FORENSIC_TEST_HOLD_DELAY"))
+// testDelay is the duration in the environment variable name, 0 when it
+// is unset or not a duration. The end-to-end tests lengthen, with
+// FORENSIC_TEST_HOLD_DELAY, every hold (to kill the recorder while it
+// holds a process) and, with FORENSIC_TEST_EXEC_READ_DELAY, the event
+// reader's reading of every exec record (a reader behind its ring). Never
+// set in production.
+func testDelay(name string) time.Duration {
+	d, err := time.ParseDuration(os.Getenv(name))
 	if err != nil || d < 0 {
 		return 0
 	}
@@ -222,7 +225,7 @@ func (s *Session) resolveScope() error {
 func (s *Session) loadProbes() error {
 	sc := s.scope
 	objs, err := bpf.Load(bpf.Options{TraceAll: s.cfg.All, FreezeOnFailure: s.cfg.Freeze,
-		RingBytes: s.cfg.RingBytes, StackAll: s.cfg.Stacks, Scope: sc.cgroups()})
+		RingBytes: s.cfg.RingBytes, StackAll: s.cfg.Stacks, Scope: sc.cgroups(), NamedFilesOnly: len(s.cfg.LibCUDA) > 0})
 	if err != nil {
 		return err
 	}
@@ -272,8 +275,10 @@ func (s *Session) openNVML() error {
 	s.h.keepBytes = s.cfg.KeepStackBytes
 	s.namerCh = make(chan nameJob, namerQueue)
 	s.h.namer = s.namerCh
+	s.h.execs = s.objs
+	s.h.execDelay = testDelay("FORENSIC_TEST_EXEC_READ_DELAY")
 	s.hl = &holder{att: s.att, q: s.q, files: s.files, ids: s.ids, proc: "/proc", log: s.cfg.Log, cont: sigcont,
-		held: s.held, delay: testHoldDelay()}
+		held: s.held, delay: testDelay("FORENSIC_TEST_HOLD_DELAY"), execs: s.objs, namedOnly: len(s.cfg.LibCUDA) > 0}
 	return nil
 }
 

@@ -25,12 +25,9 @@ func (s *Session) attachStart() error {
 	if s.cfg.PID != 0 {
 		pids = s.trackExisting(uint32(s.cfg.PID))
 	}
-	hook, err := s.objs.AttachMapHook()
-	if err != nil {
+	if err := s.attachHook(); err != nil {
 		return err
 	}
-	s.hook = hook
-	s.onRelease(func() { hook.Close() })
 	s.att.hooked = true
 	if len(s.cfg.Command) > 0 {
 		s.cfg.Log.Info("no libcuda attached yet: each is attached when the workload maps it")
@@ -57,10 +54,26 @@ func (s *Session) attachStart() error {
 	return nil
 }
 
-// attachExplicit attaches the --libcuda files.
+// attachHook attaches the map hook.
+func (s *Session) attachHook() error {
+	hook, err := s.objs.AttachMapHook()
+	if err != nil {
+		return err
+	}
+	s.hook = hook
+	s.onRelease(func() { hook.Close() })
+	return nil
+}
+
+// attachExplicit attaches the --libcuda files. The map hook goes in too,
+// but holds a process only until its exec is read (bpf.HoldUnread); no
+// other file is attached.
 func (s *Session) attachExplicit() error {
 	libs, err := explicitLibCUDA(s.cfg.LibCUDA)
 	if err != nil {
+		return err
+	}
+	if err := s.attachHook(); err != nil {
 		return err
 	}
 	if s.cfg.PID != 0 {

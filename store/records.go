@@ -295,7 +295,8 @@ type StopInfo struct {
 	// clock_error_ns, combining the start and stop readings.
 	Identity *Identity `json:"identity,omitempty"`
 	// Hold summarizes how long processes were held at a libcuda mapping
-	// until the probes were in (count, median, maximum).
+	// until the probes were in, or until the recorder had read their last
+	// exec (count, median, maximum).
 	Hold DelayStats `json:"hold"`
 }
 
