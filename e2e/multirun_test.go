@@ -24,11 +24,15 @@ func TestMultiRunJob(t *testing.T) {
 	w := newWorld(t, "SIMGPU_DEVICES=4", "SIMGPU_FB_TOTAL=16G")
 	gathered := filepath.Join(w.dir, "gathered")
 	os.MkdirAll(gathered, 0o755)
+	// The others wait for rank 1's failure (a file it makes after it),
+	// not for a time: four recorders starting at once on a busy machine
+	// start their workloads hundreds of milliseconds apart.
+	died := filepath.Join(w.dir, "rank1-failed")
 	scripts := []string{
-		"init; use 0; alloc 2G; sleep 400; alloc 1G; exit 1",
-		"init; use 1; alloc 14G; sleep 100; alloc 4G; exit 1",
-		"init; use 2; alloc 2G; sleep 500; alloc 1G; exit 1",
-		"init; use 3; alloc 2G; sleep 600; free-all",
+		"init; use 0; alloc 2G; wait-file " + died + "; sleep 100; alloc 1G; exit 1",
+		"init; use 1; alloc 14G; sleep 100; alloc 4G; touch " + died + "; exit 1",
+		"init; use 2; alloc 2G; wait-file " + died + "; sleep 200; alloc 1G; exit 1",
+		"init; use 3; alloc 2G; wait-file " + died + "; sleep 300; free-all",
 	}
 	var wg sync.WaitGroup
 	for rank, script := range scripts {
