@@ -376,7 +376,7 @@ func (p *replayer) snapshotKind(k resKey, l liveRes) {
 	if l.view != cuda.ViewBAR1 {
 		return // only the BAR1 budget splits by kind
 	}
-	kk := heldKindKey{k.pid, l.key(), k.res.String()}
+	kk := heldKindKey{k.pid(), l.key(), k.res().String()}
 	sh := p.kinds[kk]
 	if sh == nil {
 		sh = &kindShare{}

@@ -41,7 +41,7 @@ func (p *replayer) snapshotSplit(k resKey, l liveRes) {
 	if l.view != cuda.ViewFramebuffer || !l.sized || l.size == 0 {
 		return
 	}
-	key := pidGPU{k.pid, int(l.gpu)}
+	key := pidGPU{k.pid(), int(l.gpu)}
 	p.splits[key] = append(p.splits[key], splitAlloc{at: l.at, size: l.size, tid: l.tid, stack: l.stack})
 }
 

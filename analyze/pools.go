@@ -89,7 +89,7 @@ func (ps *pools) created(e *store.Event, sym *cuda.Symbol) {
 		k := poolKey{e.PID, e.Target}
 		if p := ps.byKey[k]; p != nil {
 			p.inUse += e.Size
-			ps.allocs[resKey{e.PID, sym.Creates, e.Ptr}] = k
+			ps.allocs[newResKey(e.PID, sym.Creates, e.Ptr)] = k
 		}
 	}
 }
@@ -97,8 +97,8 @@ func (ps *pools) created(e *store.Event, sym *cuda.Symbol) {
 // released takes a live resource a call or an exit released, of size
 // bytes: an allocation back to its pool, or a pool destroyed.
 func (ps *pools) released(k resKey, size uint64) {
-	if k.res == cuda.ResPool {
-		delete(ps.byKey, poolKey{k.pid, k.key})
+	if k.res() == cuda.ResPool {
+		delete(ps.byKey, poolKey{k.pid(), k.key})
 		return
 	}
 	pk, ok := ps.allocs[k]

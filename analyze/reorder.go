@@ -1,6 +1,10 @@
 package analyze
 
-import "github.com/retrivium/forensic/store"
+import (
+	"errors"
+
+	"github.com/retrivium/forensic/store"
+)
 
 // EventsInOrder streams the run's events in the order the analysis
 // replays them and hands them to an Observer: a second pass over a run
@@ -12,11 +16,79 @@ func EventsInOrder(r Source, fn func(*store.Event) error) error { return eventsI
 // events are nearly ordered already (one ring buffer, committed in arrival
 // order); a bounded reorder window repairs what is not, so totals at a
 // moment never count a release that happened after it.
+//
+// Reading, decoding and reordering run on a goroutine of their own, a few
+// batches ahead of the replay: the two halves cost about the same, and
+// on two CPUs a 10M-call analysis takes the longer of them instead of
+// their sum. Events reach replay in the same order either way.
 func eventsInOrder(r Source, replay func(*store.Event) error) error {
+	batches := make(chan []store.Event, inFlight-1)
+	free := make(chan []store.Event, inFlight)
+	for range inFlight {
+		free <- make([]store.Event, 0, batchEvents)
+	}
+	stop := make(chan struct{}) // closed when the replay ends early
+	var readErr error
+	go func() {
+		defer close(batches)
+		readErr = readInOrder(r, batches, free, stop)
+	}()
+	var err error
+	for b := range batches {
+		for i := 0; i < len(b) && err == nil; i++ {
+			if err = replay(&b[i]); err != nil {
+				close(stop)
+			}
+		}
+		free <- b[:0]
+	}
+	if err != nil {
+		return err
+	}
+	return readErr
+}
+
+// batchEvents and inFlight size the hand-over from reading to replay:
+// batches of 4096 events (about 600 KB), at most inFlight of them
+// allocated, recycled through free.
+const (
+	batchEvents = 4096
+	inFlight    = 3
+)
+
+// errReplayStopped ends reading when the replay has stopped on an error
+// of its own (which is the one returned).
+var errReplayStopped = errors.New("replay stopped")
+
+// readInOrder reads the events through the reorder window and sends them
+// in batches, taking empty batches from free, until the run is read or
+// stop is closed.
+func readInOrder(r Source, batches, free chan []store.Event, stop <-chan struct{}) error {
 	win := &reorder{}
+	cur := <-free
+	flush := func() error {
+		select {
+		case batches <- cur:
+		case <-stop:
+			return errReplayStopped
+		}
+		select {
+		case cur = <-free:
+			return nil
+		case <-stop:
+			return errReplayStopped
+		}
+	}
+	add := func(e *store.Event) error {
+		cur = append(cur, *e)
+		if len(cur) == cap(cur) {
+			return flush()
+		}
+		return nil
+	}
 	err := r.Events(func(e *store.Event) error {
 		if next, ok := win.push(e); ok {
-			return replay(next)
+			return add(next)
 		}
 		return nil
 	})
@@ -24,9 +96,12 @@ func eventsInOrder(r Source, replay func(*store.Event) error) error {
 		return err
 	}
 	for next, ok := win.pop(); ok; next, ok = win.pop() {
-		if err := replay(next); err != nil {
+		if err := add(next); err != nil {
 			return err
 		}
+	}
+	if len(cur) > 0 {
+		return flush()
 	}
 	return nil
 }

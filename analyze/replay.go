@@ -39,11 +39,21 @@ func (l liveRes) key() viewKey { return viewKey{int(l.gpu), int(l.mig), l.view} 
 // counted reports whether the resource adds bytes to a GPU view's total.
 func (l liveRes) counted() bool { return l.sized && l.view != cuda.ViewNone }
 
+// resKey names a live resource: its process, its kind and its handle.
+// Two words with no padding, so the map hashes it as plain memory (the
+// replay looks one up per call; a padded struct hashed field by field
+// cost a tenth of a 10M-call analysis).
 type resKey struct {
-	pid uint32
-	res cuda.Resource
+	who uint64 // pid << 8 | resource
 	key uint64
 }
+
+func newResKey(pid uint32, res cuda.Resource, key uint64) resKey {
+	return resKey{uint64(pid)<<8 | uint64(res), key}
+}
+
+func (k resKey) pid() uint32        { return uint32(k.who >> 8) }
+func (k resKey) res() cuda.Resource { return cuda.Resource(k.who) }
 
 // viewKey names a traced total: one GPU (one MIG instance of it, or -1 for
 // the whole GPU) and one view. BAR1 is whole-GPU.
@@ -85,7 +95,7 @@ type exportRef struct {
 // process and operation class.
 type recovKey struct {
 	pid uint32
-	op  cuda.Op
+	op  uint32 // a cuda.Op, widened: no padding to hash (one lookup per call)
 }
 
 // replayer replays the run's calls in time order. It owns what the replay
@@ -143,7 +153,7 @@ func newReplayer(s *state) *replayer {
 		kinds: map[heldKindKey]*kindShare{}, firstFree: map[uint32]int64{}, splits: map[pidGPU][]splitAlloc{}}
 	for _, f := range s.failures {
 		p.failTimes = append(p.failTimes, f.e.End)
-		k := recovKey{f.e.PID, f.sym.Op}
+		k := recovKey{f.e.PID, uint32(f.sym.Op)}
 		p.pending[k] = append(p.pending[k], f)
 	}
 	sort.Slice(p.failTimes, func(i, j int) bool { return p.failTimes[i] < p.failTimes[j] })
@@ -248,7 +258,7 @@ func (p *replayer) replay(e *store.Event) error {
 	}
 	if p.tl != nil {
 		gpu, _ := p.dev.gpu(e.PID, e.Dev)
-		p.tl.call(e, sym, p.s.syms.name(e.Symbol), gpu, p.liveOn(e))
+		p.tl.call(e, sym, p.s.syms.name(e.Symbol), gpu, func() *uint64 { return p.liveOn(e) })
 	}
 	return nil
 }
@@ -282,7 +292,7 @@ func (p *replayer) recover(e *store.Event, sym *cuda.Symbol) {
 	if len(p.pending) == 0 {
 		return
 	}
-	k := recovKey{e.PID, sym.Op}
+	k := recovKey{e.PID, uint32(sym.Op)}
 	waiting := p.pending[k]
 	if len(waiting) == 0 {
 		return
@@ -347,7 +357,7 @@ func (p *replayer) apply(e *store.Event, sym *cuda.Symbol) {
 	// processes that import it.
 	if isExport(sym, e) {
 		for _, res := range sym.Exports {
-			if l, ok := p.live[resKey{e.PID, res, e.Target}]; ok && l.sized {
+			if l, ok := p.live[newResKey(e.PID, res, e.Target)]; ok && l.sized {
 				p.exportSize[string(e.Key)] = l.size
 				p.exportAt[string(e.Key)] = l.at
 			}
@@ -368,7 +378,7 @@ func (p *replayer) release(e *store.Event, sym *cuda.Symbol) {
 		if res.View() != view {
 			view = viewMixed // either GPU view
 		}
-		k := resKey{e.PID, res, e.Target}
+		k := newResKey(e.PID, res, e.Target)
 		l, ok := p.live[k]
 		if !ok {
 			continue
@@ -473,7 +483,7 @@ func (p *replayer) create(e *store.Event, sym *cuda.Symbol) {
 	if sym.BAR1 == cuda.BAR1Peer && !grantsPeer(sym, e) {
 		return // a grant to the owning device only maps nothing
 	}
-	k := resKey{e.PID, sym.Creates, e.Ptr}
+	k := newResKey(e.PID, sym.Creates, e.Ptr)
 	if old, ok := p.live[k]; ok && old.counted() {
 		p.addRange(old.key(), e.Start, e.End, -int64(old.size), -int64(old.most))
 	}
@@ -578,19 +588,19 @@ func (p *replayer) exitFrom(pid uint32, t int64) int64 {
 func (p *replayer) snapshotAtFailure() {
 	p.atFailure = true
 	for k, l := range p.live {
-		m := p.perProc[k.pid]
+		m := p.perProc[k.pid()]
 		if m == nil {
 			m = map[viewKey]*report.LiveBytes{}
-			p.perProc[k.pid] = m
+			p.perProc[k.pid()] = m
 		}
 		vk := l.key()
 		lb := m[vk]
 		if lb == nil {
-			lb = &report.LiveBytes{PID: k.pid, View: l.view.String(), GPU: optInt(int(l.gpu)), MIG: optInt(int(l.mig))}
+			lb = &report.LiveBytes{PID: k.pid(), View: l.view.String(), GPU: optInt(int(l.gpu)), MIG: optInt(int(l.mig))}
 			m[vk] = lb
 		}
 		lb.Count++
-		addKind(lb, k.res.String())
+		addKind(lb, k.res().String())
 		if !p.pools.snapshot(k, l) {
 			p.snapshotSplit(k, l)
 		}
@@ -762,7 +772,7 @@ func (q *exitQueue) releaseUpTo(t int64, live map[resKey]liveRes, freed func(vk 
 		}
 		lost := map[viewKey][2]uint64{}
 		for k, l := range live {
-			if k.pid != x.pid {
+			if k.pid() != x.pid {
 				continue
 			}
 			delete(live, k)

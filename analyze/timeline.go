@@ -99,12 +99,18 @@ func (b *timelineBuilder) gpu(i int) *report.GPUTrack {
 
 // call draws one application call of the replay; live is the traced
 // device memory on its GPU right after it.
-func (b *timelineBuilder) call(e *store.Event, sym *cuda.Symbol, name string, gpu int, live *uint64) {
+func (b *timelineBuilder) call(e *store.Event, sym *cuda.Symbol, name string, gpu int, live func() *uint64) {
 	p := b.proc(e.PID)
 	p.Calls++
 	p.Bins[b.ts.bin(e.Start, report.CallBins)]++
+	if p.Calls > report.MaxMarks {
+		p.Marks = nil
+	}
+	if p.Calls > report.MaxMarks && e.Result == 0 && !b.leads(e) {
+		return // binned only: no mark is made (most calls of a long run)
+	}
 	m := report.CallMark{StartNS: e.Start, EndNS: e.End, PID: e.PID, TID: e.TID, Symbol: name, Operation: sym.Op.String(),
-		Result: e.Result, CUDADevice: e.Dev, GPU: optInt(gpu), Live: live}
+		Result: e.Result, CUDADevice: e.Dev, GPU: optInt(gpu), Live: live()}
 	if e.Result != 0 {
 		m.ResultName = cuda.LookupResult(e.Result).Name
 	}
@@ -113,9 +119,7 @@ func (b *timelineBuilder) call(e *store.Event, sym *cuda.Symbol, name string, gp
 		m.Size = &size
 	}
 	m.First = sameCall(b.first, e)
-	if p.Calls > report.MaxMarks {
-		p.Marks = nil
-	} else {
+	if p.Calls <= report.MaxMarks {
 		p.Marks = append(p.Marks, m)
 	}
 	if e.Result != 0 {
@@ -137,6 +141,13 @@ func (b *timelineBuilder) fail(p *report.ProcessTrack, m report.CallMark) {
 	}
 	p.FailBins[b.ts.bin(m.EndNS, report.CallBins)]++
 	b.tl.BinnedFailures++
+}
+
+// leads reports whether a call may be among the lead of the first
+// failure: one of its process's that ended no later than it.
+func (b *timelineBuilder) leads(e *store.Event) bool {
+	f := b.first
+	return f != nil && e.PID == f.e.PID && e.End <= f.e.End
 }
 
 // keepLead keeps m if it is among the latest LeadCalls calls of the first
