@@ -234,10 +234,10 @@ func (s *state) nameNeighbour(p *report.BudgetPart, t int64) {
 	}
 	switch {
 	case best == nil:
-		p.Source += "; not named: the recording has no reading of its /proc"
+		p.Source += report.BudgetNotNamed + "the recording has no reading of its /proc"
 		return
 	case best.Error != "":
-		p.Source += "; not named: " + best.Error
+		p.Source += report.BudgetNotNamed + best.Error
 		return
 	}
 	p.Command = strings.Join(best.Args, " ")

@@ -89,3 +89,17 @@ func BudgetWho(p BudgetPart) string {
 	}
 	return strings.Join(out, ", ")
 }
+
+// BudgetNotNamed ends the source of a part not recorded that could not be
+// named, before the reason.
+const BudgetNotNamed = "; not named: "
+
+// BudgetUnnamed says why a part not recorded has no command, user,
+// container or pod ("not readable in /proc (the process had exited)"),
+// or "" when it was named or is not such a part.
+func BudgetUnnamed(p BudgetPart) string {
+	if i := strings.LastIndex(p.Source, BudgetNotNamed); i >= 0 {
+		return p.Source[i+len(BudgetNotNamed):]
+	}
+	return ""
+}

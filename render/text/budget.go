@@ -65,6 +65,9 @@ func (t *writer) budget(rep *report.Report) {
 				}
 				t.wrap("      ", fmt.Sprintf("pool %s, %s; what it holds beyond this is not sized by a call", p.Pool, limit))
 			}
+			if why := report.BudgetUnnamed(p); why != "" && p.Command == "" && report.BudgetWho(p) == "" {
+				t.wrap("      ", "not named: "+why)
+			}
 			if p.PID != nil && !named[*p.PID] && (p.Command != "" || report.BudgetWho(p) != "") {
 				named[*p.PID] = true
 				// One line each: the command line clipped in its middle

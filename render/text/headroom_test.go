@@ -143,6 +143,31 @@ func TestBudgetNamesANeighbourByCommandLineAndUserInOneLineEach(t *testing.T) {
 	}
 }
 
+// A process not recorded that could not be named (it exited before the
+// recorder read its /proc) says why under its pid, rather than standing
+// as a bare pid; one that was named does not.
+func TestBudgetSaysWhyANeighbourIsNotNamed(t *testing.T) {
+	gone, named := uint32(4242), uint32(4343)
+	rep := report.Report{Budget: []report.Budget{{GPU: 0, View: "framebuffer", Total: 16 << 30, Parts: []report.BudgetPart{
+		{Kind: "process-not-recorded", PID: &gone, Bytes: 2 << 30, Bound: "exact",
+			Source: "nvmlDeviceGetComputeRunningProcesses" + report.BudgetNotNamed + "not readable in /proc (the process had exited)"},
+		{Kind: "process-not-recorded", PID: &named, Command: "serve", Bytes: 1 << 30, Bound: "exact",
+			Source: "nvmlDeviceGetComputeRunningProcesses"},
+		{Kind: "free", Bytes: 13 << 30, Bound: "exact"}}}}}
+	var b bytes.Buffer
+	if err := Write(&b, &rep, Options{Width: 80}); err != nil {
+		t.Fatal(err)
+	}
+	out := b.String()
+	if !strings.Contains(out, "not recorded (pid 4242)") ||
+		!strings.Contains(out, "      not named: not readable in /proc (the process had exited)\n") {
+		t.Errorf("the unnamed neighbour does not say why:\n%s", out)
+	}
+	if strings.Count(out, "not named:") != 1 {
+		t.Errorf("want one 'not named' line, for pid 4242 only:\n%s", out)
+	}
+}
+
 func TestBudgetPoolPartNamesThePoolAndItsLimit(t *testing.T) {
 	pid := uint32(7)
 	size, max := uint64(4<<30), uint64(4<<30)
