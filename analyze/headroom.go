@@ -136,15 +136,20 @@ type headTrack struct {
 }
 
 // pidShare returns the share of pid and res in t.pids, adding it at zero.
+// It runs for every traced change: one binary search on an integer key
+// (the compiler inlines sort.Search and its closure).
 func (t *headTrack) pidShare(pid uint32, res cuda.Resource) *pidTraced {
-	i := sort.Search(len(t.pids), func(i int) bool {
-		p := t.pids[i]
-		return p.pid > pid || (p.pid == pid && p.res >= res)
-	})
+	k := shareKey(pid, res)
+	i := sort.Search(len(t.pids), func(i int) bool { return shareKey(t.pids[i].pid, t.pids[i].res) >= k })
 	if i == len(t.pids) || t.pids[i].pid != pid || t.pids[i].res != res {
 		t.pids = slices.Insert(t.pids, i, pidTraced{pid: pid, res: res})
 	}
 	return &t.pids[i]
+}
+
+// shareKey orders shares by process, then kind.
+func shareKey(pid uint32, res cuda.Resource) uint64 {
+	return uint64(pid)<<8 | uint64(res)
 }
 
 // headroom holds the tracks, one per sampled view.
@@ -212,16 +217,19 @@ func (h *headroom) tracksOf(vk viewKey) []*headTrack {
 func (t *headTrack) change(e *store.Event, res cuda.Resource, start, end, d, most int64) {
 	overlaps := t.advance(start, end)
 	t.traced += d
+	var sh *pidTraced
 	if e != nil {
 		if t.key.view != cuda.ViewBAR1 {
 			res = cuda.ResNone
 		}
-		sh := t.pidShare(e.PID, res)
+		sh = t.pidShare(e.PID, res)
 		sh.bytes += d
-		sh.ranged = sh.ranged || d != most
 	}
 	if d != most {
 		t.iv.ranged = true
+		if sh != nil {
+			sh.ranged = true
+		}
 	}
 	if d <= 0 {
 		return

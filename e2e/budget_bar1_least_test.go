@@ -34,15 +34,11 @@ func TestBudgetOfBAR1AtItsLeastFree(t *testing.T) {
 	if h.LeastFree != 12<<20 {
 		t.Errorf("BAR1 least free %d, want the 12 MiB the mappings left", h.LeastFree)
 	}
-	var b *report.Budget
-	for i := range rep.Budget {
-		if rep.Budget[i].At == "least-headroom" && rep.Budget[i].View == "bar1" {
-			b = &rep.Budget[i]
-		}
-	}
-	if b == nil {
+	bs := budgetsOfView(budgetsAt(rep, "least-headroom"), "bar1")
+	if len(bs) != 1 {
 		t.Fatalf("budgets %+v: want BAR1's at its least free", rep.Budget)
 	}
+	b := bs[0]
 	if b.GPU != 0 || b.Total != 256<<20 || b.Note != "" {
 		t.Errorf("budget of GPU %d, %d bytes (note %q): want GPU 0's 256 MiB", b.GPU, b.Total, b.Note)
 	}
@@ -77,6 +73,17 @@ func TestBudgetOfBAR1AtItsLeastFree(t *testing.T) {
 		!strings.Contains(text, fmt.Sprintf("ipc-mapping (pid %d)", importer)) {
 		t.Errorf("the text report has no BAR1 budget at the least free by kind of mapping:\n%s", text)
 	}
+}
+
+// budgetsOfView are the budgets of one view ("framebuffer", "bar1").
+func budgetsOfView(bs []report.Budget, view string) []report.Budget {
+	var out []report.Budget
+	for _, b := range bs {
+		if b.View == view {
+			out = append(out, b)
+		}
+	}
+	return out
 }
 
 // bar1Headroom is GPU 0's BAR1 headroom.
