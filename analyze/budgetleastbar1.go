@@ -6,6 +6,7 @@ import (
 
 	"github.com/retrivium/forensic/cuda"
 	"github.com/retrivium/forensic/report"
+	"github.com/retrivium/forensic/store"
 )
 
 // The budget of a GPU's BAR1 aperture at its least free: each recorded
@@ -39,9 +40,13 @@ func (s *state) leastBAR1Budget(lb *leastBase) (report.Budget, bool) {
 	if shares == nil {
 		restSrc = src + " used (a traced call overlapped the sample's query, so what was mapped then is not known per process; NVML has no per-process BAR1 reading)"
 	}
-	for _, p := range s.leastMappingParts(shares, at, b.TimeNS) {
+	restBound := boundExact
+	for _, p := range s.leastMappingParts(shares, at, b.TimeNS, moment && c.source != "sample") {
 		rest -= int64(p.Bytes)
 		b.Parts = append(b.Parts, p)
+		if p.Bound == boundAtMost {
+			restBound = boundAtLeast // what an exit freed already is in free
+		}
 	}
 	if rest < 0 {
 		b.Note = "the traced mappings are more than NVML's BAR1 used: the driver counts some of them in other units or not at all"
@@ -51,7 +56,7 @@ func (s *state) leastBAR1Budget(lb *leastBase) (report.Budget, bool) {
 	if moment && c.source != "sample" {
 		freeSrc = "the least free: " + src + " free, less what the traced calls mapped since the sample"
 	}
-	b.Parts = append(b.Parts, report.BudgetPart{Kind: "unattributed", Bytes: uint64(rest), Bound: boundExact, Source: restSrc},
+	b.Parts = append(b.Parts, report.BudgetPart{Kind: "unattributed", Bytes: uint64(rest), Bound: restBound, Source: restSrc},
 		report.BudgetPart{Kind: "free", Bytes: free, Bound: boundExact, Source: freeSrc})
 	return b, true
 }
@@ -61,7 +66,15 @@ func (s *state) leastBAR1Budget(lb *leastBase) (report.Budget, bool) {
 // kind that holds bytes, in pid and kind order. A process that mapped
 // something of no known size, or a grant that may cost one mapping per
 // peer, has its parts at least their sized bytes.
-func (s *state) leastMappingParts(shares []pidTraced, at string, t int64) []report.BudgetPart {
+//
+// The tracks keep an exited process's share (the driver's release at the
+// exit is no traced change), so a process that had exited by t has no
+// part. At a sample, one that may have (t lies between its last call and
+// its exit, when the driver may release its mappings) has its parts at
+// most. At an exact least free between samples (agreed), the samples
+// around it agree with the traced calls, so no exit released anything
+// between them: a process that exited after t held its mappings then.
+func (s *state) leastMappingParts(shares []pidTraced, at string, t int64, agreed bool) []report.BudgetPart {
 	unsure := map[uint32]bool{}
 	for _, sh := range shares {
 		unsure[sh.pid] = unsure[sh.pid] || sh.unsized || sh.ranged
@@ -74,10 +87,22 @@ func (s *state) leastMappingParts(shares []pidTraced, at string, t int64) []repo
 		pid, kind := sh.pid, sh.res.String()
 		p := report.BudgetPart{Kind: "mapping", PID: &pid, Mapping: kind, Bytes: uint64(sh.bytes), Bound: boundExact,
 			Source: fmt.Sprintf("traced %s mappings live at %s", kind, at)}
-		if proc := s.processAt(pid, t); proc != nil {
+		proc := s.processAt(pid, t)
+		gone := s.exitedBy(proc, t)
+		if gone == exitDone {
+			continue
+		}
+		if agreed {
+			gone = exitNot
+		}
+		if proc != nil {
 			p.Command = commandOf(proc)
 		}
-		if unsure[pid] {
+		switch {
+		case gone == exitMaybe:
+			p.Bound = boundAtMost
+			p.Source += "; the process was exiting (after its last call, before its exit), and the driver may have released them already"
+		case unsure[pid]:
 			p.Bound = boundAtLeast
 			p.Source += "; the process mapped some of no known size, or with a grant that may cost one mapping per peer"
 		}
@@ -90,4 +115,29 @@ func (s *state) leastMappingParts(shares []pidTraced, at string, t int64) []repo
 		return out[a].Mapping < out[b].Mapping
 	})
 	return out
+}
+
+// Whether a process had exited by a moment.
+const (
+	exitNot   = iota // alive, or no exit recorded
+	exitMaybe        // between its last call and its exit
+	exitDone         // exited before it
+)
+
+// exitedBy says whether proc had exited by t: its exit recorded before
+// t, or t after its last call (from which the driver may release what it
+// held, as the replay's exit release assumes) and not after its exit.
+func (s *state) exitedBy(proc *store.Process, t int64) int {
+	if proc == nil || proc.Exit == nil || t < proc.Start {
+		return exitNot
+	}
+	if proc.Exit.Time < t {
+		return exitDone
+	}
+	if s.replay != nil {
+		if l, ok := s.replay.lastEnd[proc.PID]; ok && l < t {
+			return exitMaybe
+		}
+	}
+	return exitNot
 }

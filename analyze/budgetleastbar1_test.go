@@ -39,6 +39,16 @@ func TestBudgetOfBAR1AtTheLeastHeadroomSplitsTracedMappingsByProcessAndKind(t *t
 		s.Round = n
 		return s
 	}
+	open9 := func(end int64, key []byte, ptr uint64) store.Event {
+		e := open(end, key, ptr)
+		e.PID, e.TID = 9, 9
+		return e
+	}
+	close9 := func(end int64, ptr uint64) store.Event {
+		e := closeAt(end, ptr)
+		e.PID, e.TID = 9, 9
+		return e
+	}
 	with := func(evs ...store.Event) []store.Event { return append(append([]store.Event{}, exports...), evs...) }
 	cases := []struct {
 		name    string
@@ -47,40 +57,56 @@ func TestBudgetOfBAR1AtTheLeastHeadroomSplitsTracedMappingsByProcessAndKind(t *t
 		want    []budgetPart // nil: no budget at the least headroom
 		wantAt  int64
 		note    string // a word the budget's note holds; "" for none
+		exit8   int64  // when the importer exited (0: it did not)
 	}{
 		{"at a sample: the importer's IPC mappings the sample saw, the rest of used, free",
 			with(open(at(100), key1, 0x9000), closeAt(at(200), 0x9000)),
 			// No sample before the mapping: the one after it is the least.
 			[]store.Sample{bar1(2, at(150), 188*mibB), bar1(3, at(250), 252*mibB)},
 			[]budgetPart{{"mapping", 8, 64 * mibB, "exact"}, {"unattributed", 0, 4 * mibB, "exact"}, {"free", 0, 188 * mibB, "exact"}},
-			at(150), ""},
+			at(150), "", 0},
 		{"between agreeing samples: the mappings live at the moment of the least free",
 			with(open(at(100), key1, 0x9000), open(at(120), key2, 0xa000), closeAt(at(140), 0xa000)),
 			[]store.Sample{bar1(1, at(50), 252*mibB), bar1(2, at(200), 188*mibB)},
 			[]budgetPart{{"mapping", 8, 160 * mibB, "exact"}, {"unattributed", 0, 4 * mibB, "exact"}, {"free", 0, 92 * mibB, "exact"}},
-			at(120), ""},
+			at(120), "", 0},
 		{"between samples that disagree: none, the least free is a bound",
 			with(open(at(100), key1, 0x9000), open(at(120), key2, 0xa000), closeAt(at(140), 0xa000)),
 			// 8 MiB more were mapped by no traced call between the samples.
 			[]store.Sample{bar1(1, at(50), 252*mibB), bar1(2, at(200), 180*mibB)},
-			nil, 0, ""},
+			nil, 0, "", 0},
 		{"two processes, two kinds: a grant to several peers makes its process's part at least",
 			with(grant, open(at(100), key1, 0x9000), closeAt(at(200), 0x9000)),
 			[]store.Sample{bar1(1, at(150), 156*mibB), bar1(2, at(250), 220*mibB)},
 			[]budgetPart{{"mapping", 7, 32 * mibB, "at-least"}, {"mapping", 8, 64 * mibB, "exact"},
 				{"unattributed", 0, 4 * mibB, "exact"}, {"free", 0, 156 * mibB, "exact"}},
-			at(150), ""},
+			at(150), "", 0},
 		{"traced mappings above NVML's used: a note, no negative part",
 			with(open(at(100), key1, 0x9000)),
 			[]store.Sample{bar1(1, at(150), 250*mibB)},
 			[]budgetPart{{"mapping", 8, 64 * mibB, "exact"}, {"unattributed", 0, 0, "exact"}, {"free", 0, 250 * mibB, "exact"}},
-			at(150), "more than NVML's BAR1 used"},
+			at(150), "more than NVML's BAR1 used", 0},
+		{"an importer that exited holding its mappings has no part at a later least free",
+			// pid 8 maps 64 MiB and exits; pid 9 then maps 96 MiB.
+			with(open(at(100), key1, 0x9000), open9(at(250), key2, 0xa000), close9(at(350), 0xa000)),
+			[]store.Sample{bar1(1, at(50), 252*mibB), bar1(2, at(200), 252*mibB), bar1(3, at(300), 156*mibB), bar1(4, at(400), 252*mibB)},
+			[]budgetPart{{"mapping", 9, 96 * mibB, "exact"}, {"unattributed", 0, 4 * mibB, "exact"}, {"free", 0, 156 * mibB, "exact"}},
+			at(250), "", at(150)},
+		{"at a sample after the importer's last call and before its exit: its mappings at most, the rest at least",
+			with(open(at(100), key1, 0x9000)),
+			[]store.Sample{bar1(1, at(150), 188*mibB), bar1(2, at(400), 252*mibB)},
+			[]budgetPart{{"mapping", 8, 64 * mibB, "at-most"}, {"unattributed", 0, 4 * mibB, "at-least"}, {"free", 0, 188 * mibB, "exact"}},
+			at(150), "", at(300)},
 	}
 	one := []store.DeviceMap{{Ordinal: 0, GPU: 0, Method: "uuid"}}
-	procs := []store.Process{{PID: 7, Start: tClock, Exe: "/bin/exporter", Root: true, Devices: one},
-		{PID: 8, Start: tClock, Exe: "/bin/importer", Args: []string{"importer", "--rank", "1"}, Devices: one}}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
+			procs := []store.Process{{PID: 7, Start: tClock, Exe: "/bin/exporter", Root: true, Devices: one},
+				{PID: 8, Start: tClock, Exe: "/bin/importer", Args: []string{"importer", "--rank", "1"}, Devices: one},
+				{PID: 9, Start: tClock, Exe: "/bin/importer", Args: []string{"importer", "--rank", "2"}, Devices: one}}
+			if tc.exit8 != 0 {
+				procs[1].Exit = &store.Exit{Time: tc.exit8}
+			}
 			rep := runSpec{symbols: []string{"cuMemAlloc_v2", "cuIpcGetMemHandle", "cuIpcOpenMemHandle_v2", "cuIpcCloseMemHandle", "cuMemSetAccess"},
 				events: tc.events, samples: tc.samples, procs: procs}.analyze(t, nil)
 			bs := budgetsAt(rep, "least-headroom")
@@ -126,7 +152,8 @@ func TestBudgetOfBAR1AtTheLeastHeadroomSplitsTracedMappingsByProcessAndKind(t *t
 // the process and its kind of mapping.
 func checkMappingPart(t *testing.T, p report.BudgetPart) {
 	t.Helper()
-	want := map[uint32][2]string{7: {"peer-access-range", "/bin/exporter"}, 8: {"ipc-mapping", "importer --rank 1"}}[*p.PID]
+	want := map[uint32][2]string{7: {"peer-access-range", "/bin/exporter"}, 8: {"ipc-mapping", "importer --rank 1"},
+		9: {"ipc-mapping", "importer --rank 2"}}[*p.PID]
 	if p.Kind != "mapping" || p.Mapping != want[0] || p.Command != want[1] || !strings.Contains(p.Source, "traced "+want[0]+" mappings") {
 		t.Errorf("part %+v: want pid %d's %s mappings", p, *p.PID, want[0])
 	}
