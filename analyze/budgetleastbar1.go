@@ -40,13 +40,23 @@ func (s *state) leastBAR1Budget(lb *leastBase) (report.Budget, bool) {
 	if shares == nil {
 		restSrc = src + " used (a traced call overlapped the sample's query, so what was mapped then is not known per process; NVML has no per-process BAR1 reading)"
 	}
-	restBound := boundExact
+	// The rest is what the mapping parts leave of used: a part that is at
+	// least makes it at most, and one that is at most (an exit may have
+	// freed it already) makes it at least.
+	bounds := map[string]bool{}
 	for _, p := range s.leastMappingParts(shares, at, b.TimeNS, moment && c.source != "sample") {
 		rest -= int64(p.Bytes)
 		b.Parts = append(b.Parts, p)
-		if p.Bound == boundAtMost {
-			restBound = boundAtLeast // what an exit freed already is in free
-		}
+		bounds[p.Bound] = true
+	}
+	restBound := boundExact
+	switch {
+	case bounds[boundAtLeast] && bounds[boundAtMost]:
+		b.Note = "the part no traced mapping covers is no bound: some mappings are at least their sized bytes, others at most"
+	case bounds[boundAtLeast]:
+		restBound = boundAtMost
+	case bounds[boundAtMost]:
+		restBound = boundAtLeast
 	}
 	if rest < 0 {
 		b.Note = "the traced mappings are more than NVML's BAR1 used: the driver counts some of them in other units or not at all"

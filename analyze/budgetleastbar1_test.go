@@ -79,7 +79,7 @@ func TestBudgetOfBAR1AtTheLeastHeadroomSplitsTracedMappingsByProcessAndKind(t *t
 			with(grant, open(at(100), key1, 0x9000), closeAt(at(200), 0x9000)),
 			[]store.Sample{bar1(1, at(150), 156*mibB), bar1(2, at(250), 220*mibB)},
 			[]budgetPart{{"mapping", 7, 32 * mibB, "at-least"}, {"mapping", 8, 64 * mibB, "exact"},
-				{"unattributed", 0, 4 * mibB, "exact"}, {"free", 0, 156 * mibB, "exact"}},
+				{"unattributed", 0, 4 * mibB, "at-most"}, {"free", 0, 156 * mibB, "exact"}},
 			at(150), "", 0},
 		{"traced mappings above NVML's used: a note, no negative part",
 			with(open(at(100), key1, 0x9000)),
