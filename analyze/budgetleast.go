@@ -9,9 +9,10 @@ import (
 	"github.com/retrivium/forensic/store"
 )
 
-// The budget at the least headroom: where a GPU's framebuffer went at the
-// moment the run came closest to exhausting it, a run with no failure
-// above all (a near miss has no failure's budget).
+// The budget at the least headroom: where a GPU's framebuffer (or its
+// BAR1 aperture: budgetleastbar1.go) went at the moment the run came
+// closest to exhausting it, a run with no failure above all (a near miss
+// has no failure's budget).
 //
 // The least free is a sample's reading, or one corrected by the traced
 // calls made between it and the moment (headroom.go). The parts come
@@ -23,8 +24,9 @@ import (
 // the budget is the sample's own, at the sample's time, and says so.
 
 // leastBase is the NVML round a least-headroom budget is built from:
-// the track whose least free it explains, and its framebuffer and
-// per-process readings (nil until the samples pass finds them).
+// the track whose least free it explains, its view's reading (fb: the
+// framebuffer's, or BAR1's on a BAR1 track) and, for the framebuffer,
+// the per-process reading (nil until the samples pass finds them).
 type leastBase struct {
 	track     *headTrack
 	fb, procs *store.Sample
@@ -32,45 +34,54 @@ type leastBase struct {
 
 // leastBases are the rounds the least-headroom budgets need: one per
 // GPU's whole framebuffer (not a MIG instance's: NVML lists no process
-// per instance) whose least free is known.
+// per instance) and one per GPU's BAR1 whose least free is known.
 func (s *state) leastBases() []*leastBase {
 	if s.replay == nil || s.replay.head == nil {
 		return nil
 	}
 	var out []*leastBase
 	for _, t := range s.replay.head.tracks {
-		if t.key.view == cuda.ViewFramebuffer && t.key.mig < 0 && t.best.ok && t.best.base != nil {
+		if (t.key.view == cuda.ViewFramebuffer || t.key.view == cuda.ViewBAR1) && t.key.mig < 0 && t.best.ok && t.best.base != nil {
 			out = append(out, &leastBase{track: t})
 		}
 	}
 	return out
 }
 
-// see keeps smp when it is the base sample's framebuffer reading or the
-// first usable per-process reading of its round.
+// see keeps smp when it is the base sample's reading of the track's view
+// or, for the framebuffer, the first usable per-process reading of its
+// round.
 func (lb *leastBase) see(smp *store.Sample) {
 	base := lb.track.best.base
 	if smp.GPU.Index != lb.track.key.gpu || smp.Round != base.round || !smp.Usable() {
 		return
 	}
+	kind := store.KindFramebuffer
+	if lb.track.key.view == cuda.ViewBAR1 {
+		kind = store.KindBAR1
+	}
 	switch {
-	case smp.Kind == store.KindFramebuffer && smp.Scope != store.ScopeMIG && smp.Start == base.start && smp.End == base.end:
+	case smp.Kind == kind && smp.Scope != store.ScopeMIG && smp.Start == base.start && smp.End == base.end:
 		c := *smp
 		lb.fb = &c
-	case smp.Kind == store.KindProcesses && lb.procs == nil:
+	case smp.Kind == store.KindProcesses && kind == store.KindFramebuffer && lb.procs == nil:
 		c := *smp
 		lb.procs = &c
 	}
 }
 
-// budgetAtLeastHeadroom adds a budget per GPU framebuffer at its least
-// free.
+// budgetAtLeastHeadroom adds a budget per GPU framebuffer and BAR1 at its
+// least free.
 func (s *state) budgetAtLeastHeadroom() {
 	if s.samples == nil {
 		return
 	}
 	for _, lb := range s.samples.least {
-		if b, ok := s.leastBudget(lb); ok {
+		build := s.leastBudget
+		if lb.track.key.view == cuda.ViewBAR1 {
+			build = s.leastBAR1Budget
+		}
+		if b, ok := build(lb); ok {
 			s.rep.Budget = append(s.rep.Budget, b)
 		}
 	}

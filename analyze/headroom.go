@@ -100,12 +100,17 @@ type headCand struct {
 	pids []pidTraced
 }
 
-// pidTraced is one recorded process's traced total on a track; unsized
-// says it took or released memory of unknown size there at some time.
+// pidTraced is one recorded process's traced total on a track, of one
+// kind of mapping on a BAR1 track (res; ResNone on the others, and for
+// what is said of the process as a whole); unsized says it took or
+// released memory of unknown size there at some time, ranged that a
+// change of it was a range (a grant that may cost one mapping per peer).
 type pidTraced struct {
 	pid     uint32
-	bytes   int64
+	res     cuda.Resource
 	unsized bool
+	ranged  bool
+	bytes   int64
 }
 
 // headTrack follows one sampled view (a GPU's framebuffer or MIG
@@ -124,18 +129,27 @@ type headTrack struct {
 	overlapCall headCall
 	iv          headInterval
 	best        headCand
-	// pids is each recorded process's share of traced, in pid order (a
-	// handful: a slice is cheaper than a map per call).
+	// pids is each recorded process's share of traced, in pid order, and
+	// by kind of mapping on a BAR1 track (a handful: a slice is cheaper
+	// than a map per call).
 	pids []pidTraced
 }
 
-// pidShare returns the share of pid in t.pids, adding it at zero.
-func (t *headTrack) pidShare(pid uint32) *pidTraced {
-	i := sort.Search(len(t.pids), func(i int) bool { return t.pids[i].pid >= pid })
-	if i == len(t.pids) || t.pids[i].pid != pid {
-		t.pids = slices.Insert(t.pids, i, pidTraced{pid: pid})
+// pidShare returns the share of pid and res in t.pids, adding it at zero.
+// It runs for every traced change: one binary search on an integer key
+// (the compiler inlines sort.Search and its closure).
+func (t *headTrack) pidShare(pid uint32, res cuda.Resource) *pidTraced {
+	k := shareKey(pid, res)
+	i := sort.Search(len(t.pids), func(i int) bool { return shareKey(t.pids[i].pid, t.pids[i].res) >= k })
+	if i == len(t.pids) || t.pids[i].pid != pid || t.pids[i].res != res {
+		t.pids = slices.Insert(t.pids, i, pidTraced{pid: pid, res: res})
 	}
 	return &t.pids[i]
+}
+
+// shareKey orders shares by process, then kind.
+func shareKey(pid uint32, res cuda.Resource) uint64 {
+	return uint64(pid)<<8 | uint64(res)
 }
 
 // headroom holds the tracks, one per sampled view.
@@ -196,16 +210,26 @@ func (h *headroom) tracksOf(vk viewKey) []*headTrack {
 	return out
 }
 
-// change takes a traced change of d bytes (up to most) made by a call
-// between start and end; e is the call (nil for a process's exit).
-func (t *headTrack) change(e *store.Event, start, end, d, most int64) {
+// change takes a traced change of d bytes (up to most) of a resource of
+// kind res made by a call between start and end; e is the call (nil for
+// a process's exit). Only a BAR1 track keeps the shares by kind (its
+// budget splits mappings by kind; the framebuffer's does not).
+func (t *headTrack) change(e *store.Event, res cuda.Resource, start, end, d, most int64) {
 	overlaps := t.advance(start, end)
 	t.traced += d
+	var sh *pidTraced
 	if e != nil {
-		t.pidShare(e.PID).bytes += d
+		if t.key.view != cuda.ViewBAR1 {
+			res = cuda.ResNone
+		}
+		sh = t.pidShare(e.PID, res)
+		sh.bytes += d
 	}
 	if d != most {
 		t.iv.ranged = true
+		if sh != nil {
+			sh.ranged = true
+		}
 	}
 	if d <= 0 {
 		return
@@ -227,7 +251,7 @@ func (t *headTrack) change(e *store.Event, start, end, d, most int64) {
 func (t *headTrack) unsized(from, at int64, pid uint32, why string) {
 	t.advance(from, from)
 	if pid != 0 {
-		t.pidShare(pid).unsized = true
+		t.pidShare(pid, cuda.ResNone).unsized = true
 	}
 	if t.iv.unsized == "" || from < t.iv.unsizedFrom {
 		t.iv.unsized, t.iv.unsizedFrom = why, from
@@ -396,12 +420,12 @@ func (t *headTrack) finish() {
 // peer it lacks) leaves every track of its view unsure; one on a GPU's
 // device memory whose MIG instance it does not name, that GPU's
 // instances' tracks.
-func (h *headroom) change(sl *viewSlot, e *store.Event, start, end, d, most int64) {
+func (h *headroom) change(sl *viewSlot, e *store.Event, res cuda.Resource, start, end, d, most int64) {
 	for _, t := range sl.unsure {
 		t.unsized(start, end, 0, "memory whose GPU or MIG instance the record does not name")
 	}
 	for _, t := range sl.tracks {
-		t.change(e, start, end, d, most)
+		t.change(e, res, start, end, d, most)
 	}
 }
 

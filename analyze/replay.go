@@ -394,7 +394,7 @@ func (p *replayer) release(e *store.Event, sym *cuda.Symbol) {
 			p.pools.released(k, l.size)
 		}
 		if l.counted() {
-			p.addRange(l.key(), e.Start, e.End, -int64(l.size), -int64(l.most))
+			p.addRange(l.key(), res, e.Start, e.End, -int64(l.size), -int64(l.most))
 		} else if l.view != cuda.ViewNone {
 			p.logOpaque(opaqueRel{at: e.End, gpu: int(l.gpu), view: l.view, pid: e.PID, why: "released memory of unknown size"})
 		}
@@ -485,26 +485,27 @@ func (p *replayer) create(e *store.Event, sym *cuda.Symbol) {
 	}
 	k := newResKey(e.PID, sym.Creates, e.Ptr)
 	if old, ok := p.live[k]; ok && old.counted() {
-		p.addRange(old.key(), e.Start, e.End, -int64(old.size), -int64(old.most))
+		p.addRange(old.key(), k.res(), e.Start, e.End, -int64(old.size), -int64(old.most))
 	}
 	p.live[k] = l
 	if !l.sized && p.head != nil && (l.view == cuda.ViewFramebuffer || l.view == cuda.ViewBAR1) {
 		p.head.opaque(opaqueRel{at: e.End, gpu: int(l.gpu), view: l.view, pid: e.PID, acquire: true, why: "a " + sym.Creates.String() + " of unknown size"})
 	}
 	if l.counted() {
-		p.addRange(l.key(), e.Start, e.End, int64(l.size), int64(l.most))
+		p.addRange(l.key(), k.res(), e.Start, e.End, int64(l.size), int64(l.most))
 	}
 }
 
-// addRange changes a traced total by d bytes between start and end, where
-// the change may in truth have been as large as most (same sign): the
-// total counts d, the reconciliation of samples the whole range.
-func (p *replayer) addRange(vk viewKey, start, end, d, most int64) {
+// addRange changes a traced total by d bytes of a resource of kind res
+// between start and end, where the change may in truth have been as large
+// as most (same sign): the total counts d, the reconciliation of samples
+// the whole range.
+func (p *replayer) addRange(vk viewKey, res cuda.Resource, start, end, d, most int64) {
 	sl := p.slot(vk)
 	sl.total = uint64(int64(sl.total) + d)
 	p.logChange(vk, change{start: start, end: end, lo: min(d, most), hi: max(d, most)})
 	if p.head != nil {
-		p.head.change(sl, p.cur, start, end, d, most)
+		p.head.change(sl, p.cur, res, start, end, d, most)
 	}
 	sl.acc.observe(sl.total, end, p.s.landmarks())
 	if p.tl != nil && vk.view == cuda.ViewFramebuffer {

@@ -29,8 +29,8 @@ func TestBudgetAtTheLeastFreeOfANearMiss(t *testing.T) {
 		t.Fatalf("near_miss %v (first failure %v), want a near miss", rep.NearMiss, rep.FirstFailure)
 	}
 	h := framebufferHeadroom(t, rep)
-	bs := budgetsAt(rep, "least-headroom")
-	if len(bs) != 1 || bs[0].GPU != 0 || bs[0].View != "framebuffer" {
+	bs := budgetsOfView(budgetsAt(rep, "least-headroom"), "framebuffer")
+	if len(bs) != 1 || bs[0].GPU != 0 {
 		t.Fatalf("budgets %+v, want GPU 0's framebuffer at its least free", rep.Budget)
 	}
 	b := bs[0]

@@ -99,7 +99,11 @@ func newBudgets(rep *report.Report, c clock) []budgetView {
 		if b.At == "least-headroom" {
 			moment = "its least free"
 		}
-		v := budgetView{Title: fmt.Sprintf("GPU %d %s, %s in all, at %s (%s)", b.GPU, b.View, report.HumanBytes(b.Total), moment, c.rel(b.TimeNS)),
+		view := b.View
+		if view == "bar1" {
+			view = "BAR1" // as the text report and the headroom say it
+		}
+		v := budgetView{Title: fmt.Sprintf("GPU %d %s, %s in all, at %s (%s)", b.GPU, view, report.HumanBytes(b.Total), moment, c.rel(b.TimeNS)),
 			Note: b.Note}
 		for _, p := range b.Parts {
 			r := budgetRow{Kind: p.Kind, Who: p.Command, Bytes: report.HumanBytes(p.Bytes), BytesRaw: p.Bytes, Bound: p.Bound,

@@ -20,7 +20,8 @@ var budgetLabels = map[string]string{
 
 // budget says where each budget's view went, part by part, adding up to
 // its total. A budget at the least free that is the failure's own (same
-// view, same moment) is not said twice.
+// view, same moment) is not said twice, nor one that splits nothing
+// (HEADROOM already says its free, and so its used).
 func (t *writer) budget(rep *report.Report) {
 	for _, b := range rep.Budget {
 		view := "framebuffer"
@@ -28,7 +29,7 @@ func (t *writer) budget(rep *report.Report) {
 			view = "BAR1"
 		}
 		if b.At == "least-headroom" {
-			if sameAsFailure(rep, b) {
+			if sameAsFailure(rep, b) || !splits(b) {
 				continue
 			}
 			t.heading("BUDGET AT THE LEAST FREE")
@@ -94,6 +95,17 @@ func (t *writer) budget(rep *report.Report) {
 func sameAsFailure(rep *report.Report, b report.Budget) bool {
 	for _, f := range rep.Budget {
 		if f.At != b.At && f.GPU == b.GPU && f.View == b.View && (f.TimeNS == b.TimeNS || sameParts(f.Parts, b.Parts)) {
+			return true
+		}
+	}
+	return false
+}
+
+// splits reports whether a budget says more than its used and free: a
+// BAR1 budget with no traced mapping does not.
+func splits(b report.Budget) bool {
+	for _, p := range b.Parts {
+		if p.Kind != "unattributed" && p.Kind != "free" {
 			return true
 		}
 	}

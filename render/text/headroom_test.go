@@ -223,6 +223,12 @@ func TestBudgetAtTheLeastFreeIsSaidOnceAndForARunWithNoFailure(t *testing.T) {
 	otherLeast := laterLeast
 	otherLeast.Parts = []report.BudgetPart{{Kind: "reserved", Bytes: 1 << 30, Bound: "exact"}, {Kind: "free", Bytes: 14 << 30, Bound: "exact"},
 		{Kind: "unattributed", Bytes: 1 << 30, Bound: "exact"}}
+	pid := uint32(8)
+	bar1Least := report.Budget{GPU: 0, View: "bar1", At: "least-headroom", TimeNS: 1_000_000_000, Total: 256 << 20,
+		Parts: []report.BudgetPart{{Kind: "mapping", PID: &pid, Mapping: "ipc-mapping", Bytes: 240 << 20, Bound: "exact"},
+			{Kind: "unattributed", Bytes: 4 << 20, Bound: "exact"}, {Kind: "free", Bytes: 12 << 20, Bound: "exact"}}}
+	bar1Unsplit := bar1Least
+	bar1Unsplit.Parts = bar1Least.Parts[1:]
 	cases := []struct {
 		name      string
 		failure   *report.Failure
@@ -236,6 +242,9 @@ func TestBudgetAtTheLeastFreeIsSaidOnceAndForARunWithNoFailure(t *testing.T) {
 			[]report.Budget{atFailure, laterLeast}, 0},
 		{"a least free at another moment than the failure is said too", &report.Failure{Symbol: "cuMemAlloc_v2", Size: &size},
 			[]report.Budget{atFailure, otherLeast}, 1},
+		{"BAR1 at its least free is said beside the framebuffer", nil, []report.Budget{least, bar1Least}, 2},
+		{"BAR1 at its least free with no traced mapping is not said: HEADROOM says its used and free", nil,
+			[]report.Budget{least, bar1Unsplit}, 1},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
