@@ -306,6 +306,7 @@ func (s *state) budgetBAR1(j *judgement) {
 	src := apiOf(smp.API, smp.Struct)
 	rest := int64(*smp.Total) - int64(*smp.Free)
 	restSrc := src + " used (the traced calls at the failure are not exactly those the sample saw, so it is not split)"
+	restBound := boundExact
 	if fd.alignedWithSample() {
 		parts := s.mappingParts(fd.gpu)
 		for _, p := range parts {
@@ -313,12 +314,13 @@ func (s *state) budgetBAR1(j *judgement) {
 		}
 		b.Parts = append(b.Parts, parts...)
 		restSrc = src + " used, less the traced mappings: the driver's own, those of processes not recorded, and those no call sized"
+		restBound, b.Note = restOfMappings(parts)
 	}
 	if rest < 0 {
 		b.Note = "the traced mappings are more than NVML's BAR1 used: the driver counts some of them in other units or not at all"
 		rest = 0
 	}
-	b.Parts = append(b.Parts, report.BudgetPart{Kind: "unattributed", Bytes: uint64(rest), Bound: boundExact, Source: restSrc},
+	b.Parts = append(b.Parts, report.BudgetPart{Kind: "unattributed", Bytes: uint64(rest), Bound: restBound, Source: restSrc},
 		report.BudgetPart{Kind: "free", Bytes: *smp.Free, Bound: boundExact, Source: src + " free"})
 	s.rep.Budget = append(s.rep.Budget, b)
 }

@@ -280,21 +280,31 @@ func TestBudgetOfBAR1SplitsTracedMappingsByKind(t *testing.T) {
 	one := []store.DeviceMap{{Ordinal: 0, GPU: 0, Method: "uuid"}}
 	procs := []store.Process{{PID: 7, Start: tClock, Exe: "/bin/exporter", Root: true, Devices: one},
 		{PID: 8, Start: tClock, Exe: "/bin/importer", Args: []string{"importer", "--rank", "1"}, Devices: one}}
+	// An import of a handle exported before the record: a mapping no call
+	// sized, so the importer's part is at least what was sized and the
+	// rest at most what is left.
+	unsized := append(append([]store.Event(nil), events[:5]...),
+		ev(2, 8, tClock+210*ms, 0, cuda.Fields{Has: cuda.FieldKey | cuda.FieldFlags | cuda.FieldPtr, Key: []byte("an export made before the record"), Flags: 1, Ptr: 0xa000}),
+		events[5])
 	cases := []struct {
 		name   string
+		events []store.Event
 		sample store.Sample
 		want   []budgetPart
 	}{
-		{"the failure's own sample: the importer's IPC mappings, the rest, free",
+		{"the failure's own sample: the importer's IPC mappings, the rest, free", events,
 			bar1Of(0, failAt+300_000, 188*mibB, trig),
 			[]budgetPart{{"mapping", 8, 64 * mibB, "exact"}, {"unattributed", 0, 4 * mibB, "exact"}, {"free", 0, 188 * mibB, "exact"}}},
-		{"a sample before the failure, not its own: used is one part",
+		{"a sample before the failure, not its own: used is one part", events,
 			bar1Of(0, failAt-50*ms, 188*mibB),
 			[]budgetPart{{"unattributed", 0, 68 * mibB, "exact"}, {"free", 0, 188 * mibB, "exact"}}},
+		{"a mapping no call sized: the importer's part at least, the rest at most", unsized,
+			bar1Of(0, failAt+300_000, 188*mibB, trig),
+			[]budgetPart{{"mapping", 8, 64 * mibB, "at-least"}, {"unattributed", 0, 4 * mibB, "at-most"}, {"free", 0, 188 * mibB, "exact"}}},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
-			rep := runSpec{symbols: []string{"cuMemAlloc_v2", "cuIpcGetMemHandle", "cuIpcOpenMemHandle_v2"}, events: events,
+			rep := runSpec{symbols: []string{"cuMemAlloc_v2", "cuIpcGetMemHandle", "cuIpcOpenMemHandle_v2"}, events: tc.events,
 				samples: []store.Sample{tc.sample}, procs: procs}.analyze(t, nil)
 			bs := budgetsAt(rep, "first-failure")
 			if len(bs) != 1 || bs[0].View != "bar1" {

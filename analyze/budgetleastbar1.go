@@ -40,24 +40,13 @@ func (s *state) leastBAR1Budget(lb *leastBase) (report.Budget, bool) {
 	if shares == nil {
 		restSrc = src + " used (a traced call overlapped the sample's query, so what was mapped then is not known per process; NVML has no per-process BAR1 reading)"
 	}
-	// The rest is what the mapping parts leave of used: a part that is at
-	// least makes it at most, and one that is at most (an exit may have
-	// freed it already) makes it at least.
-	bounds := map[string]bool{}
-	for _, p := range s.leastMappingParts(shares, at, b.TimeNS, moment && c.source != "sample") {
+	parts := s.leastMappingParts(shares, at, b.TimeNS, moment && c.source != "sample")
+	for _, p := range parts {
 		rest -= int64(p.Bytes)
-		b.Parts = append(b.Parts, p)
-		bounds[p.Bound] = true
 	}
-	restBound := boundExact
-	switch {
-	case bounds[boundAtLeast] && bounds[boundAtMost]:
-		b.Note = "the part no traced mapping covers is no bound: some mappings are at least their sized bytes, others at most"
-	case bounds[boundAtLeast]:
-		restBound = boundAtMost
-	case bounds[boundAtMost]:
-		restBound = boundAtLeast
-	}
+	b.Parts = append(b.Parts, parts...)
+	restBound, note := restOfMappings(parts)
+	b.Note = note
 	if rest < 0 {
 		b.Note = "the traced mappings are more than NVML's BAR1 used: the driver counts some of them in other units or not at all"
 		rest = 0
@@ -150,4 +139,24 @@ func (s *state) exitedBy(proc *store.Process, t int64) int {
 		}
 	}
 	return exitNot
+}
+
+// restOfMappings bounds what BAR1 mapping parts leave of NVML's used: a
+// part that is at least its bytes makes the rest at most, and one that is
+// at most (an exit may have freed it already) makes it at least; with
+// both, the rest is no bound, which the note says.
+func restOfMappings(parts []report.BudgetPart) (bound, note string) {
+	bounds := map[string]bool{}
+	for _, p := range parts {
+		bounds[p.Bound] = true
+	}
+	switch {
+	case bounds[boundAtLeast] && bounds[boundAtMost]:
+		return boundExact, "the part no traced mapping covers is no bound: some mappings are at least their sized bytes, others at most"
+	case bounds[boundAtLeast]:
+		return boundAtMost, ""
+	case bounds[boundAtMost]:
+		return boundAtLeast, ""
+	}
+	return boundExact, ""
 }
