@@ -38,6 +38,10 @@ type fileCheck struct {
 	// cycle or a corrupt tree. A bitset, not a map: a 100M-call run has
 	// millions of pages.
 	seen []uint64
+	// bufs holds one page buffer per tree depth, reused: a page is done
+	// with once the pages below it are, and a check of a 400 MB run read
+	// (and allocated) all of it, one fresh buffer a page.
+	bufs [][]byte
 }
 
 // mark records page id as seen and reports whether it already was.
@@ -109,15 +113,17 @@ func (c *fileCheck) meta() (uint64, error) {
 	return root, nil
 }
 
-// page reads page id with its overflow pages.
-func (c *fileCheck) page(id uint64) ([]byte, error) {
+// page reads page id with its overflow pages into the buffer of depth,
+// valid until the next page read at that depth.
+func (c *fileCheck) page(id uint64, depth int) ([]byte, error) {
 	if id < 2 || id >= c.hwm {
 		return nil, fmt.Errorf("page %d outside the file's %d pages", id, c.hwm)
 	}
 	if c.mark(id) {
 		return nil, fmt.Errorf("page %d is referenced twice", id)
 	}
-	hdr := make([]byte, pageHeaderSize)
+	var h [pageHeaderSize]byte
+	hdr := h[:]
 	if _, err := c.f.ReadAt(hdr, int64(id)*c.pageSize); err != nil {
 		return nil, err
 	}
@@ -131,7 +137,14 @@ func (c *fileCheck) page(id uint64) ([]byte, error) {
 	for i := uint64(1); i <= overflow; i++ {
 		c.mark(id + i)
 	}
-	buf := make([]byte, int64(overflow+1)*c.pageSize)
+	for len(c.bufs) <= depth {
+		c.bufs = append(c.bufs, nil)
+	}
+	n := int64(overflow+1) * c.pageSize
+	if int64(cap(c.bufs[depth])) < n {
+		c.bufs[depth] = make([]byte, n)
+	}
+	buf := c.bufs[depth][:n]
 	if _, err := c.f.ReadAt(buf, int64(id)*c.pageSize); err != nil {
 		return nil, err
 	}
@@ -142,7 +155,7 @@ func (c *fileCheck) tree(id uint64, depth int) error {
 	if depth > maxTreeDepth {
 		return fmt.Errorf("page tree deeper than %d", maxTreeDepth)
 	}
-	p, err := c.page(id)
+	p, err := c.page(id, depth)
 	if err != nil {
 		return err
 	}
