@@ -134,7 +134,7 @@ func (s *state) exitedBy(proc *store.Process, t int64) int {
 		return exitDone
 	}
 	if s.replay != nil {
-		if l, ok := s.replay.lastEnd[proc.PID]; ok && l < t {
+		if l, ok := s.replay.lastCallEnd(proc.PID); ok && l < t {
 			return exitMaybe
 		}
 	}

@@ -377,12 +377,14 @@ func (s *state) candidates(f *failed, fd *finding, t *target) []candidate {
 			return
 		}
 		listed := s.exitsSeen(t.roundProcs(smp))
-		changes := settleChanges(s.replay.changes[vk], smp, listed)
-		xlo, xhi := between(changes, f.e.End, smp.Start, smp.End)
+		calls, exits := s.replay.changes[vk], settleChanges(s.replay.exitChanges[vk], smp, listed)
+		xlo, xhi := between(calls, f.e.End, smp.Start, smp.End)
+		elo, ehi := between(exits, f.e.End, smp.Start, smp.End)
+		xlo, xhi = xlo+elo, xhi+ehi
 		// free at the failure = free seen - (traced at failure - traced seen)
 		clamp := func(v int64) uint64 { return uint64(max(v, 0)) }
 		c := candidate{smp: smp, lo: clamp(int64(*smp.Free) - xhi), hi: clamp(int64(*smp.Free) - xlo),
-			xlo: xlo, xhi: xhi, relation: relation, ranged: rangedBetween(changes, f.e.End, smp.Start, smp.End)}
+			xlo: xlo, xhi: xhi, relation: relation, ranged: rangedBetween(calls, f.e.End, smp.Start, smp.End) || rangedBetween(exits, f.e.End, smp.Start, smp.End)}
 		c.up, c.down, c.opaque = opaqueBetween(settleOpaque(s.replay.opaque, smp, listed), fd.gpu, vk.view, f.e.End, smp.Start, smp.End)
 		if c.down {
 			c.lo = 0
@@ -434,23 +436,16 @@ func (s *state) exitsSeen(procs *store.Sample) exitState {
 	}
 }
 
-// settleChanges narrows when an exit's release took effect, where the
+// settleChanges narrows when each exit's release took effect, where the
 // sample's own process list tells: still listed, the sample did not see
-// the release; gone, it did. Other changes are returned as they are.
-func settleChanges(changes []change, smp *store.Sample, st exitState) []change {
-	var out []change
-	for i, c := range changes {
-		from, to, ok := settle(c.pid, c.start, c.end, smp, st)
-		if !ok {
-			continue
+// the release; gone, it did. The others are as they were.
+func settleChanges(exits []exitChange, smp *store.Sample, st exitState) []change {
+	out := make([]change, len(exits))
+	for i, c := range exits {
+		out[i] = c.change
+		if from, to, ok := settle(c.pid, c.start, c.end, smp, st); ok {
+			out[i].start, out[i].end = from, to
 		}
-		if out == nil {
-			out = slices.Clone(changes)
-		}
-		out[i].start, out[i].end = from, to
-	}
-	if out == nil {
-		return changes
 	}
 	return out
 }

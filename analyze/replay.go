@@ -65,14 +65,21 @@ type viewKey struct {
 
 // change is one traced change of a total: between lo and hi bytes (equal
 // unless it is a grant to several peers), taking effect at some moment
-// between start and end (the call's entry and return). For what a process
-// still held when it exited, pid names it and start is its last call: the
-// driver may free it anywhere from there to the exit itself (a library's
-// teardown runs in the process before the kernel sees it end).
+// between start and end (the call's entry and return). Four words: a
+// 10M-call run keeps hundreds of thousands near its failures.
 type change struct {
 	start, end int64
 	lo, hi     int64
-	pid        uint32
+}
+
+// exitChange is what a process still held when it exited, released by
+// the driver: start is its last call, as the driver may free it anywhere
+// from there to the exit itself (a library's teardown runs in the
+// process before the kernel sees it end); pid names the process, whose
+// listing in a sample may narrow when it took effect (settleChanges).
+type exitChange struct {
+	change
+	pid uint32
 }
 
 // reconcileHorizon bounds how far from a failure traced changes are kept
@@ -104,21 +111,24 @@ type recovKey struct {
 // recovered, call counts, the exports an import is sized by, the timeline,
 // and the calls it hands to an observer.
 type replayer struct {
-	s          *state // read-only here: symbols, devices, landmarks
-	live       map[resKey]liveRes
-	slots      []*viewSlot
-	changes    map[viewKey][]change
-	opaque     []opaqueRel // releases of unknown size near failures
-	failTimes  []int64     // sorted: changes near these are kept
-	horizon    int64       // how near: max(reconcileHorizon, the sample window)
-	perProc    map[uint32]map[viewKey]*report.LiveBytes
-	atFailure  bool // perProc taken
-	exits      exitQueue
-	ctxs       map[uint32]map[uint64]*heldCtx // contexts held, by pid and handle
-	pending    map[recovKey][]*failed
-	counts     []report.CallCount // by file symbol id
-	procCalls  map[uint32]*[2]uint64
-	lastEnd    map[uint32]int64 // when each process's last application call returned
+	s           *state // read-only here: symbols, devices, landmarks
+	live        map[resKey]liveRes
+	slots       []*viewSlot
+	changes     map[viewKey][]change
+	exitChanges map[viewKey][]exitChange // releases at exits, apart: few, and they carry a pid
+	opaque      []opaqueRel              // releases of unknown size near failures
+	failTimes   []int64                  // sorted: changes near these are kept
+	horizon     int64                    // how near: max(reconcileHorizon, the sample window)
+	perProc     map[uint32]map[viewKey]*report.LiveBytes
+	atFailure   bool // perProc taken
+	exits       exitQueue
+	ctxs        map[uint32]map[uint64]*heldCtx // contexts held, by pid and handle
+	pending     map[recovKey][]*failed
+	counts      []report.CallCount // by file symbol id
+	procCalls   map[uint32]*procTally
+	// tally is the last call's process's entry of procCalls (calls come
+	// in runs of one process: one map lookup a run, not a call).
+	tally      *procTally
 	exportKeys map[string]exportRef
 	exportSize map[string]uint64
 	exportAt   map[string]int64 // when the exported allocation was made
@@ -145,9 +155,9 @@ type replayer struct {
 }
 
 func newReplayer(s *state) *replayer {
-	p := &replayer{s: s, live: map[resKey]liveRes{}, changes: map[viewKey][]change{},
+	p := &replayer{s: s, live: map[resKey]liveRes{}, changes: map[viewKey][]change{}, exitChanges: map[viewKey][]exitChange{},
 		perProc: map[uint32]map[viewKey]*report.LiveBytes{}, pending: map[recovKey][]*failed{},
-		procCalls: map[uint32]*[2]uint64{}, lastEnd: map[uint32]int64{}, exportKeys: map[string]exportRef{}, exportSize: map[string]uint64{},
+		procCalls: map[uint32]*procTally{}, exportKeys: map[string]exportRef{}, exportSize: map[string]uint64{},
 		exportAt: map[string]int64{}, ctxs: map[uint32]map[uint64]*heldCtx{},
 		obs: s.opts.Observer, dev: devCache{s: s, lastDev: -2}, horizon: max(reconcileHorizon, s.window), pools: newPools(),
 		kinds: map[heldKindKey]*kindShare{}, firstFree: map[uint32]int64{}, splits: map[pidGPU][]splitAlloc{}}
@@ -201,7 +211,7 @@ func (s *state) fillCounts() {
 	p := s.replay
 	for i := range s.rep.Processes {
 		if pc := p.procCalls[s.rep.Processes[i].PID]; pc != nil {
-			s.rep.Processes[i].Calls, s.rep.Processes[i].Failed = pc[0], pc[1]
+			s.rep.Processes[i].Calls, s.rep.Processes[i].Failed = pc.calls, pc.failed
 		}
 	}
 	for _, c := range p.counts {
@@ -244,7 +254,7 @@ func (p *replayer) replay(e *store.Event) error {
 		p.snapshotAtFailure()
 	}
 	p.releaseUpTo(e.End - 1)
-	p.lastEnd[e.PID] = max(p.lastEnd[e.PID], e.End)
+	p.tally.lastEnd = max(p.tally.lastEnd, e.End)
 	if e.Result == 0 {
 		p.recover(e, sym)
 		if sym.Ctx != cuda.CtxNone {
@@ -273,16 +283,36 @@ func (p *replayer) count(e *store.Event) {
 	}
 	c := &p.counts[e.Symbol]
 	c.Calls++
-	pc := p.procCalls[e.PID]
-	if pc == nil {
-		pc = new([2]uint64)
-		p.procCalls[e.PID] = pc
+	pc := p.tally
+	if pc == nil || pc.pid != e.PID {
+		if pc = p.procCalls[e.PID]; pc == nil {
+			pc = &procTally{pid: e.PID}
+			p.procCalls[e.PID] = pc
+		}
+		p.tally = pc
 	}
-	pc[0]++
+	pc.calls++
 	if e.Result != 0 {
 		c.Failed++
-		pc[1]++
+		pc.failed++
 	}
+}
+
+// procTally counts one process's application calls and failures, and
+// when its last one returned.
+type procTally struct {
+	pid           uint32
+	calls, failed uint64
+	lastEnd       int64
+}
+
+// lastCallEnd is when pid's last application call returned, if it made
+// one.
+func (p *replayer) lastCallEnd(pid uint32) (int64, bool) {
+	if pc := p.procCalls[pid]; pc != nil {
+		return pc.lastEnd, true
+	}
+	return 0, false
 }
 
 // recover marks failures of the same process and operation as recovered
@@ -538,13 +568,23 @@ func (p *replayer) liveOn(e *store.Event) *uint64 {
 // logChange keeps a change that lies near a failure, for reconciling the
 // samples taken around it.
 func (p *replayer) logChange(vk viewKey, c change) {
-	i := sort.Search(len(p.failTimes), func(i int) bool { return p.failTimes[i] >= c.start-p.horizon })
-	if i == len(p.failTimes) || p.failTimes[i] > c.end+p.horizon {
-		return
-	}
-	if len(p.changes[vk]) < maxChanges {
+	if p.nearFailure(c) && len(p.changes[vk]) < maxChanges {
 		p.changes[vk] = append(p.changes[vk], c)
 	}
+}
+
+// logExitChange is logChange for a release at a process's exit.
+func (p *replayer) logExitChange(vk viewKey, c exitChange) {
+	if p.nearFailure(c.change) && len(p.exitChanges[vk]) < maxChanges {
+		p.exitChanges[vk] = append(p.exitChanges[vk], c)
+	}
+}
+
+// nearFailure reports whether a change may have taken effect within the
+// horizon of a failure.
+func (p *replayer) nearFailure(c change) bool {
+	i := sort.Search(len(p.failTimes), func(i int) bool { return p.failTimes[i] >= c.start-p.horizon })
+	return i < len(p.failTimes) && p.failTimes[i] <= c.end+p.horizon
 }
 
 // releaseUpTo releases what the processes that exited by t still held
@@ -568,7 +608,7 @@ func (p *replayer) releaseUpTo(t int64) {
 func (p *replayer) exitRelease(vk viewKey, x procExit, d, most int64) {
 	sl := p.slot(vk)
 	sl.total = uint64(int64(sl.total) + d)
-	p.logChange(vk, change{start: p.exitFrom(x.pid, x.t), end: x.t, lo: min(d, most), hi: max(d, most), pid: x.pid})
+	p.logExitChange(vk, exitChange{change{start: p.exitFrom(x.pid, x.t), end: x.t, lo: min(d, most), hi: max(d, most)}, x.pid})
 	sl.acc.observe(sl.total, x.t, p.s.landmarks())
 	if p.tl != nil && vk.view == cuda.ViewFramebuffer {
 		p.tl.traced(vk.gpu, x.t, p.fbTotal(vk.gpu))
@@ -578,7 +618,7 @@ func (p *replayer) exitRelease(vk viewKey, x procExit, d, most int64) {
 // exitFrom is the earliest moment the driver may have freed what pid held
 // when it exited at t: its last call's return (t when it made none).
 func (p *replayer) exitFrom(pid uint32, t int64) int64 {
-	if l, ok := p.lastEnd[pid]; ok && l < t {
+	if l, ok := p.lastCallEnd(pid); ok && l < t {
 		return l
 	}
 	return t

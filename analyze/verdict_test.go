@@ -59,24 +59,24 @@ func TestTracedBetween(t *testing.T) {
 		lo, hi  int64
 	}{
 		{"nothing", nil, 200, 210, 0, 0},
-		{"freed after the failure, before the sample", []change{{150, 160, -10, -10, 0}}, 200, 210, 10, 10},
-		{"freed after the failure, after the sample", []change{{250, 260, -10, -10, 0}}, 200, 210, 0, 0},
-		{"allocated before the failure, after an earlier sample", []change{{50, 60, +10, +10, 0}}, 20, 30, 10, 10},
-		{"allocated before the failure, before the sample", []change{{50, 60, +10, +10, 0}}, 70, 80, 0, 0},
-		{"a free overlapping the sample", []change{{205, 215, -10, -10, 0}}, 200, 210, 0, 10},
-		{"an allocation overlapping an earlier sample", []change{{25, 35, +10, +10, 0}}, 20, 30, 0, 10},
+		{"freed after the failure, before the sample", []change{{150, 160, -10, -10}}, 200, 210, 10, 10},
+		{"freed after the failure, after the sample", []change{{250, 260, -10, -10}}, 200, 210, 0, 0},
+		{"allocated before the failure, after an earlier sample", []change{{50, 60, +10, +10}}, 20, 30, 10, 10},
+		{"allocated before the failure, before the sample", []change{{50, 60, +10, +10}}, 70, 80, 0, 0},
+		{"a free overlapping the sample", []change{{205, 215, -10, -10}}, 200, 210, 0, 10},
+		{"an allocation overlapping an earlier sample", []change{{25, 35, +10, +10}}, 20, 30, 0, 10},
 		// A grant to several peers costs between one mapping and one per peer.
-		{"a grant to 3 peers released after the failure, before the sample", []change{{150, 160, -30, -10, 0}}, 200, 210, 10, 30},
-		{"a grant to 2 peers made before the failure, after an earlier sample", []change{{50, 60, 10, 20, 0}}, 20, 30, 10, 20},
-		{"a grant to 2 peers the sample saw before the failure", []change{{50, 60, 10, 20, 0}}, 70, 80, 0, 0},
-		{"a grant to 2 peers overlapping an earlier sample", []change{{25, 35, 10, 20, 0}}, 20, 30, 0, 20},
+		{"a grant to 3 peers released after the failure, before the sample", []change{{150, 160, -30, -10}}, 200, 210, 10, 30},
+		{"a grant to 2 peers made before the failure, after an earlier sample", []change{{50, 60, 10, 20}}, 20, 30, 10, 20},
+		{"a grant to 2 peers the sample saw before the failure", []change{{50, 60, 10, 20}}, 70, 80, 0, 0},
+		{"a grant to 2 peers overlapping an earlier sample", []change{{25, 35, 10, 20}}, 20, 30, 0, 20},
 		// A call that straddles the failure may have taken effect on either side.
-		{"a free overlapping the failure, seen by the sample", []change{{90, 110, -10, -10, 0}}, 200, 210, 0, 10},
+		{"a free overlapping the failure, seen by the sample", []change{{90, 110, -10, -10}}, 200, 210, 0, 10},
 		// What a process held when it exited is freed between its last call
 		// and its exit; a sample in between may or may not have seen it.
-		{"an exit's release spanning the sample", []change{{100, 260, -10, -10, 7}}, 200, 210, 0, 10},
-		{"an exit's release before the sample", []change{{100, 150, -10, -10, 7}}, 200, 210, 10, 10},
-		{"an exact and a ranged change", []change{{150, 160, -10, -10, 0}, {170, 180, -20, -10, 0}}, 200, 210, 20, 30},
+		{"an exit's release spanning the sample", []change{{100, 260, -10, -10}}, 200, 210, 0, 10},
+		{"an exit's release before the sample", []change{{100, 150, -10, -10}}, 200, 210, 10, 10},
+		{"an exact and a ranged change", []change{{150, 160, -10, -10}, {170, 180, -20, -10}}, 200, 210, 20, 30},
 	}
 	for _, tt := range tests {
 		lo, hi := between(tt.changes, 100, tt.s, tt.e)
