@@ -5,6 +5,7 @@ import (
 	"os"
 	"path/filepath"
 	"reflect"
+	"slices"
 	"syscall"
 	"testing"
 
@@ -167,5 +168,40 @@ func TestReadProcSkipsEnvOfExitingProcess(t *testing.T) {
 				t.Errorf("EnvRead %v, env %v; want read=%v", pi.EnvRead, pi.Env, tt.want)
 			}
 		})
+	}
+}
+
+// The processes of a --pid target's tree that are running when recording
+// starts get records; a descendant that exits between the scan of /proc
+// and the read of its own files gets none (and is not tracked), rather
+// than a record with no parent, which the report would take for a job of
+// its own.
+func TestRunningTreeLeavesOutDescendantsGoneBeforeTheirRead(t *testing.T) {
+	proc := t.TempDir()
+	for pid, ppid := range map[string]string{"10": "1", "11": "10", "12": "10", "13": "11"} {
+		os.MkdirAll(filepath.Join(proc, pid), 0o755)
+		os.WriteFile(filepath.Join(proc, pid, "stat"), []byte(pid+" (sh) S "+ppid+" 0 0"), 0o644)
+	}
+	gone := uint32(12)
+	read := func(root string, pid uint32) procInfo {
+		if pid == gone {
+			return procInfo{} // exited since the scan
+		}
+		return readProc(root, pid)
+	}
+	got := runningTree(proc, 10, 5, read)
+	var pids []uint32
+	for _, p := range got {
+		pids = append(pids, p.PID)
+		if p.PID != 10 && p.PPID == 0 {
+			t.Errorf("descendant %d has no parent", p.PID)
+		}
+		if p.Start != 5 {
+			t.Errorf("process %d starts at %d, want 5", p.PID, p.Start)
+		}
+	}
+	slices.Sort(pids)
+	if !slices.Equal(pids, []uint32{10, 11, 13}) {
+		t.Errorf("records for %v, want 10, 11 and 13 (12 exited before its read)", pids)
 	}
 }

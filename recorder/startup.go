@@ -104,20 +104,36 @@ func (s *Session) attachExplicit() error {
 // (--pid), before any probe: a thread decides at its first call whether
 // it is recorded, and keeps that answer.
 func (s *Session) trackExisting(pid uint32) []uint32 {
-	pids := append([]uint32{pid}, descendants("/proc", pid)...)
-	for i, p := range pids {
-		pi := readProc("/proc", p)
-		st := store.Process{PID: p, PPID: pi.PPID, Start: now(), Exe: pi.Exe, Args: pi.Args, Cgroup: pi.Cgroup, Env: pi.Env, Pod: pi.Pod}
+	var pids []uint32
+	for i, st := range runningTree("/proc", pid, now(), readProc) {
 		if i == 0 {
 			s.h.addRoot(st)
 		} else {
-			s.h.procs[p] = newProcState(st)
+			s.h.procs[st.PID] = newProcState(st)
 		}
-		if err := s.objs.Track(p); err != nil {
+		if err := s.objs.Track(st.PID); err != nil {
 			s.q.trackFailed() // its calls are not recorded: counted, never silent
 		}
+		pids = append(pids, st.PID)
 	}
 	return pids
+}
+
+// runningTree is the records of a running process and its descendants,
+// read from /proc (with read) as of t, the process first. A descendant
+// gone between the scan and its read gets none: it holds nothing, its
+// parent would be unknown (a job of its own in the report), and tracking
+// its pid would only follow whoever is given it next.
+func runningTree(procRoot string, pid uint32, t int64, read func(string, uint32) procInfo) []store.Process {
+	var out []store.Process
+	for i, p := range append([]uint32{pid}, descendants(procRoot, pid)...) {
+		pi := read(procRoot, p)
+		if i > 0 && !pi.Readable {
+			continue
+		}
+		out = append(out, store.Process{PID: p, PPID: pi.PPID, Start: t, Exe: pi.Exe, Args: pi.Args, Cgroup: pi.Cgroup, Env: pi.Env, Pod: pi.Pod})
+	}
+	return out
 }
 
 // markLate decides which processes were attached late: those that map a
