@@ -123,6 +123,37 @@ func startMapper(t *testing.T, o *Objects, path string, track bool) *exec.Cmd {
 	return cmd
 }
 
+// loadMapHook loads the probes with the map hook attached (and the
+// lifecycle tracepoints, for exec and exit, when lifecycle is set) and
+// opens the holds ring, all closed when the test ends.
+func loadMapHook(t *testing.T, lifecycle bool) (*Objects, *ringbuf.Reader) {
+	t.Helper()
+	e2eenv.NeedRoot(t)
+	o, err := Load(Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { o.Close() })
+	if lifecycle {
+		links, err := o.AttachLifecycle()
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { CloseLinks(links) })
+	}
+	hook, err := o.AttachMapHook()
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { hook.Close() })
+	rd, err := o.NewHoldReader()
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { rd.Close() })
+	return o, rd
+}
+
 func readHold(t *testing.T, rd *ringbuf.Reader, wait time.Duration) (Hold, bool) {
 	t.Helper()
 	rd.SetDeadline(time.Now().Add(wait))
@@ -156,22 +187,7 @@ func procState(pid int) byte {
 // file executable is stopped and reported once; once the file is marked
 // attached, nobody is held; other processes and other files never are.
 func TestMapHookHolds(t *testing.T) {
-	e2eenv.NeedRoot(t)
-	o, err := Load(Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer o.Close()
-	hook, err := o.AttachMapHook()
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer hook.Close()
-	rd, err := o.NewHoldReader()
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer rd.Close()
+	o, rd := loadMapHook(t, false)
 
 	dir := t.TempDir()
 	lib := filepath.Join(dir, "libcuda.so.1")
@@ -232,22 +248,7 @@ func TestMapHookHolds(t *testing.T) {
 // reported and the process stopped, inspected (the file named) or, when
 // the hook could not look, marked uninspected with no file.
 func TestMapHookHoldsWhileAddressSpaceLocked(t *testing.T) {
-	e2eenv.NeedRoot(t)
-	o, err := Load(Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer o.Close()
-	hook, err := o.AttachMapHook()
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer hook.Close()
-	rd, err := o.NewHoldReader()
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer rd.Close()
+	o, rd := loadMapHook(t, false)
 	lib := filepath.Join(t.TempDir(), "libcuda.so.1")
 	if err := os.WriteFile(lib, make([]byte, 8192), 0o755); err != nil {
 		t.Fatal(err)
@@ -309,27 +310,7 @@ func TestMapHookHoldsWhileAddressSpaceLocked(t *testing.T) {
 // (marked unread) until user space marks that very exec read; after that,
 // and after its exit, nothing of it is left to hold it.
 func TestMapHookHoldsUntilTheExecIsRead(t *testing.T) {
-	e2eenv.NeedRoot(t)
-	o, err := Load(Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer o.Close()
-	links, err := o.AttachLifecycle()
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer CloseLinks(links)
-	hook, err := o.AttachMapHook()
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer hook.Close()
-	rd, err := o.NewHoldReader()
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer rd.Close()
+	o, rd := loadMapHook(t, true)
 	lib := filepath.Join(t.TempDir(), "libcuda.so.1")
 	if err := os.WriteFile(lib, make([]byte, 8192), 0o755); err != nil {
 		t.Fatal(err)

@@ -89,12 +89,7 @@ func checkEarlyFrames(t *testing.T, python, build string) {
 		if ff == nil || ff.Stack == nil {
 			t.Fatalf("run %d: first failure %+v", i, ff)
 		}
-		var got []string
-		for _, f := range ff.Stack.Frames {
-			if f.Language == report.LangPython {
-				got = append(got, fmt.Sprint(f.Function, ":", f.Line))
-			}
-		}
+		got := pythonLines(ff.Stack)
 		if ff.Stack.PythonBuild != build || ff.Stack.PythonVersion == "" {
 			t.Errorf("run %d: interpreter %q, build %q; want a version, build %s", i, ff.Stack.PythonVersion, ff.Stack.PythonBuild, build)
 		}
@@ -129,6 +124,17 @@ func checkEarlyFrames(t *testing.T, python, build string) {
 		return
 	}
 	t.Errorf("%d of %d runs lost their Python frames:\n%s", len(missed), runs, missed)
+}
+
+// pythonLines are a stack's Python frames as "function:line".
+func pythonLines(st *report.Stack) []string {
+	var out []string
+	for _, f := range st.Frames {
+		if f.Language == report.LangPython {
+			out = append(out, fmt.Sprint(f.Function, ":", f.Line))
+		}
+	}
+	return out
 }
 
 // raceBuild reports whether the binary under test was built with -race.
@@ -172,12 +178,7 @@ func TestPythonFramesWhenTheReaderIsBehindTheExec(t *testing.T) {
 	if ff == nil || ff.Stack == nil {
 		t.Fatalf("first failure %+v", ff)
 	}
-	var got []string
-	for _, f := range ff.Stack.Frames {
-		if f.Language == report.LangPython {
-			got = append(got, fmt.Sprint(f.Function, ":", f.Line))
-		}
-	}
+	got := pythonLines(ff.Stack)
 	want := []string{fmt.Sprint("alloc:", m["alloc"]), fmt.Sprint("main:", m["main"]), fmt.Sprint("<module>:", m["module"])}
 	if ff.Stack.Python != "ok" || !slices.Equal(got, want) {
 		t.Errorf("python %q, frames %q, note %q; want ok, %q", ff.Stack.Python, got, ff.Stack.Note, want)
