@@ -112,10 +112,12 @@ func checkEarlyFrames(t *testing.T, python, build string) {
 	if len(missed) == 0 {
 		return
 	}
-	// A -race build of the recorder runs several times slower: a process
-	// that exits right after an early failure can be gone before its
-	// frames are read. That is a question of speed, which the plain build
-	// answers; what every build owes is to say so in the stack.
+	// A -race build of the recorder runs several times slower. The process
+	// is held at its libcuda mapping until its exec is read, but for 2 s
+	// at most: a reader further behind than that lets it run, and fail,
+	// before its interpreter is located. That is a question of speed,
+	// which the plain build answers; what every build owes is to say so in
+	// the stack.
 	if raceBuild(t) {
 		for _, m := range unsaid {
 			t.Errorf("a run lost its Python frames without saying why: %s", m)
