@@ -168,7 +168,7 @@ func pythonGap(ff *report.Failure, fromStart bool) *report.Missing {
 	if st == nil || st.PythonStatus == "" || st.PythonStatus == string(store.PyOK) {
 		return nil
 	}
-	const native = "the native frames still name the code that called CUDA; the Python line that asked is not known"
+	const native = "the native frames show how CUDA was called; the Python line that asked is not known"
 	fix := native
 	switch store.PyStatus(st.PythonStatus) {
 	case store.PyNotCaptured, store.PyNotLocated:

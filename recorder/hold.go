@@ -231,6 +231,9 @@ func (h *holder) awaitRead(hd *bpf.Hold) {
 			return
 		}
 		if now() >= limit {
+			// Its files at least are known before it runs on: a failure
+			// right after, and an exit, leave its native frames named.
+			h.files.addMaps(readMappings(h.proc, hd.Pid, h.ids, ""), "seen", rootOpener{})
 			h.log.Warn(fmt.Sprintf("pid %d, held at its mapping of %s until the recorder read its exec, is continued after %v without it (the event reader is behind): a failure right after may lack its Python frames",
 				hd.Pid, holdName(hd), unreadHoldLimit), "pid", hd.Pid)
 			return
