@@ -190,7 +190,7 @@ func (t *writer) memoryViews(rep *report.Report) {
 // field that never changed: its columns say nothing more), else "".
 func steady(v *report.ViewRow) string {
 	var seen *uint64
-	for _, x := range []*uint64{v.Start, v.Before, v.At, v.End, v.Peak} {
+	for _, x := range []*uint64{v.Start, v.Before, v.At, v.End, v.Peak, v.Low} {
 		switch {
 		case x == nil:
 		case seen == nil:
@@ -252,11 +252,19 @@ func (t *writer) phases(rep *report.Report) {
 		labels[i] = p.Label
 		t.wrap("    ", p.Label+": "+t.span(p.StartNS, p.EndNS))
 	}
-	t.wrap("  ", "growth within each phase ("+strings.Join(labels, " | ")+"), MiB; - where the phase has no value:")
+	var rows []string
 	for _, v := range rep.MemoryViews {
 		if growth := phaseGrowth(&v); growth != nil {
-			t.wrap("    ", fmt.Sprintf("%s: %s", rowName(&v), strings.Join(growth, "  ")))
+			rows = append(rows, fmt.Sprintf("%s: %s", rowName(&v), strings.Join(growth, "  ")))
 		}
+	}
+	if len(rows) == 0 {
+		t.wrap("  ", "no view grew or shrank within a phase")
+		return
+	}
+	t.wrap("  ", "growth within each phase ("+strings.Join(labels, " | ")+"), MiB; - where the phase has no value:")
+	for _, r := range rows {
+		t.wrap("    ", r)
 	}
 }
 

@@ -200,3 +200,46 @@ func TestTextHeaderInput(t *testing.T) {
 		}
 	}
 }
+
+// A free row whose low differs from its other readings (the view dipped
+// between start and end and came back) is no "unchanged throughout" row:
+// its low is shown; one whose every reading, low included, is the same is.
+func TestMemoryViewFreeRowThatDippedIsNotUnchanged(t *testing.T) {
+	v := func(x uint64) *uint64 { return &x }
+	rep := &report.Report{MemoryViews: []report.ViewRow{
+		{GPU: 0, Field: "bar1 free", Scope: "device", Support: "supported", Start: v(252 << 20), End: v(252 << 20),
+			Peak: v(252 << 20), Low: v(12 << 20)},
+		{GPU: 0, Field: "bar1 total", Scope: "device", Support: "supported", Start: v(256 << 20), End: v(256 << 20),
+			Peak: v(256 << 20), Low: v(256 << 20)},
+	}}
+	for _, width := range []int{80, 120} {
+		var b bytes.Buffer
+		if err := Write(&b, rep, Options{Width: width}); err != nil {
+			t.Fatal(err)
+		}
+		out := b.String()
+		if strings.Contains(out, "free 252.0") || !strings.Contains(out, "12.0") {
+			t.Errorf("width %d: the free row that dipped to 12 MiB reads as unchanged:\n%s", width, out)
+		}
+		if !strings.Contains(out, "unchanged throughout: total 256.0") {
+			t.Errorf("width %d: the steady total is not one line:\n%s", width, out)
+		}
+	}
+}
+
+// Phases over views that never moved say so in one line, instead of a
+// heading for growth with nothing under it.
+func TestPhasesWithNoGrowthSaySoInOneLine(t *testing.T) {
+	v := func(x uint64) *uint64 { return &x }
+	rep := &report.Report{Phases: []report.Phase{{Label: "up to first failure", StartNS: 0, EndNS: 10}},
+		MemoryViews: []report.ViewRow{{GPU: 0, Field: "bar1 total", Scope: "device", Support: "supported",
+			Start: v(256 << 20), End: v(256 << 20), Phases: []report.PhaseValue{{Phase: "up to first failure", Last: v(256 << 20)}}}}}
+	var b bytes.Buffer
+	if err := Write(&b, rep, Options{Width: 80}); err != nil {
+		t.Fatal(err)
+	}
+	out := b.String()
+	if strings.Contains(out, "growth within each phase") || !strings.Contains(out, "no view grew or shrank within a phase") {
+		t.Errorf("phases with no growth:\n%s", out)
+	}
+}
