@@ -337,7 +337,7 @@ func (s *state) mappingParts(gpu int) []report.BudgetPart {
 		}
 		pid := k.pid
 		p := report.BudgetPart{Kind: "mapping", PID: &pid, Mapping: k.kind, Bytes: sh.bytes, Bound: boundExact,
-			Source: fmt.Sprintf("traced %s mappings live at the failure (%d)", k.kind, sh.count)}
+			Source: fmt.Sprintf("traced mappings of kind %s live at the failure (%d)", k.kind, sh.count)}
 		if proc := s.processAt(pid, s.first.e.End); proc != nil {
 			p.Command = commandOf(proc)
 		}

@@ -85,7 +85,7 @@ func (s *state) leastMappingParts(shares []pidTraced, at string, t int64, agreed
 		}
 		pid, kind := sh.pid, sh.res.String()
 		p := report.BudgetPart{Kind: "mapping", PID: &pid, Mapping: kind, Bytes: uint64(sh.bytes), Bound: boundExact,
-			Source: fmt.Sprintf("traced %s mappings live at %s", kind, at)}
+			Source: fmt.Sprintf("traced mappings of kind %s live at %s", kind, at)}
 		proc := s.processAt(pid, t)
 		gone := s.exitedBy(proc, t)
 		if gone == exitDone {

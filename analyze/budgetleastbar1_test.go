@@ -154,7 +154,7 @@ func checkMappingPart(t *testing.T, p report.BudgetPart) {
 	t.Helper()
 	want := map[uint32][2]string{7: {"peer-access-range", "/bin/exporter"}, 8: {"ipc-mapping", "importer --rank 1"},
 		9: {"ipc-mapping", "importer --rank 2"}}[*p.PID]
-	if p.Kind != "mapping" || p.Mapping != want[0] || p.Command != want[1] || !strings.Contains(p.Source, "traced "+want[0]+" mappings") {
+	if p.Kind != "mapping" || p.Mapping != want[0] || p.Command != want[1] || !strings.Contains(p.Source, "traced mappings of kind "+want[0]) {
 		t.Errorf("part %+v: want pid %d's %s mappings", p, *p.PID, want[0])
 	}
 }

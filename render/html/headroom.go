@@ -115,7 +115,7 @@ func newBudgets(rep *report.Report, c clock) []budgetView {
 				r.Who += " (" + who + ")"
 			}
 			if p.Mapping != "" {
-				r.Who += " (" + p.Mapping + " mappings)"
+				r.Who += " (mappings of kind " + p.Mapping + ")"
 			}
 			if p.Pool != "" {
 				r.Who += " (memory pool " + p.Pool + ")"

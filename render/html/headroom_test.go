@@ -106,14 +106,14 @@ func TestBudgetHTMLOfBAR1AtItsLeastFreeNamesItsViewAndMappings(t *testing.T) {
 	rep := report.Report{Attribution: report.AttrNone, Verdict: "v", NearMissPercent: 5,
 		Budget: []report.Budget{{GPU: 1, View: "bar1", At: "least-headroom", Total: 256 << 20, Parts: []report.BudgetPart{
 			{Kind: "mapping", PID: &pid, Mapping: "ipc-mapping", Command: "python serve.py", Bytes: 240 << 20, Bound: "exact",
-				Source: "traced ipc-mapping mappings live at the least free"},
+				Source: "traced mappings of kind ipc-mapping live at the least free"},
 			{Kind: "unattributed", Bytes: 4 << 20, Bound: "exact", Source: "nvml used"},
 			{Kind: "free", Bytes: 12 << 20, Bound: "exact", Source: "nvml free"}}}}}
 	var b bytes.Buffer
 	if err := Write(&b, &rep); err != nil {
 		t.Fatal(err)
 	}
-	for _, w := range []string{"GPU 1 BAR1, 256.0 MiB in all, at its least free (", "pid 4242 python serve.py (ipc-mapping mappings)",
+	for _, w := range []string{"GPU 1 BAR1, 256.0 MiB in all, at its least free (", "pid 4242 python serve.py (mappings of kind ipc-mapping)",
 		`class="b-mapping" style="width:93.75%"`} {
 		if !strings.Contains(b.String(), w) {
 			t.Errorf("page lacks %q", w)
