@@ -2,6 +2,7 @@ package rundiff
 
 import (
 	"fmt"
+	"math"
 	"sort"
 	"strings"
 
@@ -242,7 +243,7 @@ func departureCand(bad, good *Run, p pair, dep departure, cb, cg *Sequence) cand
 // callOf describes the i-th kept call of process pid in run r.
 func callOf(r *Run, pid uint32, i int, c Call) *report.DiffCall {
 	dc := &report.DiffCall{Symbol: r.Symbols[c.Symbol], Result: "CUDA_SUCCESS", PID: pid, TimeNS: c.EndNS,
-		Index: i, Phase: phaseAt(r.Report.Phases, c.EndNS)}
+		Index: i, Phase: phaseAt(r.Report.Phases, c.EndNS, firstEnd(r.Report))}
 	if c.HasSize {
 		s := c.Size
 		dc.Size = &s
@@ -286,10 +287,13 @@ func departedBytes(kind string, bad, good *report.DiffCall) uint64 {
 	return 0
 }
 
-// phaseAt is the label of the phase t falls in.
-func phaseAt(phases []report.Phase, t int64) string {
+// phaseAt is the label of the phase t falls in: the latest that starts
+// at or before it, except that the phase ending at the first failure
+// (failEnd) keeps the failure itself, as the analysis's phases do.
+func phaseAt(phases []report.Phase, t, failEnd int64) string {
 	for i := len(phases) - 1; i >= 0; i-- {
-		if t >= phases[i].StartNS {
+		kept := i > 0 && t == phases[i].StartNS && t == failEnd && phases[i-1].EndNS == t
+		if t >= phases[i].StartNS && !kept {
 			return phases[i].Label
 		}
 	}
@@ -297,6 +301,14 @@ func phaseAt(phases []report.Phase, t int64) string {
 		return phases[0].Label
 	}
 	return ""
+}
+
+// firstEnd is when a run's first failure returned, or math.MinInt64.
+func firstEnd(rep *report.Report) int64 {
+	if rep.FirstFailure == nil {
+		return math.MinInt64
+	}
+	return rep.FirstFailure.TimeNS
 }
 
 // dedupe keeps the first of each note.

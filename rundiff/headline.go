@@ -87,6 +87,9 @@ func departureShort(d *report.Difference) string {
 	b, g := d.Call, d.GoodCall
 	switch d.Departure {
 	case report.DepartExtraCall:
+		if b.Result != "" && b.Result != "CUDA_SUCCESS" {
+			return fmt.Sprintf("an extra %s %s in phase %q, which failed", b.Symbol, sizeText(b), b.Phase)
+		}
 		return fmt.Sprintf("an extra %s %s in phase %q", b.Symbol, sizeText(b), b.Phase)
 	case report.DepartLarger, report.DepartSmaller:
 		return fmt.Sprintf("a %s %s in phase %q (%s in the good run)", b.Symbol, sizeText(b), b.Phase, strings.TrimPrefix(sizeText(g), "of "))
