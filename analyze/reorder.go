@@ -66,11 +66,20 @@ var errReplayStopped = errors.New("replay stopped")
 func readInOrder(r Source, batches, free chan []store.Event, stop <-chan struct{}) error {
 	win := &reorder{}
 	cur := <-free
-	flush := func() error {
+	send := func() error {
 		select {
 		case batches <- cur:
+			return nil
 		case <-stop:
 			return errReplayStopped
+		}
+	}
+	add := func(e *store.Event) error {
+		if cur = append(cur, *e); len(cur) < cap(cur) {
+			return nil
+		}
+		if err := send(); err != nil {
+			return err
 		}
 		select {
 		case cur = <-free:
@@ -78,13 +87,6 @@ func readInOrder(r Source, batches, free chan []store.Event, stop <-chan struct{
 		case <-stop:
 			return errReplayStopped
 		}
-	}
-	add := func(e *store.Event) error {
-		cur = append(cur, *e)
-		if len(cur) == cap(cur) {
-			return flush()
-		}
-		return nil
 	}
 	err := r.Events(func(e *store.Event) error {
 		if next, ok := win.push(e); ok {
@@ -101,7 +103,7 @@ func readInOrder(r Source, batches, free chan []store.Event, stop <-chan struct{
 		}
 	}
 	if len(cur) > 0 {
-		return flush()
+		return send() // the last batch: no empty one is needed after it
 	}
 	return nil
 }

@@ -225,7 +225,7 @@ func (s *Session) resolveScope() error {
 func (s *Session) loadProbes() error {
 	sc := s.scope
 	objs, err := bpf.Load(bpf.Options{TraceAll: s.cfg.All, FreezeOnFailure: s.cfg.Freeze,
-		RingBytes: s.cfg.RingBytes, StackAll: s.cfg.Stacks, Scope: sc.cgroups(), NamedFilesOnly: len(s.cfg.LibCUDA) > 0})
+		RingBytes: s.cfg.RingBytes, StackAll: s.cfg.Stacks, Scope: sc.cgroups(), NamedFilesOnly: s.namedFilesOnly()})
 	if err != nil {
 		return err
 	}
@@ -278,7 +278,7 @@ func (s *Session) openNVML() error {
 	s.h.execs = s.objs
 	s.h.execDelay = testDelay("FORENSIC_TEST_EXEC_READ_DELAY")
 	s.hl = &holder{att: s.att, q: s.q, files: s.files, ids: s.ids, proc: "/proc", log: s.cfg.Log, cont: sigcont,
-		held: s.held, delay: testDelay("FORENSIC_TEST_HOLD_DELAY"), execs: s.objs, namedOnly: len(s.cfg.LibCUDA) > 0}
+		held: s.held, delay: testDelay("FORENSIC_TEST_HOLD_DELAY"), execs: s.objs, namedOnly: s.namedFilesOnly()}
 	return nil
 }
 

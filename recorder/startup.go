@@ -18,7 +18,7 @@ import (
 // is settled before any event is read, so the same input always gives the
 // same record.
 func (s *Session) attachStart() error {
-	if len(s.cfg.LibCUDA) > 0 {
+	if s.namedFilesOnly() {
 		return s.attachExplicit()
 	}
 	var pids []uint32
@@ -216,3 +216,7 @@ func (s *Session) attachScanned(scan map[uint32][]mapLine) {
 		}
 	}
 }
+
+// namedFilesOnly says the recording attaches the --libcuda files and no
+// other: the map hook then holds a process only until its exec is read.
+func (s *Session) namedFilesOnly() bool { return len(s.cfg.LibCUDA) > 0 }
