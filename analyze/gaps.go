@@ -177,32 +177,60 @@ func (s *state) lateProcs(t int64) []uint32 {
 // coreSignals are the signals whose default action dumps core.
 var coreSignals = map[int]bool{3: true, 4: true, 5: true, 6: true, 7: true, 8: true, 11: true, 24: true, 25: true, 31: true}
 
-// unexplainedExits lists processes that ended badly after from and by to
+// A badEnd is a process that ended badly with no unrecovered failed call
+// of its own recorded: how says how it ended ("exited with status 1",
+// "died of SIGSEGV").
+type badEnd struct {
+	p   store.Process
+	how string
+}
+
+// badEnds lists the processes that ended badly after from and by to
 // (to = 0: no bound) with no unrecovered failed call of theirs recorded:
 // killed by a signal nobody sent on purpose, or (for a process that used
 // the GPU) exiting non-zero. Their failure happened outside the traced
 // calls; a failure the process recovered from did not end it.
-func (s *state) unexplainedExits(from, to int64) []report.Missing {
-	var out []report.Missing
+func (s *state) badEnds(from, to int64) []badEnd {
+	var out []badEnd
 	for _, p := range s.procList {
 		x := p.Exit
 		if x == nil || x.Time <= from || (to != 0 && x.Time > to) || s.explainedBy(p.PID) || !s.inSubject(p.PID) {
 			continue
 		}
+		switch {
+		case x.Signal != nil && !interruptSignal(*x.Signal):
+			out = append(out, badEnd{p, "died of " + exitOf(x).Name})
+		case x.Code != nil && *x.Code != 0 && s.usedGPU(p):
+			out = append(out, badEnd{p, fmt.Sprintf("exited with status %d", *x.Code)})
+		}
+	}
+	return out
+}
+
+// unexplainedExits says, as missing evidence, what is not in the record
+// of each process that ended badly after from and by to (see badEnds).
+func (s *state) unexplainedExits(from, to int64) []report.Missing {
+	return s.exitGaps(s.badEnds(from, to))
+}
+
+// exitGaps says what is not in the record of each bad end.
+func (s *state) exitGaps(ends []badEnd) []report.Missing {
+	var out []report.Missing
+	for _, b := range ends {
+		p := b.p
 		why := " with no failed call recorded"
 		if s.failedPIDs[p.PID] {
 			why = " after it recovered from each of its failed calls, so what ended it is not in the record"
 		}
-		switch {
-		case x.Signal != nil && !interruptSignal(*x.Signal):
+		if p.Exit.Signal != nil {
 			out = append(out, s.signalGap(p, why))
-		case x.Code != nil && *x.Code != 0 && s.usedGPU(p):
-			out = append(out, report.Missing{Decisive: true,
-				What: fmt.Sprintf("process %d (%s) exited with status %d%s. Its own code may have failed, a framework's memory pool may have run out without a failed driver call (JAX preallocation, a PyTorch memory fraction), or it used an untraced libcuda",
-					p.PID, exeName(&p), *x.Code, why),
-				Fix: "read the process's own error output; " + s.againWithoutLibcuda("record again without --libcuda so the libcuda it maps is found; ") +
-					"for JAX set XLA_PYTHON_CLIENT_PREALLOCATE=false, for PyTorch check set_per_process_memory_fraction"})
+			continue
 		}
+		out = append(out, report.Missing{Decisive: true,
+			What: fmt.Sprintf("process %d (%s) %s%s. Its own code may have failed, a framework's memory pool may have run out without a failed driver call (JAX preallocation, a PyTorch memory fraction), or it used an untraced libcuda",
+				p.PID, exeName(&p), b.how, why),
+			Fix: "read the process's own error output; " + s.againWithoutLibcuda("record again without --libcuda so the libcuda it maps is found; ") +
+				"for JAX set XLA_PYTHON_CLIENT_PREALLOCATE=false, for PyTorch check set_per_process_memory_fraction"})
 	}
 	return out
 }

@@ -146,18 +146,33 @@ func (s *state) verdict() {
 // verdict's last words.
 func (s *state) allRecovered(facts *attributionFacts) string {
 	rep := s.rep
-	exits := s.unexplainedExits(s.first.e.End, 0)
-	if len(exits) == 0 {
+	ends := s.badEnds(s.first.e.End, 0)
+	if len(ends) == 0 {
 		rep.NextSteps = []string{"nothing needs fixing for this failure: the process recovered from it, as a caching allocator does when it frees cached blocks and retries. If the retries slow the job, leave more headroom (a smaller batch, or PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True against fragmentation)"}
 		return " No later failure went unrecovered."
 	}
 	facts.endedBadly = true
+	exits := s.exitGaps(ends)
 	rep.Missing = append(rep.Missing, exits...)
 	rep.NextSteps = nil
 	for _, m := range exits {
 		rep.NextSteps = append(rep.NextSteps, m.Fix)
 	}
-	return " No later failure went unrecovered, yet " + whats(exits) + "."
+	// The verdict names who ended and how; why the record cannot say
+	// what ended them, and the advice, are in MISSING EVIDENCE once.
+	hows := make([]string, len(ends))
+	for i, b := range ends {
+		hows[i] = fmt.Sprintf("process %d (%s) %s", b.p.PID, exeName(&b.p), b.how)
+	}
+	return " No later failure went unrecovered, yet " + report.And(hows) + ": what ended " + pronoun(len(ends)) + " is not in the record."
+}
+
+// pronoun is "it" for one, "them" for more.
+func pronoun(n int) string {
+	if n == 1 {
+		return "it"
+	}
+	return "them"
 }
 
 // judged converts a judgement into the report's Judged.
@@ -173,22 +188,26 @@ func (s *state) judged(j *judgement) *report.Judged {
 }
 
 // recoveredNote says that the first failure was survived: as "It" when
-// the verdict's subject is the first failure itself.
+// the verdict's subject is the first failure itself. It is kept short:
+// it comes before the numbers the verdict compared, on the first screen,
+// and FIRST FAILURE says the same at length.
 func (s *state) recoveredNote(j *judgement, subject bool) string {
-	how := "the same process later succeeded at the same operation on the same device for at least the same size"
+	how := "its process later succeeded at it on the same device, for at least the same size"
 	if handleCall(j.f) {
-		how = "the same process later succeeded at the same call on the same handle"
+		how = "its process later succeeded at the same call on the same handle"
 	}
 	if subject {
 		return "It was recovered: " + how + "."
 	}
-	how = "The" + strings.TrimPrefix(how, "the")
 	what := j.f.name
 	if j.f.e.Has&cuda.FieldSize != 0 {
 		what += " of " + report.HumanBytes(j.f.e.Size)
 	}
-	return fmt.Sprintf("The %s, %s by pid %d at %s (%s), was recovered. %s.",
-		s.firstName(), what, j.f.e.PID, s.rel(j.f.e.End), j.res.Name, how)
+	if u := s.unrecovered; u == nil || u.e.PID != j.f.e.PID {
+		what += fmt.Sprintf(" by pid %d", j.f.e.PID)
+	}
+	return fmt.Sprintf("The %s, %s at %s (%s), was recovered: %s.",
+		s.firstName(), what, s.rel(j.f.e.End), j.res.Name, how)
 }
 
 // verdictNoFailure decides a run in which no recorded call failed.

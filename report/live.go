@@ -47,8 +47,13 @@ func (l *LiveBytes) Describe() string {
 	for i, k := range l.Kinds {
 		parts[i] = kindNoun(k.Kind, k.Count)
 	}
-	if len(parts) == 1 {
-		return parts[0]
+	return And(parts)
+}
+
+// And joins parts as a list in a sentence: "a", "a and b", "a, b and c".
+func And(parts []string) string {
+	if len(parts) <= 1 {
+		return strings.Join(parts, "")
 	}
 	return strings.Join(parts[:len(parts)-1], ", ") + " and " + parts[len(parts)-1]
 }
