@@ -113,3 +113,37 @@ func TestRecoveredNeedsTheSameDevice(t *testing.T) {
 		})
 	}
 }
+
+// A recovered first failure before an unrecovered one is named in one
+// short sentence; it names the pid that recovered only when that is not
+// the pid of the failure the verdict is about.
+func TestRecoveredFirstFailureNamesItsPIDOnlyWhenAnother(t *testing.T) {
+	for _, c := range []struct {
+		name    string
+		lastPID uint32 // the pid of the unrecovered failure
+		wantPID bool
+	}{
+		{"the same process", 7, false},
+		{"another process", 8, true},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			oom := func(end int64, size uint64) store.Event {
+				return call(0, end, 2, cuda.Fields{Has: cuda.FieldSize, Size: size})
+			}
+			last := oom(tClock+300*ms, 40*gib)
+			last.PID, last.TID = c.lastPID, c.lastPID
+			evs := []store.Event{oom(tClock+100*ms, 2*gib), alloc(0, tClock+200*ms, 2*gib, 0xa000), last}
+			rep := runSpec{symbols: allocFreeSyms, events: evs}.analyze(t, nil)
+			if rep.FirstUnrecovered == nil {
+				t.Fatalf("no unrecovered failure: %s", rep.Verdict)
+			}
+			note := "The first failed operation, cuMemAlloc_v2 of 2.00 GiB at +0.100 s"
+			if c.wantPID {
+				note = "The first failed operation, cuMemAlloc_v2 of 2.00 GiB by pid 7 at +0.100 s"
+			}
+			if !strings.Contains(rep.Verdict, note+" (CUDA_ERROR_OUT_OF_MEMORY), was recovered: its process later succeeded at it") {
+				t.Errorf("verdict lacks %q: %s", note, rep.Verdict)
+			}
+		})
+	}
+}
