@@ -2,6 +2,8 @@ package report
 
 import (
 	"fmt"
+	"path"
+	"sort"
 	"strings"
 )
 
@@ -89,4 +91,63 @@ func (e *Evidence) Tag() string {
 		return e.Brief
 	}
 	return e.Note
+}
+
+// Bystander reports whether a process took no part in the GPU work: it
+// made no CUDA call, mapped no CUDA device, was not the workload itself,
+// was followed from its start and exited 0. Launchers' shells and a pyenv
+// shim's helpers are bystanders; a process that held GPU memory through
+// an untraced libcuda may be one too, and MISSING EVIDENCE names it.
+func (p *ProcessInfo) Bystander() bool {
+	return p.Calls == 0 && p.Failed == 0 && len(p.Devices) == 0 && !p.Root && !p.AttachedLate &&
+		p.Exit != nil && p.Exit.Code != nil && *p.Exit.Code == 0
+}
+
+// MinBystanders is the fewest bystanders a text report counts in one line
+// instead of listing each: a launcher's shell or two stay listed, a shim's
+// dozens of helpers do not push the rest off the page.
+const MinBystanders = 4
+
+// ExeCount is how many processes ran one executable (by its base name).
+type ExeCount struct {
+	Name  string
+	Count int
+}
+
+// SplitBystanders returns the processes a reader needs one by one, and
+// the bystanders counted by executable (most first, then by name) when
+// there are at least MinBystanders of them; with fewer, every process is
+// listed.
+func SplitBystanders(ps []ProcessInfo) (listed []ProcessInfo, counted []ExeCount) {
+	n := 0
+	for i := range ps {
+		if ps[i].Bystander() {
+			n++
+		}
+	}
+	if n < MinBystanders {
+		return ps, nil
+	}
+	byName := map[string]int{}
+	for i := range ps {
+		if !ps[i].Bystander() {
+			listed = append(listed, ps[i])
+			continue
+		}
+		name := path.Base(ps[i].Exe)
+		if ps[i].Exe == "" {
+			name = "unnamed"
+		}
+		byName[name]++
+	}
+	for name, c := range byName {
+		counted = append(counted, ExeCount{name, c})
+	}
+	sort.Slice(counted, func(i, j int) bool {
+		if counted[i].Count != counted[j].Count {
+			return counted[i].Count > counted[j].Count
+		}
+		return counted[i].Name < counted[j].Name
+	})
+	return listed, counted
 }

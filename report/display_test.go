@@ -1,6 +1,9 @@
 package report
 
-import "testing"
+import (
+	"slices"
+	"testing"
+)
 
 // Ranks read in numeric order, consecutive ones contracted, and a long
 // list keeps its ends around "…" after the count.
@@ -58,5 +61,43 @@ func TestClipKeepsTheStartItPromises(t *testing.T) {
 		if got := tt.clip(s, 38); got != tt.want {
 			t.Errorf("%s: %q, want %q", tt.name, got, tt.want)
 		}
+	}
+}
+
+// Bystanders (no CUDA call, no device, not the workload, followed from
+// their start, exit 0) are counted by executable once there are
+// MinBystanders of them; any part in the GPU work, a bad exit or a late
+// attach keeps a process listed.
+func TestSplitBystanders(t *testing.T) {
+	zero, one := 0, 1
+	ok := &Exit{Code: &zero}
+	by := func(pid uint32, exe string) ProcessInfo { return ProcessInfo{PID: pid, Exe: exe, Exit: ok} }
+	worker := ProcessInfo{PID: 1, Exe: "/usr/bin/python3", Root: true, Calls: 9, Exit: ok}
+	caller := ProcessInfo{PID: 2, Exe: "/usr/bin/python3", Calls: 3, Exit: ok}
+	failed := ProcessInfo{PID: 3, Exe: "/bin/sh", Exit: &Exit{Code: &one}}
+	late := ProcessInfo{PID: 4, Exe: "/bin/sh", AttachedLate: true, Exit: ok}
+	running := ProcessInfo{PID: 5, Exe: "/bin/sleep"}
+	shims := []ProcessInfo{by(10, "/usr/bin/bash"), by(11, "/root/.pyenv/libexec/pyenv"), by(12, "/root/.pyenv/libexec/pyenv"),
+		by(13, "/usr/bin/readlink"), by(14, "/root/.pyenv/libexec/pyenv")}
+	for _, tt := range []struct {
+		name       string
+		ps         []ProcessInfo
+		wantListed []uint32
+		want       []ExeCount
+	}{
+		{"a launcher's shell stays listed", []ProcessInfo{by(10, "/bin/sh"), worker}, []uint32{10, 1}, nil},
+		{"a shim's helpers are counted", append([]ProcessInfo{worker, caller, failed, late, running}, shims...),
+			[]uint32{1, 2, 3, 4, 5}, []ExeCount{{"pyenv", 3}, {"bash", 1}, {"readlink", 1}}},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			listed, counted := SplitBystanders(tt.ps)
+			var pids []uint32
+			for _, p := range listed {
+				pids = append(pids, p.PID)
+			}
+			if !slices.Equal(pids, tt.wantListed) || !slices.Equal(counted, tt.want) {
+				t.Errorf("listed %v, counted %v; want %v, %v", pids, counted, tt.wantListed, tt.want)
+			}
+		})
 	}
 }

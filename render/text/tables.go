@@ -343,7 +343,8 @@ func (t *writer) live(rep *report.Report) {
 
 func (t *writer) processes(rep *report.Report) {
 	t.heading("PROCESSES")
-	for _, p := range rep.Processes {
+	listed, counted := report.SplitBystanders(rep.Processes)
+	for _, p := range listed {
 		exit := "running at the end"
 		if x := p.Exit; x != nil {
 			switch {
@@ -369,6 +370,21 @@ func (t *writer) processes(rep *report.Report) {
 			}
 			t.wrap("      ", fmt.Sprintf("CUDA device %d is %s (%s)%s", d.Ordinal, g, matchMethod(d.Method), noteOf(d.Why)))
 		}
+	}
+	if len(counted) > 0 {
+		// The five commonest names; a sentence of a hundred names says
+		// less than --json.
+		n, names := 0, []string{}
+		for i, c := range counted {
+			n += c.Count
+			if i == 5 {
+				names = append(names, "others")
+			} else if i < 5 {
+				names = append(names, fmt.Sprintf("%s (%d)", c.Name, c.Count))
+			}
+		}
+		t.wrap("  ", fmt.Sprintf("and %d more that made no CUDA call and exited 0, each in --json: %s",
+			n, strings.Join(names, ", ")))
 	}
 }
 

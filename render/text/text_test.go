@@ -243,3 +243,28 @@ func TestPhasesWithNoGrowthSaySoInOneLine(t *testing.T) {
 		t.Errorf("phases with no growth:\n%s", out)
 	}
 }
+
+// PROCESSES lists the processes that took part one by one and counts the
+// bystanders a shim or launcher forks in one line, commonest first.
+func TestProcessesCountBystandersInOneLine(t *testing.T) {
+	zero := 0
+	ok := &report.Exit{Code: &zero}
+	ps := []report.ProcessInfo{{PID: 100, Exe: "/usr/bin/python3", Args: []string{"python3", "serve.py"}, Root: true, Calls: 12, Exit: ok}}
+	for i, exe := range []string{"pyenv", "pyenv", "bash", "pyenv", "readlink", "head", "uname", "sed", "cut"} {
+		ps = append(ps, report.ProcessInfo{PID: uint32(200 + i), Exe: "/usr/bin/" + exe, Args: []string{exe}, Exit: ok})
+	}
+	var b bytes.Buffer
+	if err := Write(&b, &report.Report{Processes: ps}, Options{Width: 80}); err != nil {
+		t.Fatal(err)
+	}
+	text := strings.Join(strings.Fields(b.String()), " ")
+	for _, want := range []string{"pid 100 (parent 0): exit 0, 12 calls", "$ python3 serve.py",
+		"and 9 more that made no CUDA call and exited 0, each in --json: pyenv (3), bash (1), cut (1), head (1), readlink (1), others"} {
+		if !strings.Contains(text, want) {
+			t.Errorf("PROCESSES lacks %q:\n%s", want, b.String())
+		}
+	}
+	if strings.Contains(text, "pid 201") {
+		t.Errorf("a bystander is listed one by one:\n%s", b.String())
+	}
+}
