@@ -80,23 +80,25 @@ test-race:
 	$(MAKE) --no-print-directory e2e-race
 
 # A race makes the binary exit 66, which fails the test that ran it. The
-# race runtime waits 1 s at every exit for late reports; 100 ms is enough
-# here and saves minutes over the suite's few hundred runs.
+# race runtime waits 1 s at every exit so that goroutines still running can
+# report; 20 ms still gives them the CPU (the recorder stops its goroutines
+# before it exits, analyze has none left) and saves minutes over the
+# suite's several hundred runs.
 # FORENSIC_E2E_RACE leaves out the checks of every recording's report
 # (readability, verdict goldens): the first pass made them on the same code.
 e2e-race: bin/forensic-race
-	GORACE=atexit_sleep_ms=100 FORENSIC_REQUIRE_E2E=1 FORENSIC_BIN=bin/forensic-race FORENSIC_E2E_RACE=1 \
+	GORACE=atexit_sleep_ms=20 FORENSIC_REQUIRE_E2E=1 FORENSIC_BIN=bin/forensic-race FORENSIC_E2E_RACE=1 \
 		$(GO) test -count=1 -timeout 12m ./e2e/
 
 # Each fuzz target briefly (the seed corpora always run as plain tests).
-# Budgets are counts, about 10 s each here, not -fuzztime durations: Go
+# Budgets are counts, about 5 s each here, not -fuzztime durations: Go
 # 1.26's coordinator can fail a duration run at its deadline with a bare
 # "context deadline exceeded" and no crasher (go.dev/issue/75804).
 fuzz-smoke:
-	$(GO) test -run '^$$' -fuzz '^FuzzDecodeChunk$$' -fuzztime 300000x -fuzzminimizetime 0x ./store
-	$(GO) test -run '^$$' -fuzz '^FuzzOpen$$' -fuzztime 15000x -fuzzminimizetime 0x ./store
-	$(GO) test -run '^$$' -fuzz '^FuzzDecodeRecord$$' -fuzztime 250000x -fuzzminimizetime 0x ./bpf
-	$(GO) test -run '^$$' -fuzz '^FuzzCFI$$' -fuzztime 300000x -fuzzminimizetime 0x ./unwind
+	$(GO) test -run '^$$' -fuzz '^FuzzDecodeChunk$$' -fuzztime 150000x -fuzzminimizetime 0x ./store
+	$(GO) test -run '^$$' -fuzz '^FuzzOpen$$' -fuzztime 8000x -fuzzminimizetime 0x ./store
+	$(GO) test -run '^$$' -fuzz '^FuzzDecodeRecord$$' -fuzztime 125000x -fuzzminimizetime 0x ./bpf
+	$(GO) test -run '^$$' -fuzz '^FuzzCFI$$' -fuzztime 150000x -fuzzminimizetime 0x ./unwind
 
 # Unit tests only (no root needed).
 test-unit:
