@@ -156,6 +156,7 @@ func TestFreezeOnFailure(t *testing.T) {
 			}
 		}
 		if start < lastFree {
+			retryRecording(t)
 			continue
 		}
 		if frozen || used != 0 {
