@@ -378,7 +378,7 @@ func (t *writer) processes(rep *report.Report) {
 		for i, c := range counted {
 			n += c.Count
 			if i == 5 {
-				names = append(names, "others")
+				names = append(names, report.Plural(len(counted)-5, "other program"))
 			} else if i < 5 {
 				names = append(names, fmt.Sprintf("%s (%d)", c.Name, c.Count))
 			}
