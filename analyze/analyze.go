@@ -57,6 +57,9 @@ type failed struct {
 	name      string
 	e         store.Event
 	recovered bool
+	// held is what the failing process held from traced calls when the
+	// call failed, per GPU view (sized resources only).
+	held []report.LiveBytes
 }
 
 // state is one analysis in progress: what the run's metadata says, and the

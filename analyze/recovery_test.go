@@ -147,3 +147,33 @@ func TestRecoveredFirstFailureNamesItsPIDOnlyWhenAnother(t *testing.T) {
 		})
 	}
 }
+
+// A failure after a recovered first failure is described by what its own
+// process held then: its evidence counts the traced allocations live at
+// it, not those live at the first failure.
+func TestLaterFailureEvidenceHoldsWhatItsProcessHeldThen(t *testing.T) {
+	oom := func(end int64, size uint64) store.Event {
+		return call(0, end, 2, cuda.Fields{Has: cuda.FieldSize, Size: size})
+	}
+	evs := []store.Event{alloc(0, tClock+10*ms, 3*gib, 0xa000), alloc(0, tClock+20*ms, 3*gib, 0xb000),
+		oom(tClock+30*ms, 4*gib), free(1, tClock+40*ms, 0xb000), alloc(0, tClock+50*ms, 4*gib, 0xc000),
+		free(1, tClock+60*ms, 0xc000), oom(tClock+70*ms, 6*gib)}
+	rep := runSpec{symbols: allocFreeSyms, events: evs}.analyze(t, nil)
+	if rep.FirstUnrecovered == nil {
+		t.Fatalf("no unrecovered failure: %s", rep.Verdict)
+	}
+	held := func(ev []report.Evidence) string {
+		for _, e := range ev {
+			if e.Field == "traced device allocations of this process" && e.Value != nil {
+				return report.HumanBytes(*e.Value) + " in " + e.Note
+			}
+		}
+		return "none"
+	}
+	if got := held(rep.Evidence); got != "6.00 GiB in 2 allocations" {
+		t.Errorf("at the first failure: %s, want 6.00 GiB in 2 allocations", got)
+	}
+	if got := held(rep.FirstUnrecovered.Evidence); got != "3.00 GiB in 1 allocation" {
+		t.Errorf("at the unrecovered failure: %s, want 3.00 GiB in 1 allocation", got)
+	}
+}

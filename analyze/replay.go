@@ -152,6 +152,69 @@ type replayer struct {
 	// failure (budgetsplit.go).
 	firstFree map[uint32]int64
 	splits    map[pidGPU][]splitAlloc
+	// procHeld is what each process holds per GPU view, sized, kept as
+	// the calls go; failAt finds a failure's record by its call, so that
+	// each failure keeps what its process held then (a later failure is
+	// not described by what the process held at the first).
+	procHeld map[uint32]map[viewKey]*heldTotal
+	failAt   map[failKey]*failed
+}
+
+// heldTotal is the sized memory one process holds in one GPU view.
+type heldTotal struct {
+	bytes uint64
+	count int
+}
+
+// failKey names a failed call: its thread and when it returned.
+type failKey struct {
+	tid uint32
+	end int64
+}
+
+// hold changes what pid holds in a view by one resource of size n (a
+// release when sign < 0).
+func (p *replayer) hold(pid uint32, vk viewKey, n uint64, sign int) {
+	m := p.procHeld[pid]
+	if m == nil {
+		m = map[viewKey]*heldTotal{}
+		p.procHeld[pid] = m
+	}
+	h := m[vk]
+	if h == nil {
+		h = &heldTotal{}
+		m[vk] = h
+	}
+	if sign < 0 {
+		h.bytes -= min(n, h.bytes)
+		h.count = max(h.count-1, 0)
+		return
+	}
+	h.bytes += n
+	h.count++
+}
+
+// noteHeld gives a failed call's record what its process held then, per
+// GPU view.
+func (p *replayer) noteHeld(e *store.Event) {
+	f := p.failAt[failKey{e.TID, e.End}]
+	if f == nil || f.e.PID != e.PID {
+		return
+	}
+	m := p.procHeld[e.PID]
+	vks := make([]viewKey, 0, len(m))
+	for vk, h := range m {
+		if h.count > 0 {
+			vks = append(vks, vk)
+		}
+	}
+	sort.Slice(vks, func(i, j int) bool { return viewKeyLess(vks[i], vks[j]) })
+	f.held = f.held[:0]
+	for _, vk := range vks {
+		h := m[vk]
+		f.held = append(f.held, report.LiveBytes{PID: e.PID, View: vk.view.String(), GPU: optInt(vk.gpu),
+			MIG: optInt(vk.mig), Bytes: h.bytes, Count: h.count})
+	}
 }
 
 func newReplayer(s *state) *replayer {
@@ -160,8 +223,10 @@ func newReplayer(s *state) *replayer {
 		procCalls: map[uint32]*procTally{}, exportKeys: map[string]exportRef{}, exportSize: map[string]uint64{},
 		exportAt: map[string]int64{}, ctxs: map[uint32]map[uint64]*heldCtx{},
 		obs: s.opts.Observer, dev: devCache{s: s, lastDev: -2}, horizon: max(reconcileHorizon, s.window), pools: newPools(),
-		kinds: map[heldKindKey]*kindShare{}, firstFree: map[uint32]int64{}, splits: map[pidGPU][]splitAlloc{}}
+		kinds: map[heldKindKey]*kindShare{}, firstFree: map[uint32]int64{}, splits: map[pidGPU][]splitAlloc{},
+		procHeld: map[uint32]map[viewKey]*heldTotal{}, failAt: map[failKey]*failed{}}
 	for _, f := range s.failures {
+		p.failAt[failKey{f.e.TID, f.e.End}] = f
 		p.failTimes = append(p.failTimes, f.e.End)
 		k := recovKey{f.e.PID, uint32(f.sym.Op)}
 		p.pending[k] = append(p.pending[k], f)
@@ -263,8 +328,11 @@ func (p *replayer) replay(e *store.Event) error {
 		p.cur = e
 		p.apply(e, sym)
 		p.cur = nil
-	} else if sym.DrawsFrom != cuda.ResNone {
-		p.pools.failed(e, sym)
+	} else {
+		p.noteHeld(e)
+		if sym.DrawsFrom != cuda.ResNone {
+			p.pools.failed(e, sym)
+		}
 	}
 	if p.tl != nil {
 		gpu, _ := p.dev.gpu(e.PID, e.Dev)
@@ -424,6 +492,7 @@ func (p *replayer) release(e *store.Event, sym *cuda.Symbol) {
 			p.pools.released(k, l.size)
 		}
 		if l.counted() {
+			p.hold(e.PID, l.key(), l.size, -1)
 			p.addRange(l.key(), res, e.Start, e.End, -int64(l.size), -int64(l.most))
 		} else if l.view != cuda.ViewNone {
 			p.logOpaque(opaqueRel{at: e.End, gpu: int(l.gpu), view: l.view, pid: e.PID, why: "released memory of unknown size"})
@@ -515,6 +584,7 @@ func (p *replayer) create(e *store.Event, sym *cuda.Symbol) {
 	}
 	k := newResKey(e.PID, sym.Creates, e.Ptr)
 	if old, ok := p.live[k]; ok && old.counted() {
+		p.hold(e.PID, old.key(), old.size, -1)
 		p.addRange(old.key(), k.res(), e.Start, e.End, -int64(old.size), -int64(old.most))
 	}
 	p.live[k] = l
@@ -522,6 +592,7 @@ func (p *replayer) create(e *store.Event, sym *cuda.Symbol) {
 		p.head.opaque(opaqueRel{at: e.End, gpu: int(l.gpu), view: l.view, pid: e.PID, acquire: true, why: "a " + sym.Creates.String() + " of unknown size"})
 	}
 	if l.counted() {
+		p.hold(e.PID, l.key(), l.size, 1)
 		p.addRange(l.key(), k.res(), e.Start, e.End, int64(l.size), int64(l.most))
 	}
 }
@@ -596,7 +667,8 @@ func (p *replayer) releaseUpTo(t int64) {
 		o.from = p.exitFrom(o.pid, o.at)
 		p.logOpaque(o)
 	}, func(x procExit) {
-		if !x.late { // a late process's exit is already of unknown size, on any GPU
+		delete(p.procHeld, x.pid) // the driver frees what it held
+		if !x.late {              // a late process's exit is already of unknown size, on any GPU
 			p.exitContexts(x.pid, x.t)
 		}
 	})

@@ -306,19 +306,21 @@ func (s *state) liveEvidence(j *judgement) []report.Evidence {
 	}
 	gpu := j.cap.gpu
 	var out []report.Evidence
+	live := f.held // a later failure: what its own process held then
 	if f == s.first {
-		for _, lb := range s.rep.LiveAtFailure {
-			if lb.GPU == nil || *lb.GPU != gpu || lb.View != cuda.ViewFramebuffer.String() {
-				continue
-			}
-			who := "this process"
-			if lb.PID != f.e.PID {
-				who = fmt.Sprintf("process %d", lb.PID)
-			}
-			out = append(out, report.Evidence{Field: "traced device allocations of " + who, Value: ptr(lb.Bytes), Unit: "bytes",
-				Source: "traced calls (allocations minus frees)", Status: "recorded", TimeNS: f.e.End, GPU: optInt(gpu),
-				Note: report.Plural(lb.Count, "allocation")})
+		live = s.rep.LiveAtFailure // every process's, at the first failure
+	}
+	for _, lb := range live {
+		if lb.GPU == nil || *lb.GPU != gpu || lb.View != cuda.ViewFramebuffer.String() {
+			continue
 		}
+		who := "this process"
+		if lb.PID != f.e.PID {
+			who = fmt.Sprintf("process %d", lb.PID)
+		}
+		out = append(out, report.Evidence{Field: "traced device allocations of " + who, Value: ptr(lb.Bytes), Unit: "bytes",
+			Source: "traced calls (allocations minus frees)", Status: "recorded", TimeNS: f.e.End, GPU: optInt(gpu),
+			Note: report.Plural(lb.Count, "allocation")})
 	}
 	t := s.samples.targetOf(f)
 	if t == nil {

@@ -127,6 +127,11 @@ func (r *Report) heldText(f *Failure, ev []Evidence) string {
 		return ""
 	}
 	view := strings.ToLower(strings.SplitN(d.Field, " ", 2)[0])
+	if f != r.FirstFailure {
+		// A later failure: the budget and LIVE AT THE FIRST FAILURE are
+		// of another moment; its own evidence says what its process held.
+		return laterHeld(f, ev, view)
+	}
 	if b := r.budgetOf(*f.GPUIndex, view); b != nil && d.Text == "" && !b.unsplit() {
 		return budgetHeld(b, f.PID)
 	}
@@ -157,6 +162,34 @@ func (r *Report) heldText(f *Failure, ev []Evidence) string {
 	}
 	if rest := untraced(d, view, explained, ev, r.NearestSamples); rest > 0 {
 		parts = append(parts, HumanBytes(rest)+" no traced call explains")
+	}
+	return strings.Join(parts, "; ")
+}
+
+// laterHeld is who held a view at a failure after the first, from its
+// own evidence: what its process held from traced calls, what NVML listed
+// per process, and the driver's reserve. The other traced processes'
+// shares at that moment are not in the report, so nothing is called
+// unexplained.
+func laterHeld(f *Failure, ev []Evidence, view string) string {
+	if view != "framebuffer" {
+		return ""
+	}
+	var parts []string
+	driver := ""
+	for _, e := range ev {
+		switch {
+		case e.Value == nil:
+		case e.Field == "traced device allocations of this process":
+			parts = append(parts, fmt.Sprintf("pid %d %s in %s", f.PID, HumanBytes(*e.Value), e.Note))
+		case strings.HasPrefix(e.Field, "NVML usage of process"):
+			parts = append(parts, strings.TrimPrefix(e.Field, "NVML usage of ")+" "+HumanBytes(*e.Value))
+		case e.Field == "framebuffer reserved":
+			driver = "the driver " + HumanBytes(*e.Value) + " (reserved)"
+		}
+	}
+	if driver != "" {
+		parts = append(parts, driver) // last, as for the first failure
 	}
 	return strings.Join(parts, "; ")
 }

@@ -96,3 +96,28 @@ func TestGlanceHeldByLeavesOutABudgetOfAnotherMoment(t *testing.T) {
 		}
 	}
 }
+
+// When the verdict leads with a later failure (the first was recovered),
+// "held by" says what that failure's process held then, from its own
+// evidence: never LIVE AT THE FIRST FAILURE, a moment when it held more.
+func TestGlanceHeldByOfALaterFailureIsItsOwn(t *testing.T) {
+	gib := uint64(1 << 30)
+	gpu, reserved, free, held, size := 0, gib/2, 9*gib/2, 3*gib, 6*gib
+	first := &Failure{Symbol: "cuMemAlloc_v2", Size: &size, PID: 7, GPUIndex: &gpu, Recovered: true}
+	later := Failure{Symbol: "cuMemAlloc_v2", Size: &size, PID: 7, GPUIndex: &gpu}
+	rep := &Report{Verdict: "v", FirstFailure: first,
+		LiveAtFailure: []LiveBytes{{PID: 7, GPU: &gpu, View: "framebuffer", Bytes: 6 * gib, Count: 2}},
+		FirstUnrecovered: &Judged{Failure: later, Evidence: []Evidence{
+			{Field: "framebuffer free at the failure", Value: &free, Text: "at most 4.50 GiB", Unit: "bytes", Decisive: true},
+			{Field: "framebuffer reserved", Value: &reserved, Unit: "bytes"},
+			{Field: "traced device allocations of this process", Value: &held, Unit: "bytes", Note: "1 allocation"}}}}
+	var got string
+	for _, l := range rep.Glance() {
+		if l.Label == "held by" {
+			got = l.Text
+		}
+	}
+	if want := "pid 7 3.00 GiB in 1 allocation; the driver 512.0 MiB (reserved)"; got != want {
+		t.Errorf("held by %q, want %q", got, want)
+	}
+}

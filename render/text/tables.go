@@ -383,7 +383,7 @@ func (t *writer) processes(rep *report.Report) {
 				names = append(names, fmt.Sprintf("%s (%d)", c.Name, c.Count))
 			}
 		}
-		t.wrap("  ", fmt.Sprintf("and %d more that made no CUDA call and exited 0, each in --json: %s",
+		t.wrap("  ", fmt.Sprintf("and %d more that made no CUDA call and exited 0 (--json lists each): %s",
 			n, strings.Join(names, ", ")))
 	}
 }

@@ -259,7 +259,7 @@ func TestProcessesCountBystandersInOneLine(t *testing.T) {
 	}
 	text := strings.Join(strings.Fields(b.String()), " ")
 	for _, want := range []string{"pid 100 (parent 0): exit 0, 12 calls", "$ python3 serve.py",
-		"and 9 more that made no CUDA call and exited 0, each in --json: pyenv (3), bash (1), cut (1), head (1), readlink (1), 2 other programs"} {
+		"and 9 more that made no CUDA call and exited 0 (--json lists each): pyenv (3), bash (1), cut (1), head (1), readlink (1), 2 other programs"} {
 		if !strings.Contains(text, want) {
 			t.Errorf("PROCESSES lacks %q:\n%s", want, b.String())
 		}
