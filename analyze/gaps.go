@@ -226,10 +226,17 @@ func (s *state) exitGaps(ends []badEnd) []report.Missing {
 			out = append(out, s.signalGap(p, why))
 			continue
 		}
+		// A process whose calls were traced reached the driver through a
+		// libcuda the probes were on: an untraced one is no likely cause.
+		const pool = "a framework's memory pool may have run out without a failed driver call (JAX preallocation, a PyTorch memory fraction)"
+		causes := "Its own code may have failed, " + pool + ", or it used an untraced libcuda"
+		again := s.againWithoutLibcuda("record again without --libcuda so the libcuda it maps is found; ")
+		if s.replay.procCalls[p.PID] != nil {
+			causes, again = "Its own code may have failed, or "+pool, ""
+		}
 		out = append(out, report.Missing{Decisive: true,
-			What: fmt.Sprintf("process %d (%s) %s%s. Its own code may have failed, a framework's memory pool may have run out without a failed driver call (JAX preallocation, a PyTorch memory fraction), or it used an untraced libcuda",
-				p.PID, exeName(&p), b.how, why),
-			Fix: "read the process's own error output; " + s.againWithoutLibcuda("record again without --libcuda so the libcuda it maps is found; ") +
+			What: fmt.Sprintf("process %d (%s) %s%s. %s", p.PID, exeName(&p), b.how, why, causes),
+			Fix: "read the process's own error output; " + again +
 				"for JAX set XLA_PYTHON_CLIENT_PREALLOCATE=false, for PyTorch check set_per_process_memory_fraction"})
 	}
 	return out

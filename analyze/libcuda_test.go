@@ -4,6 +4,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/retrivium/forensic/cuda"
 	"github.com/retrivium/forensic/report"
 	"github.com/retrivium/forensic/store"
 )
@@ -79,5 +80,29 @@ func TestLostHoldIsNotANeverLoadedLibcuda(t *testing.T) {
 	if rep.Attribution != report.AttrMissingEvidence || strings.Contains(text, "never loaded") ||
 		!strings.Contains(text, "did not hold its process") {
 		t.Errorf("attribution %s; want missing-evidence naming the lost hold, not a libcuda never loaded:\n%s", rep.Attribution, text)
+	}
+}
+
+// A process whose calls were traced reached the driver through a libcuda
+// the probes were on: when it exits 1 with every failure recovered, an
+// untraced libcuda is not offered as a cause, nor "record again without
+// --libcuda" as a step; a process with no traced call keeps both.
+func TestBadExitOfATracedProcessDoesNotBlameAnUntracedLibcuda(t *testing.T) {
+	one := 1
+	exit1 := &store.Exit{Code: &one, Time: tClock + 500*ms}
+	given := store.Library{Path: "/usr/lib/libcuda.so.1", Attached: allocFreeSyms} // MappedBy 0: --libcuda
+	oom := call(0, tClock+100*ms, 2, cuda.Fields{Has: cuda.FieldSize, Size: 4 * gib})
+	evs := []store.Event{alloc(0, tClock+50*ms, gib, 0xa000), oom, alloc(0, tClock+200*ms, 4*gib, 0xb000)}
+	procs := []store.Process{{PID: 7, Start: tClock, Exe: "/bin/app", Root: true, Exit: exit1}}
+	rep := runSpec{symbols: allocFreeSyms, events: evs, procs: procs, libs: []store.Library{given}, workload: exit1}.analyze(t, nil)
+	if rep.Attribution != report.AttrMissingEvidence || len(rep.Missing) == 0 {
+		t.Fatalf("attribution %s, missing %+v: want the bad exit as missing evidence", rep.Attribution, rep.Missing)
+	}
+	m := rep.Missing[len(rep.Missing)-1]
+	if !strings.Contains(m.What, "exited with status 1") || !strings.Contains(m.What, "Its own code may have failed, or a framework's memory pool") {
+		t.Errorf("what: %s", m.What)
+	}
+	if strings.Contains(m.What, "untraced libcuda") || strings.Contains(m.Fix, "--libcuda") {
+		t.Errorf("a traced process is sent after an untraced libcuda: %s / %s", m.What, m.Fix)
 	}
 }
