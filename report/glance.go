@@ -149,16 +149,10 @@ func (r *Report) heldText(f *Failure, ev []Evidence) string {
 	if n > 3 {
 		parts = append(parts, fmt.Sprintf("%d more processes", n-3))
 	}
-	for _, e := range ev {
-		switch {
-		case e.Value == nil || view != "framebuffer":
-		case strings.HasPrefix(e.Field, "NVML usage of process"):
-			// A process the recorder did not trace, as NVML listed it.
-			parts = append(parts, strings.TrimPrefix(e.Field, "NVML usage of ")+" "+HumanBytes(*e.Value))
-			explained += *e.Value // NVML names its holder
-		case e.Field == "framebuffer reserved":
-			parts = append(parts, "the driver "+HumanBytes(*e.Value)+" (reserved)")
-		}
+	if view == "framebuffer" {
+		sampled, named := sampledHolders(ev)
+		parts = append(parts, sampled...)
+		explained += named // NVML names its holder
 	}
 	if rest := untraced(d, view, explained, ev, r.NearestSamples); rest > 0 {
 		parts = append(parts, HumanBytes(rest)+" no traced call explains")
@@ -167,31 +161,39 @@ func (r *Report) heldText(f *Failure, ev []Evidence) string {
 }
 
 // laterHeld is who held a view at a failure after the first, from its
-// own evidence: what its process held from traced calls, what NVML listed
-// per process, and the driver's reserve. The other traced processes'
-// shares at that moment are not in the report, so nothing is called
-// unexplained.
+// own evidence: what its process held from traced calls, then what the
+// samples say (sampledHolders). The other traced processes' shares at
+// that moment are not in the report, so nothing is called unexplained.
 func laterHeld(f *Failure, ev []Evidence, view string) string {
 	if view != "framebuffer" {
 		return ""
 	}
 	var parts []string
-	driver := ""
+	for _, e := range ev {
+		if e.Value != nil && e.Field == "traced device allocations of this process" {
+			parts = append(parts, fmt.Sprintf("pid %d %s in %s", f.PID, HumanBytes(*e.Value), e.Note))
+		}
+	}
+	sampled, _ := sampledHolders(ev)
+	return strings.Join(append(parts, sampled...), "; ")
+}
+
+// sampledHolders are the framebuffer's holders the failure's samples
+// name, in evidence order: each process NVML listed that the recorder
+// did not trace, and the driver's reserve; named is what NVML attributed
+// to those processes.
+func sampledHolders(ev []Evidence) (parts []string, named uint64) {
 	for _, e := range ev {
 		switch {
 		case e.Value == nil:
-		case e.Field == "traced device allocations of this process":
-			parts = append(parts, fmt.Sprintf("pid %d %s in %s", f.PID, HumanBytes(*e.Value), e.Note))
 		case strings.HasPrefix(e.Field, "NVML usage of process"):
 			parts = append(parts, strings.TrimPrefix(e.Field, "NVML usage of ")+" "+HumanBytes(*e.Value))
+			named += *e.Value
 		case e.Field == "framebuffer reserved":
-			driver = "the driver " + HumanBytes(*e.Value) + " (reserved)"
+			parts = append(parts, "the driver "+HumanBytes(*e.Value)+" (reserved)")
 		}
 	}
-	if driver != "" {
-		parts = append(parts, driver) // last, as for the first failure
-	}
-	return strings.Join(parts, "; ")
+	return parts, named
 }
 
 // budgetOf is the budget of a GPU's view at the first failure, or nil.
