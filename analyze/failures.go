@@ -168,18 +168,17 @@ func pythonGap(ff *report.Failure, fromStart bool) *report.Missing {
 	if st == nil || st.PythonStatus == "" || st.PythonStatus == string(store.PyOK) {
 		return nil
 	}
-	const native = "the native frames show how CUDA was called; the Python line that asked is not known"
-	fix := native
+	const native = "The native frames show how CUDA was called; the Python line that asked is not known"
+	fix := "t" + strings.TrimPrefix(native, "T") // the advice's first words
 	switch store.PyStatus(st.PythonStatus) {
 	case store.PyNotCaptured, store.PyNotLocated:
 		fix = "record the program from its start (forensic record -- CMD), or attach before it loads CUDA. " +
-			"Its interpreter was found only after this call. The" + strings.TrimPrefix(native, "the")
+			"Its interpreter was found only after this call. " + native
 		if fromStart {
-			fix = "record again on a less busy machine: the recorder fell behind and found its interpreter only after this call. " +
-				"The" + strings.TrimPrefix(native, "the")
+			fix = "record again on a less busy machine: the recorder fell behind and found its interpreter only after this call. " + native
 		}
 	case store.PyNotRead:
-		fix = "this CPython's frames are not read (supported: 3.10 to 3.13, release builds). The" + strings.TrimPrefix(native, "the")
+		fix = "this CPython's frames are not read (supported: 3.10 to 3.13, release builds). " + native
 	case store.PyTruncated:
 		fix = "the innermost frames are shown; the outermost were beyond what the probe reads"
 	}
